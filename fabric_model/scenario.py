@@ -1,0 +1,794 @@
+"""Scenario: what is trained, how it is parallelised, what it runs on, and what-ifs.
+
+One frozen dataclass per section. The bounds of every key are written once, as field
+metadata (:class:`FieldSpec`): validation, coercion of strings from the URL or ``--set``,
+the CLI's error messages and the dashboard's slider ranges all read that one table.
+
+Every key has a default, so ``{}`` is a valid scenario (the default preset: 1,024 H100 GPUs
+on a rail-optimized InfiniBand NDR fat-tree).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fabric_model.errors import ScenarioError, ScenarioFileError
+
+__all__ = [
+    "FieldSpec",
+    "ClusterSpec",
+    "FabricSpec",
+    "ModelSpec",
+    "ParallelismPlan",
+    "TrainingSpec",
+    "WhatIfSpec",
+    "CostSpec",
+    "Scenario",
+    "SECTIONS",
+    "field_spec",
+    "iter_field_specs",
+    "apply_overrides",
+    "parse_assignment",
+    "load_scenario",
+    "scenario_from_text",
+    "dump_scenario",
+    "MAX_SCENARIO_BYTES",
+]
+
+#: Largest scenario document accepted (file, upload or URL), bytes.
+MAX_SCENARIO_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """Declared type, bounds, unit and help of one scenario key.
+
+    ``kind`` is one of ``int``, ``float``, ``bool``, ``choice``, ``text``. ``auto`` marks keys
+    that also accept the word ``"auto"``; ``optional`` keys accept ``null`` (meaning "use the
+    catalog value"). ``min_exclusive`` makes ``min`` an open bound (``0 < x``).
+    """
+
+    kind: str
+    help: str
+    unit: str = ""
+    min: float | None = None
+    max: float | None = None
+    min_exclusive: bool = False
+    choices: tuple[Any, ...] = ()
+    auto: bool = False
+    optional: bool = False
+    step: float | None = None
+
+    def allowed(self) -> str:
+        """Describe the allowed values in words, for error messages and help text."""
+        extra = []
+        if self.auto:
+            extra.append("'auto'")
+        if self.optional:
+            extra.append("null (catalog value)")
+        if self.kind == "choice":
+            return "one of " + ", ".join(str(c) for c in (*extra_choices(self), *self.choices))
+        if self.kind == "bool":
+            base = "true or false"
+        elif self.kind == "text":
+            base = "a text"
+        else:
+            noun = "an integer" if self.kind == "int" else "a number"
+            lo = "" if self.min is None else _fmt(self.min)
+            hi = "" if self.max is None else _fmt(self.max)
+            if self.min is not None and self.max is not None:
+                op = "greater than" if self.min_exclusive else "from"
+                base = (
+                    f"{noun} {op} {lo} and at most {hi}"
+                    if self.min_exclusive
+                    else f"{noun} {op} {lo} to {hi}"
+                )
+            elif self.min is not None:
+                base = f"{noun} {'>' if self.min_exclusive else '>='} {lo}"
+            else:
+                base = noun
+        if self.unit and self.kind in ("int", "float"):
+            base += f" ({self.unit})"
+        return base + "".join(f", or {e}" for e in extra)
+
+
+def extra_choices(spec: FieldSpec) -> tuple[str, ...]:
+    """Return the non-numeric extras a choice key accepts (``auto``)."""
+    return ("auto",) if spec.auto else ()
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _f(default: Any, spec: FieldSpec) -> Any:
+    return field(default=default, metadata={"spec": spec})
+
+
+# --------------------------------------------------------------------------------------
+# Sections
+# --------------------------------------------------------------------------------------
+
+GPU_COUNT_MAX = 1_048_576
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What the job runs on: GPUs, servers and the scale-up (NVLink) domain."""
+
+    n_gpus: int = _f(
+        1024,
+        FieldSpec("int", "GPUs in the job/cluster modelled", "GPUs", min=2, max=GPU_COUNT_MAX),
+    )
+    gpu: str = _f("h100", FieldSpec("text", "GPU model (catalog key, e.g. h100, b200, gb200)"))
+    gpus_per_node: int = _f(
+        8, FieldSpec("int", "GPUs per server (per compute tray for GB200)", "GPUs", min=1, max=16)
+    )
+    nvlink_domain: int = _f(
+        8,
+        FieldSpec(
+            "int",
+            "GPUs sharing one NVLink switch domain (8 for HGX, 72 for GB200 NVL72)",
+            "GPUs",
+            min=1,
+            max=576,
+        ),
+    )
+    nics_per_gpu: int = _f(
+        1, FieldSpec("int", "scale-out NICs (rails) per GPU", "NICs", min=1, max=4)
+    )
+
+
+@dataclass(frozen=True)
+class FabricSpec:
+    """The scale-out network: vendor, speed, topology, routing and cabling."""
+
+    vendor: str = _f(
+        "infiniband",
+        FieldSpec(
+            "choice",
+            "scale-out fabric: InfiniBand, NVIDIA Spectrum-X Ethernet, or plain RoCE Ethernet",
+            choices=("infiniband", "spectrum-x", "roce"),
+        ),
+    )
+    link_gbps: int = _f(
+        400,
+        FieldSpec("choice", "per-NIC line rate", "Gb/s", choices=(200, 400, 800, 1600)),
+    )
+    topology: str = _f(
+        "fat-tree",
+        FieldSpec(
+            "choice",
+            "topology family",
+            choices=("fat-tree", "rail-only", "dragonfly-plus", "torus-3d", "hypercube"),
+        ),
+    )
+    rail_optimized: bool = _f(
+        True,
+        FieldSpec(
+            "bool",
+            "rail-optimized leaf wiring: NIC i of every server goes to the leaf of rail i",
+        ),
+    )
+    tiers: int | str = _f(
+        "auto",
+        FieldSpec(
+            "choice",
+            "switch tiers of a fat-tree; auto picks the fewest that fit",
+            choices=(1, 2, 3),
+            auto=True,
+        ),
+    )
+    oversubscription: float = _f(
+        1.0,
+        FieldSpec(
+            "float",
+            "leaf downlink:uplink bandwidth ratio (1 = non-blocking)",
+            ":1",
+            min=1.0,
+            max=16.0,
+            step=0.5,
+        ),
+    )
+    spine_oversubscription: float = _f(
+        1.0,
+        FieldSpec(
+            "float",
+            "spine (aggregation) downlink:uplink ratio toward the core of a 3-tier fat-tree",
+            ":1",
+            min=1.0,
+            max=16.0,
+            step=0.5,
+        ),
+    )
+    routing: str = _f(
+        "auto",
+        FieldSpec(
+            "choice",
+            "routing policy; auto = the vendor's default (adaptive for InfiniBand and "
+            "Spectrum-X, static per-flow ECMP hashing for RoCE)",
+            choices=("adaptive", "ecmp", "dmodk", "minimal", "valiant", "ugal", "dor"),
+            auto=True,
+        ),
+    )
+    qps_per_connection: int = _f(
+        1,
+        FieldSpec(
+            "int",
+            "flows (queue pairs) per peer connection, hashed independently under ECMP",
+            "QPs",
+            min=1,
+            max=64,
+        ),
+    )
+    sharp: bool = _f(
+        False,
+        FieldSpec("bool", "in-network reduction (SHARP) on the scale-out fabric (InfiniBand)"),
+    )
+    switch: str = _f(
+        "auto", FieldSpec("text", "switch model (catalog key); auto = the vendor's default")
+    )
+    nic: str = _f("auto", FieldSpec("text", "NIC model (catalog key); auto = the vendor's default"))
+    nic_leaf_m: float = _f(
+        20.0,
+        FieldSpec(
+            "float",
+            "cable length NIC to leaf (<= 3 m allows copper at up to 400G)",
+            "m",
+            min=0.5,
+            max=2000.0,
+        ),
+    )
+    leaf_spine_m: float = _f(
+        50.0, FieldSpec("float", "cable length leaf to spine", "m", min=0.5, max=2000.0)
+    )
+    spine_core_m: float = _f(
+        150.0, FieldSpec("float", "cable length spine to core", "m", min=0.5, max=2000.0)
+    )
+    direct_link_m: float = _f(
+        10.0,
+        FieldSpec(
+            "float",
+            "cable length between neighbouring nodes of a torus or hypercube",
+            "m",
+            min=0.5,
+            max=2000.0,
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What is trained: a dense or mixture-of-experts transformer."""
+
+    kind: str = _f("dense", FieldSpec("choice", "dense or MoE", choices=("dense", "moe")))
+    params_b: float = _f(
+        70.0, FieldSpec("float", "total parameters", "billions", min=0.01, max=100_000.0)
+    )
+    layers: int = _f(80, FieldSpec("int", "transformer layers", "layers", min=1, max=1024))
+    hidden: int = _f(8192, FieldSpec("int", "hidden size", "", min=64, max=131_072))
+    ffn_hidden: int = _f(
+        28672, FieldSpec("int", "feed-forward (per expert) hidden size", "", min=64, max=524_288)
+    )
+    heads: int = _f(64, FieldSpec("int", "attention heads", "heads", min=1, max=1024))
+    kv_heads: int = _f(8, FieldSpec("int", "key/value heads (GQA)", "heads", min=1, max=1024))
+    vocab: int = _f(128_256, FieldSpec("int", "vocabulary size", "tokens", min=2, max=2_000_000))
+    seq_len: int = _f(8192, FieldSpec("int", "sequence length", "tokens", min=16, max=4_194_304))
+    n_experts: int = _f(1, FieldSpec("int", "routed experts per MoE layer", "", min=1, max=4096))
+    top_k: int = _f(1, FieldSpec("int", "experts chosen per token", "", min=1, max=64))
+    shared_experts: int = _f(0, FieldSpec("int", "always-on shared experts", "", min=0, max=64))
+
+
+@dataclass(frozen=True)
+class ParallelismPlan:
+    """How the model is parallelised (Megatron order: TP, CP, EP, PP inside, DP outside)."""
+
+    tp: int = _f(8, FieldSpec("int", "tensor-parallel degree", "", min=1, max=1024))
+    pp: int = _f(4, FieldSpec("int", "pipeline-parallel stages", "", min=1, max=1024))
+    dp: int | str = _f(
+        "auto",
+        FieldSpec(
+            "int",
+            "data-parallel degree; auto = n_gpus / (tp x pp x cp)",
+            "",
+            min=1,
+            max=GPU_COUNT_MAX,
+            auto=True,
+        ),
+    )
+    ep: int = _f(1, FieldSpec("int", "expert-parallel degree", "", min=1, max=4096))
+    cp: int = _f(1, FieldSpec("int", "context-parallel degree", "", min=1, max=1024))
+    vpp: int = _f(
+        1, FieldSpec("int", "interleaved virtual pipeline stages per rank", "", min=1, max=64)
+    )
+    zero_stage: int = _f(
+        1,
+        FieldSpec(
+            "choice", "ZeRO stage of the data-parallel optimizer (3 = FSDP)", choices=(0, 1, 2, 3)
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    """Batch, precision-independent efficiency and recomputation."""
+
+    global_batch_tokens: int = _f(
+        16_777_216,
+        FieldSpec("int", "tokens per optimizer step", "tokens", min=1, max=2**40),
+    )
+    micro_batch: int = _f(1, FieldSpec("int", "sequences per micro-batch", "", min=1, max=4096))
+    compute_efficiency: float = _f(
+        0.55,
+        FieldSpec(
+            "float",
+            "fraction of the GPU's dense BF16 peak that the math kernels reach",
+            "",
+            min=0.0,
+            max=1.0,
+            min_exclusive=True,
+            step=0.01,
+        ),
+    )
+    recompute: str = _f(
+        "selective",
+        FieldSpec(
+            "choice", "activation recomputation", choices=("none", "selective", "full")
+        ),
+    )
+    dp_overlap: float = _f(
+        0.9,
+        FieldSpec(
+            "float",
+            "fraction of the backward pass that can hide data-parallel communication",
+            "",
+            min=0.0,
+            max=1.0,
+            step=0.05,
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class WhatIfSpec:
+    """Degradations and placements applied to the fabric."""
+
+    degraded_link_factor: float = _f(
+        1.0,
+        FieldSpec(
+            "float",
+            "one link runs at this fraction of its rate (1 = healthy)",
+            "",
+            min=0.0,
+            max=1.0,
+            min_exclusive=True,
+            step=0.05,
+        ),
+    )
+    degraded_link: str = _f(
+        "nic",
+        FieldSpec(
+            "choice",
+            "which link is degraded",
+            choices=("nic", "leaf-spine", "spine-core"),
+        ),
+    )
+    placement: str = _f(
+        "contiguous",
+        FieldSpec(
+            "choice", "where the job's GPUs sit", choices=("contiguous", "scattered")
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class CostSpec:
+    """Price overrides (null = catalog value) and the TCO assumptions."""
+
+    switch_usd: float | None = _f(
+        None, FieldSpec("float", "price of one switch", "USD", min=0.0, max=1e7, optional=True)
+    )
+    nic_usd: float | None = _f(
+        None, FieldSpec("float", "price of one NIC", "USD", min=0.0, max=1e6, optional=True)
+    )
+    optic_switch_usd: float | None = _f(
+        None,
+        FieldSpec(
+            "float", "price of one switch-side transceiver", "USD", min=0.0, max=1e6, optional=True
+        ),
+    )
+    optic_nic_usd: float | None = _f(
+        None,
+        FieldSpec(
+            "float", "price of one NIC-side transceiver", "USD", min=0.0, max=1e6, optional=True
+        ),
+    )
+    copper_cable_usd: float | None = _f(
+        None,
+        FieldSpec("float", "price of one copper cable", "USD", min=0.0, max=1e5, optional=True),
+    )
+    fiber_usd: float | None = _f(
+        None,
+        FieldSpec(
+            "float", "price of the fiber for one optical link", "USD", min=0.0, max=1e5,
+            optional=True,
+        ),
+    )
+    server_usd: float | None = _f(
+        None,
+        FieldSpec(
+            "float",
+            "price of one GPU server without scale-out NICs",
+            "USD",
+            min=0.0,
+            max=1e8,
+            optional=True,
+        ),
+    )
+    electricity_usd_per_kwh: float = _f(
+        0.08,
+        FieldSpec("float", "electricity price", "USD/kWh", min=0.0, max=2.0, step=0.01),
+    )
+    pue: float = _f(
+        1.25, FieldSpec("float", "power usage effectiveness", "", min=1.0, max=3.0, step=0.05)
+    )
+    years: float = _f(
+        5.0, FieldSpec("float", "TCO horizon", "years", min=0.5, max=15.0, step=0.5)
+    )
+
+
+#: Section name -> dataclass, in document order.
+SECTIONS: dict[str, type] = {
+    "cluster": ClusterSpec,
+    "fabric": FabricSpec,
+    "model": ModelSpec,
+    "parallel": ParallelismPlan,
+    "training": TrainingSpec,
+    "what_if": WhatIfSpec,
+    "costs": CostSpec,
+}
+
+
+def iter_field_specs() -> Iterator[tuple[str, FieldSpec, Any]]:
+    """Yield ``(dotted_key, spec, default)`` for every scenario key."""
+    for section, cls in SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            yield f"{section}.{f.name}", f.metadata["spec"], f.default
+
+
+_SPECS: dict[str, tuple[FieldSpec, Any]] = {k: (s, d) for k, s, d in iter_field_specs()}
+
+
+def field_spec(key: str) -> FieldSpec:
+    """Return the :class:`FieldSpec` of a dotted key (``"fabric.link_gbps"``)."""
+    try:
+        return _SPECS[key][0]
+    except KeyError:
+        raise ScenarioError(key, ScenarioError.NO_VALUE, _unknown_key_hint(key)) from None
+
+
+def _unknown_key_hint(key: str) -> str:
+    close = difflib.get_close_matches(key, list(_SPECS), n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    sections = ", ".join(SECTIONS)
+    return f"unknown key (sections: {sections}; see `python -m fabric_model keys`){hint}"
+
+
+# --------------------------------------------------------------------------------------
+# Coercion and validation
+# --------------------------------------------------------------------------------------
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def coerce_value(key: str, raw: Any) -> Any:
+    """Convert a raw value (from YAML, JSON, a URL or ``--set``) to the key's type and check it.
+
+    Raises
+    ------
+    ScenarioError
+        Naming the key, the value and what is allowed. Values are never clamped.
+    """
+    spec = field_spec(key)
+    bad = ScenarioError(key, raw, "must be " + spec.allowed())
+    if isinstance(raw, str):
+        text = raw.strip()
+        if spec.auto and text.lower() == "auto":
+            return "auto"
+        if spec.optional and text.lower() in ("", "null", "none", "catalog"):
+            return None
+    else:
+        text = None
+        if spec.optional and raw is None:
+            return None
+
+    if spec.kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        if text is not None and text.lower() in _TRUE | _FALSE:
+            return text.lower() in _TRUE
+        raise bad
+    if spec.kind == "text":
+        if not isinstance(raw, str) or not text:
+            raise bad
+        return text
+    if spec.kind == "choice":
+        for choice in spec.choices:
+            if isinstance(choice, int):
+                value = _as_int(raw, text)
+                if value is not None and value == choice:
+                    return choice
+            elif text is not None and text == choice:
+                return choice
+        raise bad
+    if spec.kind == "int":
+        value = _as_int(raw, text)
+        if value is None:
+            raise bad
+    else:  # float
+        if isinstance(raw, bool):
+            raise bad
+        try:
+            value = float(text if text is not None else raw)
+        except (TypeError, ValueError):
+            raise bad from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise bad
+    if spec.min is not None and (value <= spec.min if spec.min_exclusive else value < spec.min):
+        raise bad
+    if spec.max is not None and value > spec.max:
+        raise bad
+    return value
+
+
+def _as_int(raw: Any, text: str | None) -> int | None:
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, float):
+        return int(raw) if raw.is_integer() else None
+    if text is not None:
+        try:
+            return int(text.replace("_", ""))
+        except ValueError:
+            try:
+                as_float = float(text)
+            except ValueError:
+                return None
+            return int(as_float) if as_float.is_integer() else None
+    return None
+
+
+def _build_section(section: str, data: Any) -> Any:
+    cls = SECTIONS[section]
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ScenarioError(section, data, "must be a mapping of keys to values")
+    names = {f.name for f in dataclasses.fields(cls)}
+    values = {}
+    for name, raw in data.items():
+        key = f"{section}.{name}"
+        if name not in names:
+            raise ScenarioError(key, ScenarioError.NO_VALUE, _unknown_key_hint(key))
+        values[name] = coerce_value(key, raw)
+    return cls(**values)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A whole what-if: cluster, fabric, model, parallelism, training, what-ifs and costs.
+
+    Build with :meth:`from_dict` (validates every key) or :func:`apply_overrides`.
+    """
+
+    name: str = "custom"
+    description: str = ""
+    cluster: ClusterSpec = field(default_factory=ClusterSpec)
+    fabric: FabricSpec = field(default_factory=FabricSpec)
+    model: ModelSpec = field(default_factory=ModelSpec)
+    parallel: ParallelismPlan = field(default_factory=ParallelismPlan)
+    training: TrainingSpec = field(default_factory=TrainingSpec)
+    what_if: WhatIfSpec = field(default_factory=WhatIfSpec)
+    costs: CostSpec = field(default_factory=CostSpec)
+
+    def __post_init__(self) -> None:
+        _check_cross_fields(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Scenario:
+        """Build and validate a scenario from a nested mapping (as read from YAML or JSON).
+
+        Raises
+        ------
+        ScenarioError
+            For an unknown key, a wrong type or an out-of-range value.
+        """
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            raise ScenarioFileError(
+                f"a scenario must be a mapping of sections (cluster, fabric, ...), "
+                f"got {type(data).__name__}"
+            )
+        kwargs: dict[str, Any] = {}
+        for top, value in data.items():
+            if top in ("name", "description"):
+                if value is not None and not isinstance(value, str):
+                    raise ScenarioError(top, value, "must be a text")
+                kwargs[top] = value or ""
+            elif top in SECTIONS:
+                kwargs[top] = _build_section(top, value)
+            else:
+                raise ScenarioError(str(top), ScenarioError.NO_VALUE, _unknown_key_hint(str(top)))
+        return cls(**kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the full nested mapping (every key), ready for YAML or JSON."""
+        out: dict[str, Any] = {"name": self.name, "description": self.description}
+        for section in SECTIONS:
+            out[section] = dataclasses.asdict(getattr(self, section))
+        return out
+
+    def get(self, key: str) -> Any:
+        """Return the value of a dotted key."""
+        field_spec(key)
+        section, name = key.split(".", 1)
+        return getattr(getattr(self, section), name)
+
+    def flat(self) -> dict[str, Any]:
+        """Return ``{dotted_key: value}`` for every key."""
+        return {key: self.get(key) for key in _SPECS}
+
+    def diff(self, base: Scenario) -> dict[str, Any]:
+        """Return the dotted keys whose value differs from ``base`` (for URLs and presets)."""
+        mine, theirs = self.flat(), base.flat()
+        return {k: v for k, v in mine.items() if v != theirs[k]}
+
+
+def _check_cross_fields(s: Scenario) -> None:
+    c = s.cluster
+    if c.nvlink_domain % c.gpus_per_node:
+        raise ScenarioError(
+            "cluster.nvlink_domain",
+            c.nvlink_domain,
+            f"must be a multiple of cluster.gpus_per_node = {c.gpus_per_node}",
+        )
+    if c.n_gpus > c.gpus_per_node and c.n_gpus % c.gpus_per_node:
+        raise ScenarioError(
+            "cluster.n_gpus",
+            c.n_gpus,
+            f"must be a multiple of cluster.gpus_per_node = {c.gpus_per_node} "
+            f"(or fewer GPUs than one server holds)",
+        )
+    if s.model.top_k > s.model.n_experts:
+        raise ScenarioError(
+            "model.top_k", s.model.top_k, f"must be at most model.n_experts = {s.model.n_experts}"
+        )
+
+
+def parse_assignment(text: str) -> tuple[str, str]:
+    """Split ``"fabric.link_gbps=800"`` into key and raw value.
+
+    Raises
+    ------
+    ScenarioError
+        If there is no ``=`` or the key is unknown.
+    """
+    if "=" not in text:
+        raise ScenarioError(text, ScenarioError.NO_VALUE, "expected KEY=VALUE, e.g. fabric.link_gbps=800")
+    key, value = text.split("=", 1)
+    key = key.strip()
+    field_spec(key)
+    return key, value
+
+
+def apply_overrides(scenario: Scenario, overrides: Mapping[str, Any]) -> Scenario:
+    """Return a copy of ``scenario`` with dotted keys set (values coerced and validated).
+
+    ``name`` and ``description`` are accepted as top-level keys too.
+    """
+    sections: dict[str, dict[str, Any]] = {}
+    top: dict[str, Any] = {}
+    for key, raw in overrides.items():
+        if key in ("name", "description"):
+            top[key] = str(raw)
+            continue
+        value = coerce_value(key, raw)
+        section, name = key.split(".", 1)
+        sections.setdefault(section, {})[name] = value
+    replaced = {
+        sec: dataclasses.replace(getattr(scenario, sec), **vals) for sec, vals in sections.items()
+    }
+    return dataclasses.replace(scenario, **top, **replaced)
+
+
+# --------------------------------------------------------------------------------------
+# Files
+# --------------------------------------------------------------------------------------
+
+
+def scenario_from_text(text: str, *, source: str = "scenario") -> Scenario:
+    """Parse YAML or JSON text (JSON is YAML) into a validated scenario.
+
+    Raises
+    ------
+    ScenarioFileError
+        If the text is too large, not YAML/JSON, or not a mapping.
+    ScenarioError
+        For a bad key or value.
+    """
+    if len(text.encode("utf-8", errors="replace")) > MAX_SCENARIO_BYTES:
+        raise ScenarioFileError(
+            f"{source}: larger than {MAX_SCENARIO_BYTES // 1024} KiB; a scenario is a few lines"
+        )
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "not valid YAML/JSON"
+        raise ScenarioFileError(f"{source}: malformed YAML/JSON{where}: {problem}") from None
+    if data is not None and not isinstance(data, Mapping):
+        raise ScenarioFileError(
+            f"{source}: a scenario must be a mapping of sections (cluster, fabric, ...), "
+            f"got {type(data).__name__}"
+        )
+    return Scenario.from_dict(data)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read a scenario file (``.yaml``, ``.yml`` or ``.json``).
+
+    Raises
+    ------
+    ScenarioFileError
+        If the file cannot be read or parsed.
+    """
+    p = Path(path)
+    try:
+        if p.stat().st_size > MAX_SCENARIO_BYTES:
+            raise ScenarioFileError(f"{p}: larger than {MAX_SCENARIO_BYTES // 1024} KiB")
+        text = p.read_text(encoding="utf-8")
+    except ScenarioFileError:
+        raise
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ScenarioFileError(f"{p}: cannot read scenario file: {reason}") from None
+    return scenario_from_text(text, source=str(p))
+
+
+def dump_scenario(scenario: Scenario, fmt: str = "yaml", *, base: Scenario | None = None) -> str:
+    """Serialise a scenario to YAML or JSON text.
+
+    With ``base``, only the keys that differ from it are written (plus name and description),
+    as a nested mapping that :func:`scenario_from_text` reads back.
+    """
+    if base is None:
+        data = scenario.to_dict()
+    else:
+        data = {"name": scenario.name, "description": scenario.description}
+        for key, value in scenario.diff(base).items():
+            section, name = key.split(".", 1)
+            data.setdefault(section, {})[name] = value
+    if fmt == "json":
+        return json.dumps(data, indent=2)
+    if fmt == "yaml":
+        return yaml.safe_dump(data, sort_keys=False)
+    raise ValueError(f"unknown format {fmt!r}; use yaml or json")
