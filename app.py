@@ -1,0 +1,18 @@
+"""Fabric what-if dashboard: routing and the shared sidebar; the pages draw.
+
+Run with ``streamlit run app.py``.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+st.set_page_config(page_title="Fabric what-if", page_icon="assets/icon.svg", layout="wide")
+
+pages = [
+    st.Page("pages/topology.py", title="Topology", url_path="topology", default=True),
+    st.Page("pages/cost.py", title="Cost", url_path="cost"),
+]
+# Each page draws the shared sidebar itself (ui.page_common.current_scenario), so the
+# scenario is rebuilt on every rerun of the page, in the browser and in AppTest alike.
+st.navigation(pages).run()

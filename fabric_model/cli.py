@@ -1,0 +1,258 @@
+"""Command line: ``python -m fabric_model <verb> [--scenario FILE] [--preset NAME] [--set K=V]... [--json]``.
+
+Bad input exits with status 2 and one line on stderr naming the key and what is allowed;
+never a traceback. Each verb is a function registered in :data:`VERBS`, so new verbs slot in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from fabric_model import __version__
+from fabric_model.errors import FabricModelError
+from fabric_model.presets import DEFAULT_PRESET, list_presets, load_preset
+from fabric_model.scenario import (
+    Scenario,
+    apply_overrides,
+    iter_field_specs,
+    load_scenario,
+    parse_assignment,
+)
+
+__all__ = ["main", "VERBS", "Verb", "scenario_from_args", "format_table"]
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"error: {message} (see `{self.prog} --help`)\n")
+        sys.exit(EXIT_BAD_INPUT)
+
+
+@dataclass(frozen=True)
+class Verb:
+    """A CLI verb: its help, how to add its own arguments, and what it runs."""
+
+    help: str
+    run: Callable[[argparse.Namespace], int]
+    add_arguments: Callable[[argparse.ArgumentParser], None] | None = None
+    takes_scenario: bool = True
+
+
+VERBS: dict[str, Verb] = {}
+
+
+def verb(name: str, help: str, *, takes_scenario: bool = True,
+         add_arguments: Callable[[argparse.ArgumentParser], None] | None = None
+         ) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    """Register a verb function under ``name``."""
+
+    def wrap(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        VERBS[name] = Verb(help, fn, add_arguments, takes_scenario)
+        return fn
+
+    return wrap
+
+
+# --------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------
+
+
+def scenario_from_args(args: argparse.Namespace) -> Scenario:
+    """Build the scenario: ``--preset`` or ``--scenario`` (default preset if neither), then ``--set``.
+
+    Raises
+    ------
+    FabricModelError
+        For any bad input, with the key named.
+    """
+    if args.scenario and args.preset:
+        raise FabricModelError("use either --scenario or --preset, not both")
+    if args.scenario:
+        base = load_scenario(args.scenario)
+    else:
+        base = load_preset(args.preset or DEFAULT_PRESET)
+    overrides = dict(parse_assignment(item) for item in args.set or [])
+    return apply_overrides(base, overrides) if overrides else base
+
+
+def _fmt_cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if value == 0:
+            return "0"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        if abs(value) >= 1:
+            return f"{value:.2f}"
+        return f"{value:.4g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
+    """Format dict rows as an aligned text table (numbers right-aligned)."""
+    if not rows:
+        return "(no rows)"
+    cols = list(columns or rows[0].keys())
+    cells = [[_fmt_cell(r.get(c, "")) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    numeric = [all(isinstance(r.get(c), (int, float)) for r in rows) for c in cols]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)
+        ).rstrip()
+
+    return "\n".join([line(cols), line(["-" * w for w in widths]), *(line(r) for r in cells)])
+
+
+def _emit(args: argparse.Namespace, payload: Any, text: str) -> None:
+    if args.json:
+        print(json.dumps(payload, indent=2, default=str))
+    else:
+        print(text)
+
+
+# --------------------------------------------------------------------------------------
+# verbs
+# --------------------------------------------------------------------------------------
+
+
+@verb("presets", "list the presets", takes_scenario=False)
+def _presets(args: argparse.Namespace) -> int:
+    rows = [{"name": p.name, "description": p.description} for p in list_presets()]
+    _emit(args, rows, format_table(rows))
+    return 0
+
+
+@verb("keys", "list every scenario key with its default, allowed values and meaning",
+      takes_scenario=False)
+def _keys(args: argparse.Namespace) -> int:
+    rows = [
+        {"key": key, "default": default, "allowed": spec.allowed(), "help": spec.help}
+        for key, spec, default in iter_field_specs()
+    ]
+    text = "\n".join(
+        f"{r['key']:<34} default {_fmt_cell(r['default']) if r['default'] is not None else 'null':<10}"
+        f" {r['allowed']}\n{'':<34} {r['help']}"
+        for r in rows
+    )
+    _emit(args, rows, text)
+    return 0
+
+
+def _bom_text(bom: Any) -> str:
+    d = bom.to_dict()
+    head = [
+        f"scenario {d['scenario']}: {d['n_gpus']:,} GPUs, {d['topology']} ({d['tiers']} tiers), "
+        f"{d['vendor']}, {bom.hardware.switch.name} radix {d['radix']}, {bom.hardware.nic.name}",
+        "switches by tier: " + ", ".join(f"{k} {v:,}" for k, v in d["switches_by_tier"].items()),
+        f"links {d['n_links']:,}  transceivers {d['n_transceivers']:,}  cables {d['n_cables']:,}"
+        f"  NICs {d['n_nics']:,}",
+        f"max switch hops {d['max_switch_hops']}  mean {d['mean_switch_hops']:.2f}  "
+        f"bisection {d['bisection_GBps']:,.0f} GB/s",
+        "",
+    ]
+    lines = format_table(
+        [{"category": x["category"], "item": x["item"], "where": x["where"],
+          "quantity": x["quantity"], "unit_usd": x["unit_price_usd"],
+          "capex_usd": x["capex_usd"], "power_w": x["power_w"]} for x in d["lines"]]
+    )
+    totals = [
+        "",
+        "capex USD: " + ", ".join(f"{k} {v:,.0f}" for k, v in d["capex_usd"].items()),
+        "power W:   " + ", ".join(f"{k} {v:,.0f}" for k, v in d["power_w"].items()),
+        f"per GPU: ${d['capex_per_gpu_usd']:,.0f}, {d['power_per_gpu_w']:.1f} W;  "
+        f"network share of cluster capex {d['network_share_of_cluster_capex']:.1%};  "
+        f"TCO over {d['tco_years']:g} years ${d['tco_usd']:,.0f}",
+    ]
+    return "\n".join(head) + lines + "\n".join(totals)
+
+
+def _bom_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--compare", action="store_true",
+                   help="price the same design on InfiniBand, Spectrum-X and RoCE")
+
+
+@verb("bom", "bill of materials, capex, power and TCO of the scenario's fabric",
+      add_arguments=_bom_args)
+def _bom(args: argparse.Namespace) -> int:
+    from fabric_model.cost import bill_of_materials, compare_vendors
+
+    scenario = scenario_from_args(args)
+    if not args.compare:
+        bom = bill_of_materials(scenario)
+        _emit(args, bom.to_dict(), _bom_text(bom))
+        return 0
+    results = compare_vendors(scenario)
+    payload = [{"vendor": r.vendor, **({"error": r.error} if r.error else r.bom.to_dict())}
+               for r in results]  # type: ignore[union-attr]
+    rows = []
+    for r in results:
+        if r.bom is None:
+            rows.append({"vendor": r.vendor, "switch": "-", "n_switches": "-", "tiers": "-",
+                         "capex_usd": "-", "per_gpu_usd": "-", "power_kw": "-",
+                         "note": r.error or ""})
+            continue
+        b = r.bom
+        rows.append({"vendor": r.vendor, "switch": b.hardware.switch.key,
+                     "n_switches": b.topology.n_switches, "tiers": b.topology.tiers,
+                     "capex_usd": b.capex_usd, "per_gpu_usd": b.capex_per_gpu_usd,
+                     "power_kw": b.power_w / 1000, "note": ""})
+    _emit(args, payload, format_table(rows))
+    return 0
+
+
+# --------------------------------------------------------------------------------------
+# entry point
+# --------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser with every registered verb."""
+    parser = _Parser(
+        prog="python -m fabric_model",
+        description="Flow-level model of GPU-cluster network fabrics for LLM training.",
+    )
+    parser.add_argument("--version", action="version", version=f"fabric_model {__version__}")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
+    for name, v in VERBS.items():
+        p = sub.add_parser(name, help=v.help, description=v.help)
+        if v.takes_scenario:
+            p.add_argument("--scenario", metavar="FILE", help="scenario file (YAML or JSON)")
+            p.add_argument("--preset", metavar="NAME",
+                           help=f"named preset (see `presets`; default {DEFAULT_PRESET})")
+            p.add_argument("--set", metavar="KEY=VALUE", action="append",
+                           help="override a dotted key, e.g. fabric.link_gbps=800 (repeatable)")
+        p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+        if v.add_arguments:
+            v.add_arguments(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; return the exit status (0 ok, 2 bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.verb:
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    try:
+        return VERBS[args.verb].run(args)
+    except FabricModelError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:  # `| head`
+        return 0

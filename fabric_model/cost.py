@@ -1,0 +1,346 @@
+"""Bill of materials, capex, power and TCO of a scale-out fabric.
+
+Counting rules (hardware-and-cost-facts sections 3.1, 6.1 and 8.3):
+
+- Switches: the topology's count per tier, priced and powered (without optics) from the catalog.
+- NICs: one single-port scale-out NIC per endpoint (``n_gpus x nics_per_gpu``).
+- A link is copper when a copper cable in the catalog carries its speed over its length
+  (passive DAC up to ~3 m at 100G lanes; none at 200G lanes beyond ~2 m), otherwise optical.
+- Optical link: a fiber per link; NIC ends take one single-port module each; switch ends take
+  twin-port modules: ``ceil(ports / ports_per_module)`` per switch, so one 800G 2x400G module
+  serves two 400G links (the twin-port rule). Both module types are picked by reach.
+- Power: switches without optics + modules + NICs + active cables, at the wall times the PUE
+  for energy; TCO = capex + energy over the horizon.
+
+Price overrides (``costs.*``): the vendor-neutral parts (optics, cables, fiber, servers) apply
+to every vendor in a comparison; ``costs.switch_usd`` and ``costs.nic_usd`` apply to the
+scenario's own vendor only (another vendor's switch is another product).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fabric_model.catalog import Catalog, load_catalog
+from fabric_model.design import Hardware, resolve_hardware, topology_request
+from fabric_model.errors import FabricModelError
+from fabric_model.scenario import CostSpec, Scenario
+from fabric_model.topology import Topology, build_topology_from_request
+from fabric_model.units import HOURS_PER_YEAR
+
+__all__ = [
+    "CATEGORIES",
+    "BomLine",
+    "BillOfMaterials",
+    "bill_of_materials",
+    "VendorComparison",
+    "compare_vendors",
+]
+
+#: Capex/power categories, in display order.
+CATEGORIES = ("switches", "nics", "optics", "cables")
+
+
+@dataclass(frozen=True)
+class BomLine:
+    """One line of the bill: a part, where it sits, how many, what it costs and draws."""
+
+    category: str
+    item: str
+    key: str
+    where: str
+    quantity: int
+    unit_price_usd: float
+    unit_power_w: float
+    price_source: str
+
+    @property
+    def capex_usd(self) -> float:
+        """Quantity x unit price, USD."""
+        return self.quantity * self.unit_price_usd
+
+    @property
+    def power_w(self) -> float:
+        """Quantity x unit power, W."""
+        return self.quantity * self.unit_power_w
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict with the derived columns."""
+        return {
+            **dataclasses.asdict(self),
+            "capex_usd": self.capex_usd,
+            "power_w": self.power_w,
+        }
+
+
+@dataclass(frozen=True)
+class BillOfMaterials:
+    """The fabric's bill, its totals, and the cluster context for shares and TCO."""
+
+    scenario_name: str
+    vendor: str
+    topology: Topology = field(repr=False)
+    hardware: Hardware = field(repr=False)
+    lines: tuple[BomLine, ...]
+    n_servers: int
+    server_unit_price_usd: float
+    server_unit_power_w: float
+    costs: CostSpec
+
+    # quantities -----------------------------------------------------------------------
+    def _qty(self, category: str) -> int:
+        return sum(line.quantity for line in self.lines if line.category == category)
+
+    @property
+    def n_transceivers(self) -> int:
+        """Pluggable optical modules (both ends)."""
+        return self._qty("optics")
+
+    @property
+    def n_cables(self) -> int:
+        """Copper cables plus fibers (one per optical link)."""
+        return self._qty("cables")
+
+    @property
+    def n_nics(self) -> int:
+        """Scale-out NICs."""
+        return self._qty("nics")
+
+    # money and power ------------------------------------------------------------------
+    @property
+    def capex_by_category_usd(self) -> dict[str, float]:
+        """Network capex per category, USD."""
+        return {c: sum(x.capex_usd for x in self.lines if x.category == c) for c in CATEGORIES}
+
+    @property
+    def power_by_category_w(self) -> dict[str, float]:
+        """Network power per category at the IT load, W."""
+        return {c: sum(x.power_w for x in self.lines if x.category == c) for c in CATEGORIES}
+
+    @property
+    def capex_usd(self) -> float:
+        """Network capex, USD."""
+        return sum(self.capex_by_category_usd.values())
+
+    @property
+    def power_w(self) -> float:
+        """Network IT power, W."""
+        return sum(self.power_by_category_w.values())
+
+    @property
+    def n_gpus(self) -> int:
+        """GPUs in the cluster."""
+        return self.topology.n_gpus
+
+    @property
+    def capex_per_gpu_usd(self) -> float:
+        """Network capex per GPU, USD."""
+        return self.capex_usd / self.n_gpus
+
+    @property
+    def power_per_gpu_w(self) -> float:
+        """Network power per GPU, W."""
+        return self.power_w / self.n_gpus
+
+    @property
+    def servers_capex_usd(self) -> float:
+        """GPU servers (without scale-out NICs), USD."""
+        return self.n_servers * self.server_unit_price_usd
+
+    @property
+    def cluster_capex_usd(self) -> float:
+        """Servers plus network, USD."""
+        return self.servers_capex_usd + self.capex_usd
+
+    @property
+    def network_share(self) -> float:
+        """Network capex / cluster capex (servers + network)."""
+        return self.capex_usd / self.cluster_capex_usd if self.cluster_capex_usd else 0.0
+
+    @property
+    def cluster_power_w(self) -> float:
+        """Servers plus network IT power, W."""
+        return self.n_servers * self.server_unit_power_w + self.power_w
+
+    def energy_usd(self, power_w: float | None = None) -> float:
+        """Electricity over the TCO horizon for ``power_w`` (default: the network), USD.
+
+        ``power x PUE x 8,760 h x years x price``.
+        """
+        p = self.power_w if power_w is None else power_w
+        c = self.costs
+        return p / 1000.0 * c.pue * HOURS_PER_YEAR * c.years * c.electricity_usd_per_kwh
+
+    @property
+    def tco_usd(self) -> float:
+        """Network capex plus network energy over the horizon, USD."""
+        return self.capex_usd + self.energy_usd()
+
+    @property
+    def tco_per_gpu_usd(self) -> float:
+        """Network TCO per GPU, USD."""
+        return self.tco_usd / self.n_gpus
+
+    def to_frame(self) -> Any:
+        """Return the bill as a pandas DataFrame (one row per line)."""
+        import pandas as pd
+
+        return pd.DataFrame([line.to_dict() for line in self.lines])
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the ``bom`` JSON of the CLI contract (plus per-GPU, share and TCO fields)."""
+        topo = self.topology
+        capex = self.capex_by_category_usd
+        power = self.power_by_category_w
+        return {
+            "scenario": self.scenario_name,
+            "vendor": self.vendor,
+            "topology": topo.family,
+            "n_gpus": topo.n_gpus,
+            "tiers": topo.tiers,
+            "switch": self.hardware.switch.key,
+            "nic": self.hardware.nic.key,
+            "radix": self.hardware.radix,
+            "switches_by_tier": dict(topo.switches_by_tier),
+            "n_switches": topo.n_switches,
+            "links_by_class": topo.links_by_class,
+            "n_links": topo.n_links,
+            "n_transceivers": self.n_transceivers,
+            "n_cables": self.n_cables,
+            "n_nics": self.n_nics,
+            "capex_usd": {**capex, "total": self.capex_usd},
+            "power_w": {**power, "total": self.power_w},
+            "capex_per_gpu_usd": self.capex_per_gpu_usd,
+            "power_per_gpu_w": self.power_per_gpu_w,
+            "network_share_of_cluster_capex": self.network_share,
+            "tco_usd": self.tco_usd,
+            "tco_years": self.costs.years,
+            "max_switch_hops": topo.max_switch_hops,
+            "mean_switch_hops": topo.mean_switch_hops,
+            "bisection_GBps": topo.bisection_GBps,
+            "lines": [line.to_dict() for line in self.lines],
+        }
+
+
+def _price(override: float | None, catalog_value: float) -> float:
+    return float(catalog_value) if override is None else float(override)
+
+
+def _bom_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec,
+               own_vendor: bool) -> list[BomLine]:
+    lines: list[BomLine] = []
+    sw, nic = hw.switch, hw.nic
+    switch_price = _price(costs.switch_usd if own_vendor else None, sw.price_usd)
+    nic_price = _price(costs.nic_usd if own_vendor else None, nic.price_usd)
+    for tier, count in topo.switches_by_tier.items():
+        if count:
+            lines.append(BomLine("switches", sw.name, sw.key, tier, count, switch_price,
+                                 sw.power_w, cat.source_note("switches", sw.key, "price_usd")))
+    lines.append(BomLine("nics", nic.name, nic.key, "servers", topo.n_endpoints, nic_price,
+                         nic.power_w, cat.source_note("nics", nic.key, "price_usd")))
+    for lc in topo.links:
+        copper = cat.cable_for(lc.link_gbps, lc.length_m)
+        if copper is not None:
+            split = max(1, int(getattr(copper, "split", 1)))
+            lines.append(BomLine(
+                "cables", copper.name, copper.key, lc.name, math.ceil(lc.n_links / split),
+                _price(costs.copper_cable_usd, copper.price_usd), copper.power_w,
+                cat.source_note("cables", copper.key, "price_usd")))
+            continue
+        fiber = cat.fiber
+        lines.append(BomLine("cables", fiber.name, fiber.key, lc.name, lc.n_links,
+                             _price(costs.fiber_usd, fiber.price_usd), fiber.power_w,
+                             cat.source_note("cables", fiber.key, "price_usd")))
+        if lc.n_nic_ends:
+            optic = cat.optic_for("nic", lc.link_gbps, lc.length_m)
+            lines.append(BomLine(
+                "optics", optic.name, optic.key, f"{lc.name} (NIC side)", lc.n_nic_ends,
+                _price(costs.optic_nic_usd, optic.price_usd), optic.power_w,
+                cat.source_note("optics", optic.key, "price_usd")))
+        if lc.port_groups:
+            optic = cat.optic_for("switch", lc.link_gbps, lc.length_m)
+            per = optic.ports_per_module(lc.link_gbps)
+            by_tier: dict[str, int] = {}
+            for g in lc.port_groups:
+                by_tier[g.tier] = by_tier.get(g.tier, 0) + g.n_switches * math.ceil(
+                    g.ports_per_switch / per)
+            for tier, n_modules in by_tier.items():
+                lines.append(BomLine(
+                    "optics", optic.name, optic.key, f"{lc.name} ({tier} side)", n_modules,
+                    _price(costs.optic_switch_usd, optic.price_usd), optic.power_w,
+                    cat.source_note("optics", optic.key, "price_usd")))
+    return lines
+
+
+def bill_of_materials(scenario: Scenario, catalog: Catalog | None = None, *,
+                      own_vendor: bool = True) -> BillOfMaterials:
+    """Build the scenario's fabric and price it.
+
+    Parameters
+    ----------
+    scenario
+        The design.
+    catalog
+        Parts, prices and power (default: the shipped catalog).
+    own_vendor
+        Whether ``costs.switch_usd``/``costs.nic_usd`` apply (False when this is another
+        vendor's variant of the design in a comparison).
+
+    Raises
+    ------
+    FabricModelError
+        For a design that cannot be built or priced (the message names the key).
+    """
+    cat = catalog or load_catalog()
+    hw = resolve_hardware(scenario, cat)
+    topo = build_topology_from_request(scenario.fabric.topology, topology_request(scenario, hw))
+    lines = _bom_lines(topo, hw, cat, scenario.costs, own_vendor)
+    server = hw.server
+    n_servers = -(-scenario.cluster.n_gpus // server.gpus_per_server)
+    return BillOfMaterials(
+        scenario_name=scenario.name,
+        vendor=scenario.fabric.vendor,
+        topology=topo,
+        hardware=hw,
+        lines=tuple(lines),
+        n_servers=n_servers,
+        server_unit_price_usd=_price(scenario.costs.server_usd, server.price_usd),
+        server_unit_power_w=server.power_w,
+        costs=scenario.costs,
+    )
+
+
+@dataclass(frozen=True)
+class VendorComparison:
+    """The same design priced for several vendors; a vendor that cannot build it has an error."""
+
+    vendor: str
+    bom: BillOfMaterials | None
+    error: str | None
+
+
+def compare_vendors(scenario: Scenario, vendors: Iterable[str] = ("infiniband", "spectrum-x", "roce"),
+                    catalog: Catalog | None = None) -> list[VendorComparison]:
+    """Price the scenario's design (size, topology, speed, tapering) on each vendor's parts.
+
+    The switch and NIC become each vendor's default for the link speed, routing its default
+    policy; a vendor whose catalog does not offer the speed gets an error entry instead.
+    """
+    cat = catalog or load_catalog()
+    out = []
+    for vendor in vendors:
+        own = vendor == scenario.fabric.vendor
+        variant = scenario if own else dataclasses.replace(
+            scenario,
+            fabric=dataclasses.replace(scenario.fabric, vendor=vendor, switch="auto", nic="auto",
+                                       routing="auto"),
+        )
+        try:
+            out.append(VendorComparison(vendor, bill_of_materials(variant, cat, own_vendor=own), None))
+        except FabricModelError as exc:
+            out.append(VendorComparison(vendor, None, str(exc)))
+    return out

@@ -1,0 +1,118 @@
+"""From a scenario to concrete hardware and a built topology.
+
+This is the thin scenario layer: it looks up the GPU, server, switch and NIC in the catalog,
+checks that they fit together (a clear :class:`ScenarioError` naming the key otherwise), and
+hands plain numbers to the topology builders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fabric_model.catalog import Catalog, Gpu, Nic, Server, Switch, Vendor, load_catalog
+from fabric_model.errors import InfeasibleDesignError, ScenarioError, UnknownCatalogKeyError
+from fabric_model.scenario import Scenario
+from fabric_model.topology import Topology, TopologyRequest, build_topology_from_request
+
+__all__ = ["Hardware", "resolve_hardware", "topology_request", "build_topology", "SWITCHLESS"]
+
+#: Families without switches: their links run NIC to NIC.
+SWITCHLESS = frozenset({"torus-3d", "hypercube"})
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The concrete parts a scenario resolves to."""
+
+    gpu: Gpu
+    server: Server
+    vendor: Vendor
+    switch: Switch
+    nic: Nic
+    radix: int
+    routing: str
+
+
+def _lookup(key: str, fn, value: str):  # type: ignore[no-untyped-def]
+    try:
+        return fn(value)
+    except UnknownCatalogKeyError as exc:
+        raise ScenarioError(key, value, "must be one of " + ", ".join(sorted(exc.known))) from None
+
+
+def resolve_hardware(scenario: Scenario, catalog: Catalog | None = None) -> Hardware:
+    """Look up the scenario's parts in the catalog and check they fit together.
+
+    Raises
+    ------
+    ScenarioError
+        Unknown GPU/switch/NIC key, or a part that does not speak the vendor's protocol.
+    InfeasibleDesignError
+        A link speed the chosen vendor/switch/NIC does not offer.
+    """
+    cat = catalog or load_catalog()
+    c, f = scenario.cluster, scenario.fabric
+    gpu = _lookup("cluster.gpu", cat.gpu, c.gpu)
+    server = cat.server(gpu.server)
+    vendor = cat.vendor(f.vendor)
+    if f.switch == "auto":
+        switch = cat.switch_for(f.vendor, f.link_gbps)
+    else:
+        switch = _lookup("fabric.switch", cat.switch, f.switch)
+        if switch.protocol != vendor.protocol:
+            raise ScenarioError(
+                "fabric.switch", f.switch,
+                f"is a {switch.protocol} switch; fabric.vendor = {f.vendor} needs a "
+                f"{vendor.protocol} switch",
+            )
+    if f.nic == "auto":
+        nic = cat.nic_for(f.vendor, f.link_gbps)
+    else:
+        nic = _lookup("fabric.nic", cat.nic, f.nic)
+        if vendor.protocol not in nic.protocols:
+            raise ScenarioError(
+                "fabric.nic", f.nic, f"does not speak {vendor.protocol} (fabric.vendor = {f.vendor})"
+            )
+        if f.link_gbps not in nic.speeds_gbps:
+            raise InfeasibleDesignError(
+                "fabric.link_gbps",
+                f"{nic.name} runs at {', '.join(map(str, nic.speeds_gbps))} Gb/s, not {f.link_gbps}",
+            )
+    radix = switch.radix(f.link_gbps)
+    routing = vendor.default_routing if f.routing == "auto" else f.routing
+    return Hardware(gpu=gpu, server=server, vendor=vendor, switch=switch, nic=nic, radix=radix,
+                    routing=routing)
+
+
+def topology_request(scenario: Scenario, hardware: Hardware) -> TopologyRequest:
+    """Translate the scenario and its hardware into a builder request (plain numbers)."""
+    c, f = scenario.cluster, scenario.fabric
+    return TopologyRequest(
+        n_gpus=c.n_gpus,
+        gpus_per_node=c.gpus_per_node,
+        nvlink_domain=c.nvlink_domain,
+        nics_per_gpu=c.nics_per_gpu,
+        link_gbps=f.link_gbps,
+        radix=hardware.radix,
+        switch_key=hardware.switch.key,
+        tiers=f.tiers,
+        oversubscription=f.oversubscription,
+        spine_oversubscription=f.spine_oversubscription,
+        rail_optimized=f.rail_optimized,
+        nic_leaf_m=f.nic_leaf_m,
+        leaf_spine_m=f.leaf_spine_m,
+        spine_core_m=f.spine_core_m,
+        direct_link_m=f.direct_link_m,
+    )
+
+
+def build_topology(scenario: Scenario, catalog: Catalog | None = None) -> Topology:
+    """Resolve the hardware and build the scenario's topology.
+
+    Raises
+    ------
+    ScenarioError, InfeasibleDesignError
+        With the key to change and what is allowed.
+    """
+    hw = resolve_hardware(scenario, catalog)
+    return build_topology_from_request(scenario.fabric.topology, topology_request(scenario, hw))

@@ -1,0 +1,67 @@
+"""Cost: the same design's capex, power and TCO on InfiniBand, Spectrum-X and RoCE."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from fabric_model.errors import FabricModelError
+from ui import facade
+from ui.figures import (
+    vendor_capex_figure,
+    vendor_power_figure,
+    vendor_summary_frame,
+    vendor_tco_figure,
+)
+from ui.page_common import current_scenario, show_model_error
+from ui.state import cost_controls
+from ui.theme import VENDOR_LABELS
+
+scenario = current_scenario()
+st.title("Cost")
+try:
+    own = facade.bom(scenario)
+except FabricModelError as exc:
+    show_model_error(exc)
+    st.stop()
+
+label = VENDOR_LABELS[scenario.fabric.vendor]
+cols = st.columns(5)
+cols[0].metric(f"Network capex ({label})", f"${own.capex_usd / 1e6:,.2f} M")
+cols[1].metric("Per GPU", f"${own.capex_per_gpu_usd:,.0f}")
+cols[2].metric("Network power per GPU", f"{own.power_per_gpu_w:,.0f} W")
+cols[3].metric("Share of cluster capex", f"{own.network_share:.1%}",
+               help="network / (GPU servers without scale-out NICs + network)")
+cols[4].metric(f"Network TCO, {scenario.costs.years:g} years", f"${own.tco_usd / 1e6:,.2f} M",
+               help="capex + network power x PUE x hours x electricity price")
+
+comparisons = facade.vendor_comparison(scenario)
+per_gpu = st.toggle("Per GPU", key="cost_per_gpu", help="divide by the number of GPUs")
+left, right = st.columns(2)
+left.plotly_chart(vendor_capex_figure(comparisons, per_gpu), width="stretch", key="capex_chart")
+right.plotly_chart(vendor_power_figure(comparisons, per_gpu), width="stretch", key="power_chart")
+for c in comparisons:
+    if c.error:
+        st.info(f"{VENDOR_LABELS[c.vendor]} cannot build this design: {c.error}")
+
+st.subheader("Side by side")
+summary = vendor_summary_frame(comparisons)
+st.dataframe(summary, hide_index=True, width="stretch")
+st.plotly_chart(vendor_tco_figure(comparisons), width="stretch", key="tco_chart")
+
+st.subheader(f"Bill of materials ({label})")
+bom_frame = own.to_frame()
+st.dataframe(bom_frame, hide_index=True, width="stretch")
+c1, c2 = st.columns(2)
+c1.download_button("Download BOM (CSV)", bom_frame.to_csv(index=False).encode(),
+                   file_name=f"{scenario.name}-{scenario.fabric.vendor}-bom.csv",
+                   mime="text/csv", key="dl_bom")
+c2.download_button("Download comparison (CSV)", summary.to_csv(index=False).encode(),
+                   file_name=f"{scenario.name}-vendor-comparison.csv", mime="text/csv",
+                   key="dl_compare")
+
+with st.expander("Prices and TCO assumptions"):
+    st.caption(
+        "Empty = catalog price (see the sources in the README). Switch and NIC prices apply "
+        "to the selected vendor only; optics, cables and servers to every vendor."
+    )
+    cost_controls(own)

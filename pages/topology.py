@@ -1,0 +1,47 @@
+"""Topology: the design's diagram, counts and hop distribution."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from fabric_model.errors import FabricModelError
+from ui import facade
+from ui.figures import hop_histogram_figure, topology_counts_frame, topology_figure
+from ui.page_common import current_scenario, show_model_error
+
+scenario = current_scenario()
+st.title("Topology")
+try:
+    topo = facade.topology(scenario)
+except FabricModelError as exc:
+    show_model_error(exc)
+    st.stop()
+
+gbps = topo.request.link_gbps
+cols = st.columns(6)
+cols[0].metric("GPUs", f"{topo.n_gpus:,}", help="GPUs in the job; NIC ports = GPUs x NICs per GPU")
+cols[1].metric("Switch tiers", topo.tiers if topo.tiers else "switchless")
+cols[2].metric("Switches", f"{topo.n_switches:,}")
+cols[3].metric("Cables", f"{topo.n_links:,}")
+cols[4].metric("Max / mean hops", f"{topo.max_switch_hops} / {topo.mean_switch_hops:.2f}",
+               help="switches (or forwarding nodes) crossed between GPUs in different NVLink "
+                    "domains, rail-matched")
+cols[5].metric("Bisection per GPU", f"{topo.bisection_per_gpu_GBps:,.1f} GB/s",
+               help=f"bisection bandwidth / (GPUs / 2); line rate is {gbps / 8:g} GB/s per NIC")
+
+st.plotly_chart(topology_figure(topo), width="stretch", key="topology_diagram")
+left, right = st.columns([3, 2])
+with left:
+    st.subheader("Counts")
+    counts = topology_counts_frame(topo)
+    st.dataframe(counts, hide_index=True, width="stretch")
+    st.download_button("Download counts (CSV)", counts.to_csv(index=False).encode(),
+                       file_name=f"{scenario.name}-topology-counts.csv", mime="text/csv",
+                       key="dl_counts")
+    for note in topo.notes:
+        st.caption(note)
+with right:
+    if topo.hop_histogram:
+        st.plotly_chart(hop_histogram_figure(topo), width="stretch", key="hop_histogram")
+    else:
+        st.info("All GPUs share one NVLink domain: no traffic crosses the scale-out fabric.")

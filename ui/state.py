@@ -1,0 +1,291 @@
+"""Sidebar controls and the URL: the scenario every page reads.
+
+The URL holds ``preset=<name>`` plus only the dotted keys that differ from that preset
+(``?preset=dgx-h100-ib-ndr&cluster.n_gpus=4096``). On a session's first run the URL is read
+once: each bad parameter gets one ``st.error`` naming the key and what is allowed and is
+ignored (the preset's value stands; nothing is clamped). After that the widgets are the
+source of truth and the URL follows them on every run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from fabric_model.catalog import load_catalog
+from fabric_model.errors import FabricModelError
+from fabric_model.presets import DEFAULT_PRESET, list_presets, load_preset
+from fabric_model.scenario import Scenario, apply_overrides, coerce_value, field_spec
+from ui.theme import TOPOLOGY_LABELS, VENDOR_LABELS
+
+__all__ = ["SIDEBAR_KEYS", "sidebar_scenario", "ScenarioState", "GPU_COUNT_STEPS"]
+
+#: Keys that have a sidebar widget, in display order.
+SIDEBAR_KEYS = (
+    "cluster.n_gpus",
+    "cluster.gpu",
+    "fabric.vendor",
+    "fabric.link_gbps",
+    "fabric.topology",
+    "fabric.tiers",
+    "fabric.oversubscription",
+    "fabric.rail_optimized",
+    "cluster.nics_per_gpu",
+    "cluster.gpus_per_node",
+    "cluster.nvlink_domain",
+)
+
+#: Cluster sizes offered by the GPU slider (powers of two plus the presets' sizes).
+GPU_COUNT_STEPS = sorted({2**i for i in range(3, 18)} | {4608, 24576, 98304})
+
+_W = "w:"  # widget key prefix
+_VALUES = "sidebar_values"  # canonical values: plain session keys survive page switches
+_EXTRA = "url_extra_overrides"
+_PRESET = "w:preset"
+_PRESET_VALUE = "preset_value"
+
+
+@dataclass(frozen=True)
+class ScenarioState:
+    """The result of the sidebar: the scenario (or why there is none) and the preset."""
+
+    preset: str
+    scenario: Scenario | None
+    error: str | None
+
+
+def _set_widgets(scenario: Scenario) -> None:
+    st.session_state[_VALUES] = {key: scenario.get(key) for key in SIDEBAR_KEYS}
+
+
+def _on_widget_change(key: str) -> None:
+    st.session_state[_VALUES][key] = st.session_state[_W + key]
+    if key == "cluster.gpu":
+        _on_gpu_change()
+
+
+def _on_preset_change() -> None:
+    st.session_state[_PRESET_VALUE] = st.session_state[_PRESET]
+    _set_widgets(load_preset(st.session_state[_PRESET]))
+    st.session_state[_EXTRA] = {}
+
+
+def _on_gpu_change() -> None:
+    """Picking a GPU sets its server's GPUs per node and NVLink domain (editable after)."""
+    values = st.session_state[_VALUES]
+    try:
+        server = load_catalog().server(load_catalog().gpu(values["cluster.gpu"]).server)
+    except FabricModelError:
+        return
+    values["cluster.gpus_per_node"] = server.gpus_per_server
+    values["cluster.nvlink_domain"] = server.nvlink_domain
+
+
+def _read_url_once() -> None:
+    """First run of a session: seed the widgets from the URL, reporting bad parameters."""
+    if st.session_state.get("url_read"):
+        return
+    st.session_state["url_read"] = True
+    params = {k: st.query_params.get_all(k)[-1] for k in st.query_params.keys()}
+    preset = params.pop("preset", DEFAULT_PRESET)
+    names = [p.name for p in list_presets()]
+    if preset not in names:
+        st.session_state.setdefault("url_errors", []).append(
+            f"URL parameter preset = {preset!r}: must be one of {', '.join(names)}; "
+            f"showing {DEFAULT_PRESET}"
+        )
+        preset = DEFAULT_PRESET
+    scenario = load_preset(preset)
+    extra: dict[str, Any] = {}
+    errors = []
+    for key, raw in params.items():
+        try:
+            coerce_value(key, raw)
+            scenario = apply_overrides(scenario, {key: raw})
+        except FabricModelError as exc:
+            errors.append(f"URL parameter {exc} - ignored, the preset's value is used")
+            continue
+        if key not in SIDEBAR_KEYS:
+            extra[key] = raw
+    st.session_state.setdefault("url_errors", []).extend(errors)
+    st.session_state[_PRESET_VALUE] = preset
+    st.session_state[_EXTRA] = extra
+    _set_widgets(scenario)
+
+
+def _write_url(preset: str, scenario: Scenario) -> None:
+    wanted = {"preset": preset}
+    for key, value in scenario.diff(load_preset(preset)).items():
+        wanted[key] = _url_value(value)
+    current = {k: st.query_params.get_all(k)[-1] for k in st.query_params.keys()}
+    if current != wanted:
+        st.query_params.from_dict(wanted)
+
+
+def _url_value(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _widget(key: str, label: str, catalog_gpus: list[str]) -> None:
+    spec = field_spec(key)
+    wkey = _W + key
+    st.session_state[wkey] = st.session_state[_VALUES][key]
+    common = {"key": wkey, "on_change": _on_widget_change, "args": (key,)}
+    help_text = spec.help + (f" ({spec.unit})" if spec.unit and spec.unit != ":1" else "")
+    if key == "cluster.n_gpus":
+        options = sorted(set(GPU_COUNT_STEPS) | {int(st.session_state[wkey])})
+        st.select_slider(label, options=options, **common, help=help_text,
+                         format_func=lambda n: f"{n:,}")
+    elif key == "cluster.gpu":
+        options = sorted(set(catalog_gpus) | {st.session_state[wkey]})
+        st.selectbox(label, options, help=help_text, **common,
+                     format_func=str.upper)
+    elif key == "fabric.vendor":
+        st.radio(label, list(spec.choices), **common, help=help_text, horizontal=True,
+                 format_func=lambda v: VENDOR_LABELS.get(v, v))
+    elif key == "fabric.link_gbps":
+        st.select_slider(label, options=list(spec.choices), **common, help=help_text,
+                         format_func=lambda v: f"{v}G")
+    elif key == "fabric.topology":
+        st.selectbox(label, list(spec.choices), **common, help=help_text,
+                     format_func=lambda v: TOPOLOGY_LABELS.get(v, v))
+    elif key == "fabric.tiers":
+        st.segmented_control(label, ["auto", 1, 2, 3], **common, help=help_text,
+                             selection_mode="single")
+    elif key == "fabric.rail_optimized":
+        st.toggle(label, **common, help=help_text)
+    elif spec.kind == "float":
+        st.slider(label, min_value=float(spec.min or 0), max_value=float(spec.max or 1),
+                  step=float(spec.step or 0.1), **common, help=help_text)
+    else:
+        st.number_input(label, min_value=int(spec.min or 0), max_value=int(spec.max or 10**9),
+                        step=1, **common, help=help_text)
+
+
+_LABELS = {
+    "cluster.n_gpus": "GPUs",
+    "cluster.gpu": "GPU",
+    "fabric.vendor": "Fabric vendor",
+    "fabric.link_gbps": "Link speed per NIC",
+    "fabric.topology": "Topology",
+    "fabric.tiers": "Switch tiers (fat-tree, rail-only)",
+    "fabric.oversubscription": "Leaf oversubscription (down:up)",
+    "fabric.rail_optimized": "Rail-optimized wiring",
+    "cluster.nics_per_gpu": "NICs (rails) per GPU",
+    "cluster.gpus_per_node": "GPUs per server",
+    "cluster.nvlink_domain": "NVLink domain (GPUs)",
+}
+
+
+def sidebar_scenario() -> ScenarioState:
+    """Draw the sidebar and return the scenario it describes (validated)."""
+    _read_url_once()
+    presets = list_presets()
+    by_name = {p.name: p.description for p in presets}
+    catalog_gpus = list(load_catalog().gpus)
+    with st.sidebar:
+        st.session_state[_PRESET] = st.session_state[_PRESET_VALUE]
+        st.selectbox("Preset", list(by_name), key=_PRESET, on_change=_on_preset_change,
+                     help="a named design; the controls below start from it")
+        st.caption(by_name[st.session_state[_PRESET_VALUE]])
+        for key in SIDEBAR_KEYS[:8]:
+            _widget(key, _LABELS[key], catalog_gpus)
+        with st.expander("Servers and rails"):
+            for key in SIDEBAR_KEYS[8:]:
+                _widget(key, _LABELS[key], catalog_gpus)
+    for message in st.session_state.pop("url_errors", []):
+        st.error(message)
+    preset = st.session_state[_PRESET_VALUE]
+    overrides = dict(st.session_state.get(_EXTRA, {}))
+    for key in SIDEBAR_KEYS:
+        value = st.session_state[_VALUES][key]
+        if value is None and key == "fabric.tiers":  # a segmented control can be cleared
+            value = st.session_state[_VALUES][key] = "auto"
+        overrides[key] = value
+    try:
+        scenario = apply_overrides(load_preset(preset), overrides)
+    except FabricModelError as exc:
+        return ScenarioState(preset, None, str(exc))
+    _write_url(preset, scenario)
+    return ScenarioState(preset, scenario, None)
+
+
+_COST_KEYS = (
+    ("costs.switch_usd", "Switch price (USD)"),
+    ("costs.nic_usd", "NIC price (USD)"),
+    ("costs.optic_switch_usd", "Switch-side transceiver (USD)"),
+    ("costs.optic_nic_usd", "NIC-side transceiver (USD)"),
+    ("costs.copper_cable_usd", "Copper cable (USD)"),
+    ("costs.fiber_usd", "Fiber per optical link (USD)"),
+    ("costs.server_usd", "GPU server without NICs (USD)"),
+)
+_TCO_KEYS = (
+    ("costs.electricity_usd_per_kwh", "Electricity (USD/kWh)"),
+    ("costs.pue", "PUE"),
+    ("costs.years", "TCO horizon (years)"),
+)
+
+
+def _on_cost_change(key: str) -> None:
+    extra = dict(st.session_state.get(_EXTRA, {}))
+    value = st.session_state["cost:" + key]
+    if value is None:
+        extra.pop(key, None)
+    else:
+        extra[key] = value
+    st.session_state[_EXTRA] = extra
+
+
+def _catalog_price(bom: Any, key: str) -> float | None:
+    """The catalog's unit price of the part a cost key overrides, for the placeholder."""
+    hw = bom.hardware
+    direct = {"costs.switch_usd": hw.switch.price_usd, "costs.nic_usd": hw.nic.price_usd,
+              "costs.server_usd": hw.server.price_usd}
+    if key in direct:
+        return float(direct[key])
+    where = {"costs.optic_switch_usd": ("optics", "side"), "costs.optic_nic_usd": ("optics", "NIC"),
+             "costs.copper_cable_usd": ("cables", None), "costs.fiber_usd": ("cables", None)}
+    category, hint = where[key]
+    for line in bom.lines:
+        if line.category != category:
+            continue
+        if key == "costs.optic_nic_usd" and "NIC side" not in line.where:
+            continue
+        if key == "costs.optic_switch_usd" and "NIC side" in line.where:
+            continue
+        if key == "costs.fiber_usd" and line.key != "fiber":
+            continue
+        if key == "costs.copper_cable_usd" and line.key == "fiber":
+            continue
+        return float(line.unit_price_usd)
+    return None
+
+
+def cost_controls(bom: Any) -> None:
+    """Price overrides and TCO assumptions; they go into the scenario and the URL."""
+    scenario = st.session_state["scenario_state"].scenario
+    cols = st.columns(2)
+    for i, (key, label) in enumerate(_COST_KEYS):
+        wkey = "cost:" + key
+        st.session_state[wkey] = scenario.get(key)
+        price = _catalog_price(bom, key)
+        cols[i % 2].number_input(
+            label, min_value=0.0, max_value=float(field_spec(key).max or 1e9), step=100.0,
+            key=wkey, placeholder=f"catalog: {price:,.0f}" if price is not None else "not used",
+            on_change=_on_cost_change, args=(key,), help=field_spec(key).help,
+        )
+    for key, label in _TCO_KEYS:
+        spec = field_spec(key)
+        wkey = "cost:" + key
+        st.session_state[wkey] = float(scenario.get(key))
+        st.slider(label, min_value=float(spec.min or 0), max_value=float(spec.max or 1),
+                  step=float(spec.step or 0.01), key=wkey, on_change=_on_cost_change,
+                  args=(key,), help=spec.help)

@@ -1,0 +1,65 @@
+"""One colour per vendor, topology and cost category, the same on every page.
+
+Okabe-Ito palette (Okabe & Ito, "Color Universal Design", 2008): distinguishable with the
+common colour-vision deficiencies, and readable on light and dark backgrounds.
+"""
+
+from __future__ import annotations
+
+OKABE_ITO = {
+    "orange": "#E69F00",
+    "sky": "#56B4E9",
+    "green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "purple": "#CC79A7",
+    "grey": "#999999",
+}
+
+VENDOR_COLORS = {
+    "infiniband": OKABE_ITO["blue"],
+    "spectrum-x": OKABE_ITO["green"],
+    "roce": OKABE_ITO["vermillion"],
+}
+VENDOR_LABELS = {"infiniband": "InfiniBand", "spectrum-x": "Spectrum-X", "roce": "RoCE (ECMP)"}
+
+TOPOLOGY_COLORS = {
+    "fat-tree": OKABE_ITO["blue"],
+    "rail-only": OKABE_ITO["orange"],
+    "dragonfly-plus": OKABE_ITO["purple"],
+    "torus-3d": OKABE_ITO["sky"],
+    "hypercube": OKABE_ITO["yellow"],
+}
+TOPOLOGY_LABELS = {
+    "fat-tree": "Fat-tree",
+    "rail-only": "Rail-only",
+    "dragonfly-plus": "Dragonfly+",
+    "torus-3d": "3D torus",
+    "hypercube": "Hypercube",
+}
+
+CATEGORY_COLORS = {
+    "switches": OKABE_ITO["blue"],
+    "nics": OKABE_ITO["orange"],
+    "optics": OKABE_ITO["green"],
+    "cables": OKABE_ITO["grey"],
+}
+
+TIER_COLORS = {
+    "servers": OKABE_ITO["grey"],
+    "leaf": OKABE_ITO["sky"],
+    "spine": OKABE_ITO["blue"],
+    "core": OKABE_ITO["purple"],
+    "node": OKABE_ITO["orange"],
+}
+
+#: Layout shared by every figure: transparent background so Streamlit's light and dark
+#: themes both show through, a readable font and room for titles.
+BASE_LAYOUT = {
+    "template": "plotly_white",
+    "paper_bgcolor": "rgba(0,0,0,0)",
+    "font": {"size": 14},
+    "margin": {"l": 60, "r": 20, "t": 60, "b": 50},
+    "hoverlabel": {"font_size": 13},
+}
