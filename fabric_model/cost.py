@@ -242,10 +242,17 @@ def _bom_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec,
                                  sw.power_w, cat.source_note("switches", sw.key, "price_usd")))
     lines.append(BomLine("nics", nic.name, nic.key, "servers", topo.n_endpoints, nic_price,
                          nic.power_w, cat.source_note("nics", nic.key, "price_usd")))
+    protocol = hw.vendor.protocol
+    # a switch cage has 8 SerDes lanes: 800G cages run 100G lanes, 1.6T cages 200G lanes
+    lane_gbps = sw.cage_gbps // 8
     for lc in topo.links:
-        copper = cat.cable_for(lc.link_gbps, lc.length_m)
+        on_switch = bool(lc.port_groups)
+        # NIC to switch: one twin-port cage feeds cage/link NICs through a splitter cable
+        split = max(1, sw.cage_gbps // lc.link_gbps) if on_switch and lc.n_nic_ends else None
+        copper = cat.cable_for(lc.link_gbps, lc.length_m, split=split,
+                               lane_gbps=lane_gbps if on_switch else None)
         if copper is not None:
-            split = max(1, int(getattr(copper, "split", 1)))
+            split = max(1, int(copper.links_per_cable))
             lines.append(BomLine(
                 "cables", copper.name, copper.key, lc.name, math.ceil(lc.n_links / split),
                 _price(costs.copper_cable_usd, copper.price_usd), copper.power_w,
@@ -256,13 +263,14 @@ def _bom_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec,
                              _price(costs.fiber_usd, fiber.price_usd), fiber.power_w,
                              cat.source_note("cables", fiber.key, "price_usd")))
         if lc.n_nic_ends:
-            optic = cat.optic_for("nic", lc.link_gbps, lc.length_m)
+            optic = cat.optic_for("nic", lc.link_gbps, lc.length_m, protocol=protocol)
             lines.append(BomLine(
                 "optics", optic.name, optic.key, f"{lc.name} (NIC side)", lc.n_nic_ends,
                 _price(costs.optic_nic_usd, optic.price_usd), optic.power_w,
                 cat.source_note("optics", optic.key, "price_usd")))
         if lc.port_groups:
-            optic = cat.optic_for("switch", lc.link_gbps, lc.length_m)
+            optic = cat.optic_for("switch", lc.link_gbps, lc.length_m,
+                                  cage_gbps=sw.cage_gbps, protocol=protocol)
             per = optic.ports_per_module(lc.link_gbps)
             by_tier: dict[str, int] = {}
             for g in lc.port_groups:

@@ -7,10 +7,14 @@ Sizing follows the way NVIDIA's DGX SuperPOD reference architectures size partia
   ports to NICs and ``up = ceil(down / r)`` to spines (``k/2`` and ``k/2`` when ``r = 1``).
 - Rail-optimized: NIC rail ``i`` of each of ``down`` consecutive servers (a scalable unit, SU)
   goes to that SU's leaf of rail ``i``; otherwise leaves fill with consecutive NICs (ToR style).
-- 2 tiers: ``S = ceil(L up / k)`` spines; leaf uplinks are spread round-robin over spines.
+- 2 tiers: ``S`` = the smallest divisor of ``up`` that is ``>= ceil(L up / k)``, so every leaf
+  has the same number of parallel links to every spine (balanced ECMP). This is how the
+  DGX B300 XDR reference architecture gets 18 spines for 32 leaves of 72 uplinks (not 16)
+  and 36 for 64 (not 32) [S49]; with ``up = 32`` it gives the B200 SuperPOD counts [S47].
 - 3 tiers: a pod is ``down_spine`` leaves (the spine's down ports) and ``up`` spines (one per
   leaf uplink); spine uplinks (``ceil(leaves_in_pod / r_spine)`` each) go to ``up`` core
-  planes of ``C = ceil(sum of a plane's uplinks / k)`` cores.
+  planes of ``C`` cores, ``C`` the smallest divisor of a full spine's uplinks that is
+  ``>= ceil(sum of a plane's uplinks / k)`` (balanced, as above).
 
 The full non-blocking builds reproduce the textbook counts: ``k^2/2`` endpoints on ``3k/2``
 switches (2 tiers) and ``k^3/4`` endpoints on ``5k^2/4`` switches (3 tiers; Al-Fares et al.,
@@ -36,7 +40,7 @@ from fabric_model.topology.base import (
 )
 from fabric_model.units import gbps_to_GBps
 
-__all__ = ["build_fat_tree", "leaf_ports", "max_endpoints", "TIER_NAMES"]
+__all__ = ["build_fat_tree", "leaf_ports", "max_endpoints", "balanced_count", "TIER_NAMES"]
 
 TIER_NAMES = ("leaf", "spine", "core")
 
@@ -95,6 +99,14 @@ def _endpoint_leaf_keys(req: TopologyRequest, down: int) -> np.ndarray:
 def _groups(tier: str, ports_per_switch: np.ndarray | list[int]) -> tuple[PortGroup, ...]:
     counts = Counter(int(p) for p in np.asarray(ports_per_switch).ravel() if p > 0)
     return tuple(PortGroup(tier, p, n) for p, n in sorted(counts.items(), reverse=True))
+
+
+def balanced_count(needed: int, uplinks: int) -> int:
+    """Smallest divisor of ``uplinks`` that is ``>= needed`` (equal parallel links per pair)."""
+    for n in range(max(1, needed), uplinks + 1):
+        if uplinks % n == 0:
+            return n
+    return needed
 
 
 def _round_robin_groups(tier: str, n_items: int, n_bins: int, repeat: int = 1) -> tuple[PortGroup, ...]:
@@ -256,7 +268,7 @@ def _two_tier(req: TopologyRequest, k: int, down: int, up: int, spine_down: int,
               leaf_of_e: np.ndarray, n_leaves: int) -> Topology:
     n_e, rate = req.n_endpoints, gbps_to_GBps(req.link_gbps)
     n_up = n_leaves * up
-    n_spines = -(-n_up // k)
+    n_spines = balanced_count(-(-n_up // k), up)
     links = (
         _nic_leaf_class(req, leaf_of_e, n_leaves),
         LinkClass("leaf-spine", n_up, req.link_gbps, req.leaf_spine_m, ("leaf", "spine"),
@@ -295,7 +307,7 @@ def _three_tier(req: TopologyRequest, k: int, down: int, up: int, spine_down: in
     leaves_in_pod = np.bincount(pod_of_leaf, minlength=n_pods)
     spine_up = _spine_uplinks(n_leaves, spine_down, req.spine_oversubscription)  # per pod
     plane_up = int(spine_up.sum())
-    cores_per_plane = -(-plane_up // k)
+    cores_per_plane = balanced_count(-(-plane_up // k), int(spine_up.max()))
     n_spines, n_cores = n_pods * up, cores_per_plane * up
     n_leaf_spine, n_spine_core = n_leaves * up, plane_up * up
     links = (

@@ -1,0 +1,1369 @@
+"""Hardware catalog: typed, validated access to ``assets/catalog.yaml``.
+
+The data file lists GPUs, servers, NICs, switches, optics, cables and fabric vendors, with a
+source note on every number. This module turns it into frozen dataclasses and answers the
+questions the topology and cost layers ask: which switch and NIC a vendor uses at a link speed,
+how many ports a switch has at that speed, which transceiver or copper cable serves a link of a
+given length.
+
+Validation is strict and happens once, at load time: unknown or missing fields, wrong types,
+non-positive numbers, a numeric field without a source note, a note citing an unknown source
+key, or a cross reference to a missing entry all raise :class:`~fabric_model.errors.CatalogError`
+naming the section, the entry and the field.
+
+Examples
+--------
+>>> cat = load_catalog()
+>>> cat.switch("qm9700").radix(400)
+64
+>>> cat.switch_for("spectrum-x", 400).radix(400)
+128
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import yaml
+
+from fabric_model.errors import CatalogError, InfeasibleDesignError, UnknownCatalogKeyError
+
+if TYPE_CHECKING:
+    import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+
+__all__ = [
+    "DEFAULT_CATALOG_PATH",
+    "SECTIONS",
+    "Cable",
+    "Catalog",
+    "FrozenMap",
+    "Gpu",
+    "Nic",
+    "Optic",
+    "Server",
+    "Source",
+    "Switch",
+    "Vendor",
+    "load_catalog",
+]
+
+#: The shipped catalog, found relative to the package.
+DEFAULT_CATALOG_PATH: Final[Path] = Path(__file__).resolve().parents[1] / "assets" / "catalog.yaml"
+
+#: Entry sections of the catalog, in file order.
+SECTIONS: Final[tuple[str, ...]] = (
+    "gpus",
+    "servers",
+    "nics",
+    "switches",
+    "optics",
+    "cables",
+    "vendors",
+)
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+_E = TypeVar("_E", bound="_Entry")
+
+_SOURCE_REF = re.compile(r"\[(S[A-Za-z0-9]+)\]")
+_NOTE_FORM = re.compile(r"^(?:\[S[A-Za-z0-9]+\]\s*)+|^estimate:\s*\S")
+_SOURCE_KEY = re.compile(r"^S[A-Za-z0-9]+$")
+_ENTRY_KEY = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
+
+
+class FrozenMap(Mapping[_K, _V]):
+    """Read-only, hashable and picklable mapping (unlike ``types.MappingProxyType``).
+
+    Catalog entries travel inside frozen result dataclasses that the UI caches and pickles, so
+    their mappings must survive both hashing and pickling.
+
+    Parameters
+    ----------
+    data
+        Items to copy, as a mapping or an iterable of pairs.
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[_K, _V] | Iterable[tuple[_K, _V]] = ()) -> None:
+        self._data: dict[_K, _V] = dict(data)
+
+    def __getitem__(self, key: _K) -> _V:
+        """Return the value of ``key``."""
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[_K]:
+        """Iterate over the keys in insertion order."""
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        """Return the number of items."""
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        """Hash the items (values must be hashable)."""
+        return hash(frozenset(self._data.items()))
+
+    def __repr__(self) -> str:
+        """Show the items."""
+        return f"FrozenMap({self._data!r})"
+
+    def __reduce__(self) -> tuple[type[FrozenMap[_K, _V]], tuple[dict[_K, _V]]]:
+        """Pickle as the class and a plain dict of the items."""
+        return (type(self), (self._data,))
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry dataclasses
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    """One citable source of the catalog.
+
+    Parameters
+    ----------
+    key
+        Source key as cited in notes, e.g. ``"S40"`` (without brackets).
+    title
+        Short human-readable title.
+    url
+        Where to read it.
+    date
+        Publication date or range as known, free text (may be empty).
+    """
+
+    key: str
+    title: str
+    url: str
+    date: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Entry:
+    """Fields every catalog entry has.
+
+    Parameters
+    ----------
+    key
+        Catalog key, e.g. ``"qm9700"``.
+    name
+        Display name.
+    sources
+        Field name -> source note (``"[S40] ..."`` or ``"estimate: ..."``).
+    remark
+        Free-text caveat shown with the entry (empty if none).
+    """
+
+    key: str
+    name: str
+    sources: FrozenMap[str, str] = field(default_factory=FrozenMap, repr=False, compare=True)
+    remark: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gpu(_Entry):
+    """One GPU model (per-GPU figures; dense = without 2:4 sparsity).
+
+    Parameters
+    ----------
+    arch
+        ``"ampere"``, ``"hopper"`` or ``"blackwell"`` (selects NCCL-like constants).
+    bf16_dense_tflops, fp8_dense_tflops
+        Dense tensor throughput, 10^12 FLOP/s; ``fp8_dense_tflops`` is ``None`` when the GPU
+        has no FP8 tensor cores.
+    hbm_gb, hbm_gib
+        HBM capacity in 10^9 bytes and in 2^30 bytes.
+    hbm_GBps
+        HBM bandwidth, 10^9 bytes/s.
+    nvlink_GBps
+        NVLink bandwidth per GPU and per direction, 10^9 bytes/s (half the marketing figure).
+    tdp_w
+        Board power, W.
+    price_usd
+        The GPU alone, USD, for reference; the server price already contains its GPUs.
+    server
+        Key of the default server entry.
+    """
+
+    arch: str
+    bf16_dense_tflops: float
+    fp8_dense_tflops: float | None
+    hbm_gb: float
+    hbm_gib: float
+    hbm_GBps: float
+    nvlink_GBps: float
+    tdp_w: float
+    price_usd: float
+    server: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Server(_Entry):
+    """One GPU server (for GB200 NVL72: one 4-GPU compute tray and its share of the rack).
+
+    Parameters
+    ----------
+    gpus_per_server
+        GPUs in the server (tray), count.
+    nvlink_domain
+        GPUs sharing one NVLink switch domain, count.
+    price_usd
+        Server price including its GPUs, EXCLUDING the scale-out NICs (the network bill of
+        materials counts them), USD.
+    power_w
+        Maximum server power excluding the scale-out NIC cards, W.
+    """
+
+    gpus_per_server: int
+    nvlink_domain: int
+    price_usd: float
+    power_w: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Nic(_Entry):
+    """One scale-out NIC (one per rail).
+
+    Parameters
+    ----------
+    port_gbps
+        Maximum line rate per port, Gb/s.
+    n_ports
+        Network ports on the card, count.
+    speeds_gbps
+        Supported port speeds, Gb/s, ascending.
+    protocols
+        ``"infiniband"`` and/or ``"ethernet"``.
+    power_w
+        Card power without its pluggable module, W.
+    price_usd
+        Card price, USD.
+    latency_ns
+        One NIC pipeline (TX or RX), ns; a transfer pays it at both ends.
+    spectrum_x_endpoint
+        Whether NVIDIA supports the card as a Spectrum-X endpoint.
+    """
+
+    port_gbps: int
+    n_ports: int
+    speeds_gbps: tuple[int, ...]
+    protocols: tuple[str, ...]
+    power_w: float
+    price_usd: float
+    latency_ns: float
+    spectrum_x_endpoint: bool
+
+    def supports(self, link_gbps: int) -> bool:
+        """Return whether a port can run at ``link_gbps`` (Gb/s)."""
+        return link_gbps in self.speeds_gbps
+
+
+@dataclass(frozen=True, kw_only=True)
+class Switch(_Entry):
+    """One scale-out switch box.
+
+    Parameters
+    ----------
+    protocol
+        ``"infiniband"`` or ``"ethernet"``.
+    capacity_one_way_gbps
+        Sum of port speeds in ONE direction, Gb/s (Quantum-2's "51.2 Tb/s" is 25,600 one way).
+    port_speeds_gbps
+        Logical port speeds the box supports, Gb/s, ascending.
+    max_ports
+        Largest logical port count (at the lowest speed), count.
+    n_cages, cage_gbps
+        Front-panel cages and the line rate of one cage, Gb/s (800 for 100G-SerDes OSFP,
+        1600 for 200G-SerDes); ``n_cages x cage_gbps = capacity_one_way_gbps``.
+    hop_latency_ns
+        Port-to-port latency (planning default), ns.
+    power_w
+        Box power EXCLUDING pluggable optics, W.
+    price_usd
+        Box price without optics, USD.
+    sharp
+        In-network reduction (SHARP) available.
+    adaptive_routing
+        Hardware capability; the vendor's ``default_routing`` is what the model uses.
+    rack_units
+        Height, U.
+    co_packaged_optics
+        Optics are co-packaged; the cages are pluggable equivalents for the optics count.
+    """
+
+    protocol: str
+    capacity_one_way_gbps: int
+    port_speeds_gbps: tuple[int, ...]
+    max_ports: int
+    n_cages: int
+    cage_gbps: int
+    hop_latency_ns: float
+    power_w: float
+    price_usd: float
+    sharp: bool
+    adaptive_routing: bool
+    rack_units: int
+    co_packaged_optics: bool = False
+
+    def radix(self, link_gbps: int) -> int:
+        """Return the number of ports at ``link_gbps``.
+
+        Parameters
+        ----------
+        link_gbps
+            Port speed, Gb/s.
+
+        Returns
+        -------
+        int
+            ``min(capacity_one_way_gbps // link_gbps, max_ports)``, count.
+
+        Raises
+        ------
+        InfeasibleDesignError
+            If the switch does not support that port speed (key ``fabric.link_gbps``).
+
+        Notes
+        -----
+        Radix at the speed actually used: a 51.2T (one-way) chip is k = 128 at 400G and
+        k = 64 at 800G; Quantum-2 (25.6T one way) is k = 64 at 400G (facts file, section 1.1).
+        """
+        if link_gbps not in self.port_speeds_gbps:
+            raise InfeasibleDesignError(
+                "fabric.link_gbps",
+                f"switch {self.key} ({self.name}) supports "
+                f"{_speeds_text(self.port_speeds_gbps)} Gb/s ports; got {link_gbps}",
+            )
+        return min(self.capacity_one_way_gbps // link_gbps, self.max_ports)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Optic(_Entry):
+    """One pluggable transceiver.
+
+    Parameters
+    ----------
+    side
+        ``"switch"`` or ``"nic"``.
+    form
+        ``"twin"`` (two logical ports per module, or more with splitters) or ``"single"``.
+    protocols
+        ``"infiniband"`` and/or ``"ethernet"``.
+    port_speeds_gbps
+        Logical link speeds a module port can run, Gb/s.
+    module_gbps
+        Total module line rate, Gb/s; ports per module = ``module_gbps // link_gbps``.
+    reach_m
+        Maximum link length, m.
+    media
+        ``"mmf"`` (multimode) or ``"smf"`` (single-mode) fiber.
+    power_w
+        Module power, W.
+    price_usd
+        "Compatible" (validated third-party) planning price, USD.
+    price_oem_usd
+        NVIDIA/OEM-branded price, USD.
+    """
+
+    side: str
+    form: str
+    protocols: tuple[str, ...]
+    port_speeds_gbps: tuple[int, ...]
+    module_gbps: int
+    reach_m: float
+    media: str
+    power_w: float
+    price_usd: float
+    price_oem_usd: float
+
+    def ports_per_module(self, link_gbps: int) -> int:
+        """Return the links of ``link_gbps`` one module serves (``module_gbps // link_gbps``).
+
+        Raises
+        ------
+        InfeasibleDesignError
+            If the module cannot run at ``link_gbps``.
+        """
+        if link_gbps not in self.port_speeds_gbps:
+            raise InfeasibleDesignError(
+                "fabric.link_gbps",
+                f"transceiver {self.key} runs {_speeds_text(self.port_speeds_gbps)} Gb/s "
+                f"ports; got {link_gbps}",
+            )
+        return max(1, self.module_gbps // link_gbps)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cable(_Entry):
+    """One cable type: copper (``dac``, ``acc``, ``lacc``) or the fiber of an optical link.
+
+    Parameters
+    ----------
+    kind
+        ``"dac"`` (passive copper), ``"acc"`` (active copper), ``"lacc"`` (linear active
+        copper) or ``"fiber"``.
+    port_speeds_gbps
+        Link speeds the cable carries, Gb/s.
+    lane_gbps
+        Electrical lane rate, Gb/s (``None`` for fiber).
+    reach_m
+        Maximum length, m.
+    split
+        Plugs at the far end: 1 straight, 2 for a 1:2 splitter.
+    links_per_cable
+        Logical links one cable carries, count.
+    price_usd
+        Price per cable, USD.
+    power_w
+        Power per cable, both ends, W.
+    """
+
+    kind: str
+    port_speeds_gbps: tuple[int, ...]
+    lane_gbps: int | None
+    reach_m: float
+    split: int
+    links_per_cable: int
+    price_usd: float
+    power_w: float
+
+    @property
+    def max_port_gbps(self) -> int:
+        """Fastest link speed the cable carries, Gb/s."""
+        return self.port_speeds_gbps[-1]
+
+    @property
+    def is_copper(self) -> bool:
+        """Whether the cable is copper (replaces the transceivers of its link)."""
+        return self.kind != "fiber"
+
+    def carries(self, link_gbps: int, length_m: float) -> bool:
+        """Return whether the cable carries ``link_gbps`` (Gb/s) over ``length_m`` (m)."""
+        return link_gbps in self.port_speeds_gbps and length_m <= self.reach_m
+
+
+@dataclass(frozen=True, kw_only=True)
+class Vendor(_Entry):
+    """One fabric family (InfiniBand, Spectrum-X, plain RoCE).
+
+    Parameters
+    ----------
+    protocol
+        ``"infiniband"`` or ``"ethernet"``.
+    switch_by_gbps, nic_by_gbps
+        Link speed (Gb/s) -> default switch / NIC key; both have the same speeds.
+    default_routing
+        ``"adaptive"`` or ``"ecmp"``.
+    sharp_available
+        In-network reduction on the scale-out fabric.
+    requires_spectrum_x_nic
+        Endpoints must be Spectrum-X SuperNICs.
+    """
+
+    protocol: str
+    switch_by_gbps: FrozenMap[int, str]
+    nic_by_gbps: FrozenMap[int, str]
+    default_routing: str
+    sharp_available: bool
+    requires_spectrum_x_nic: bool
+
+    @property
+    def link_speeds_gbps(self) -> tuple[int, ...]:
+        """Link speeds the vendor offers in this catalog, Gb/s, ascending."""
+        return tuple(sorted(set(self.switch_by_gbps) & set(self.nic_by_gbps)))
+
+
+# ---------------------------------------------------------------------------------------------
+# The catalog
+# ---------------------------------------------------------------------------------------------
+
+_KIND_LABEL: Final[dict[str, str]] = {
+    "gpus": "GPU",
+    "servers": "server",
+    "nics": "NIC",
+    "switches": "switch",
+    "optics": "optic",
+    "cables": "cable",
+    "vendors": "vendor",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Catalog:
+    """The validated hardware catalog (build it with :func:`load_catalog`).
+
+    Parameters
+    ----------
+    version
+        Catalog data version, e.g. ``"2026.11"``.
+    path
+        File it was read from.
+    sources
+        Source key (``"S40"``) -> :class:`Source`.
+    gpus, servers, nics, switches, optics, cables, vendors
+        Entry key -> entry, in file order.
+    """
+
+    version: str
+    path: str
+    sources: FrozenMap[str, Source]
+    gpus: FrozenMap[str, Gpu]
+    servers: FrozenMap[str, Server]
+    nics: FrozenMap[str, Nic]
+    switches: FrozenMap[str, Switch]
+    optics: FrozenMap[str, Optic]
+    cables: FrozenMap[str, Cable]
+    vendors: FrozenMap[str, Vendor]
+
+    # --- lookups ------------------------------------------------------------------------
+
+    def section(self, name: str) -> FrozenMap[str, Any]:
+        """Return the entries of one section (``"gpus"``, ..., ``"vendors"``) by key.
+
+        Raises
+        ------
+        UnknownCatalogKeyError
+            If ``name`` is not a section.
+        """
+        if name not in SECTIONS:
+            raise UnknownCatalogKeyError("catalog section", name, SECTIONS)
+        entries: FrozenMap[str, Any] = getattr(self, name)
+        return entries
+
+    def gpu(self, key: str) -> Gpu:
+        """Return the GPU ``key``; raise :class:`UnknownCatalogKeyError` listing known keys."""
+        return _lookup(self.gpus, "gpus", key)
+
+    def server(self, key: str) -> Server:
+        """Return the server ``key``; raise :class:`UnknownCatalogKeyError` if unknown."""
+        return _lookup(self.servers, "servers", key)
+
+    def nic(self, key: str) -> Nic:
+        """Return the NIC ``key``; raise :class:`UnknownCatalogKeyError` if unknown."""
+        return _lookup(self.nics, "nics", key)
+
+    def switch(self, key: str) -> Switch:
+        """Return the switch ``key``; raise :class:`UnknownCatalogKeyError` if unknown."""
+        return _lookup(self.switches, "switches", key)
+
+    def optic(self, key: str) -> Optic:
+        """Return the transceiver ``key``; raise :class:`UnknownCatalogKeyError` if unknown."""
+        return _lookup(self.optics, "optics", key)
+
+    def cable(self, key: str) -> Cable:
+        """Return the cable ``key``; raise :class:`UnknownCatalogKeyError` if unknown."""
+        return _lookup(self.cables, "cables", key)
+
+    def vendor(self, key: str) -> Vendor:
+        """Return the vendor ``key``; raise :class:`UnknownCatalogKeyError` if unknown."""
+        return _lookup(self.vendors, "vendors", key)
+
+    # --- selection ------------------------------------------------------------------------
+
+    def switch_for(self, vendor: str | Vendor, link_gbps: int) -> Switch:
+        """Return the vendor's default switch for links of ``link_gbps``.
+
+        Parameters
+        ----------
+        vendor
+            Vendor key (``"infiniband"``, ``"spectrum-x"``, ``"roce"``) or entry.
+        link_gbps
+            Link speed, Gb/s.
+
+        Raises
+        ------
+        UnknownCatalogKeyError
+            If the vendor is unknown.
+        InfeasibleDesignError
+            If the vendor offers no such link speed (key ``fabric.link_gbps``).
+        """
+        v = self._offered(vendor, link_gbps)
+        return self.switch(v.switch_by_gbps[link_gbps])
+
+    def nic_for(self, vendor: str | Vendor, link_gbps: int) -> Nic:
+        """Return the vendor's default NIC for links of ``link_gbps``.
+
+        Parameters
+        ----------
+        vendor
+            Vendor key or entry.
+        link_gbps
+            Link speed, Gb/s.
+
+        Raises
+        ------
+        UnknownCatalogKeyError
+            If the vendor is unknown.
+        InfeasibleDesignError
+            If the vendor offers no such link speed (key ``fabric.link_gbps``).
+        """
+        v = self._offered(vendor, link_gbps)
+        return self.nic(v.nic_by_gbps[link_gbps])
+
+    def optic_for(
+        self,
+        side: str,
+        link_gbps: int,
+        length_m: float,
+        *,
+        cage_gbps: int | None = None,
+        protocol: str | None = None,
+        key: str = "fabric.link_gbps",
+    ) -> Optic:
+        """Return the cheapest transceiver for one end of an optical link.
+
+        Parameters
+        ----------
+        side
+            ``"switch"`` or ``"nic"``.
+        link_gbps
+            Link speed, Gb/s.
+        length_m
+            Link length, m.
+        cage_gbps
+            Line rate of the switch cage the module plugs into, Gb/s (``Switch.cage_gbps``).
+            Pass it on the switch side: at 800G an 800G cage (Spectrum-4, Tomahawk 5) takes
+            an 800G module and a 1.6T cage (Quantum-X800, Tomahawk 6) a 1.6T twin-port one.
+            ``None`` accepts any module size.
+        protocol
+            ``"infiniband"`` or ``"ethernet"`` (``Vendor.protocol``); ``None`` accepts both.
+        key
+            Scenario key named in the error.
+
+        Returns
+        -------
+        Optic
+            Among modules of that side that run ``link_gbps``, fit the cage and reach
+            ``length_m``, the one with the lowest price per link served
+            (``price_usd / ports_per_module``); ties go to the lower power, then the shorter
+            reach.
+
+        Raises
+        ------
+        InfeasibleDesignError
+            If no module runs that speed, or none reaches that far (the message names both).
+        ValueError
+            If ``side`` is not ``"switch"`` or ``"nic"`` or ``length_m`` is negative.
+        """
+        if side not in ("switch", "nic"):
+            raise ValueError(f"side must be 'switch' or 'nic'; got {side!r}")
+        if not length_m >= 0:
+            raise ValueError(f"length_m must be >= 0; got {length_m!r}")
+        at_speed = [
+            o
+            for o in self.optics.values()
+            if o.side == side
+            and link_gbps in o.port_speeds_gbps
+            and (cage_gbps is None or o.module_gbps == cage_gbps)
+            and (protocol is None or protocol in o.protocols)
+        ]
+        cage_text = "" if cage_gbps is None else f" in a {cage_gbps} Gb/s cage"
+        if protocol is not None:
+            cage_text += f" ({protocol})"
+        if not at_speed:
+            raise InfeasibleDesignError(
+                key,
+                f"no {side}-side transceiver in this catalog runs {link_gbps} Gb/s "
+                f"links{cage_text}",
+            )
+        fits = [o for o in at_speed if o.reach_m >= length_m]
+        if not fits:
+            longest = max(at_speed, key=lambda o: o.reach_m)
+            raise InfeasibleDesignError(
+                key,
+                f"no {side}-side transceiver in this catalog carries {link_gbps} Gb/s over "
+                f"{length_m:g} m{cage_text}; the longest reach at that speed is "
+                f"{longest.reach_m:g} m ({longest.key})",
+            )
+        return min(fits, key=lambda o: _per_port(o, link_gbps))
+
+    def cable_for(
+        self,
+        link_gbps: int,
+        length_m: float,
+        *,
+        split: int | None = None,
+        lane_gbps: int | None = None,
+    ) -> Cable | None:
+        """Return the cheapest copper cable for a link, or ``None`` if the link must be optical.
+
+        Parameters
+        ----------
+        link_gbps
+            Link speed, Gb/s.
+        length_m
+            Link length, m.
+        split
+            Only cables with this many far-end plugs (1 straight, 2 for a 1:2 splitter);
+            ``None`` accepts both.
+        lane_gbps
+            Only cables with this electrical lane rate, Gb/s (an OSFP cage has 8 lanes, so
+            ``Switch.cage_gbps // 8``); ``None`` accepts any.
+
+        Returns
+        -------
+        Cable or None
+            The copper cable (``dac``, ``acc``, ``lacc``) with the lowest price per link
+            (``price_usd / links_per_cable``) that carries ``link_gbps`` over ``length_m``;
+            ``None`` when none does (e.g. 20 m, or no passive DAC at 200G/lane).
+        """
+        fits = [
+            c
+            for c in self.cables.values()
+            if c.is_copper
+            and c.carries(link_gbps, length_m)
+            and split in (None, c.split)
+            and lane_gbps in (None, c.lane_gbps)
+        ]
+        if not fits:
+            return None
+        return min(fits, key=lambda c: (c.price_usd / c.links_per_cable, c.reach_m, c.key))
+
+    @property
+    def fiber(self) -> Cable:
+        """The fiber patch/trunk entry counted once per optical link."""
+        return next(c for c in self.cables.values() if c.kind == "fiber")
+
+    # --- provenance ------------------------------------------------------------------------
+
+    def expand_note(self, note: str) -> str:
+        """Replace each ``[Sn]`` in a note by ``"title (url)"``."""
+
+        def repl(m: re.Match[str]) -> str:
+            src = self.sources[m.group(1)]
+            return f"{src.title} ({src.url})"
+
+        return _SOURCE_REF.sub(repl, note)
+
+    def source_note(self, section: str, key: str, field_name: str) -> str:
+        """Return the source note of one field with its source keys expanded.
+
+        Parameters
+        ----------
+        section
+            Section name, e.g. ``"switches"``.
+        key
+            Entry key, e.g. ``"qm9700"``.
+        field_name
+            Field name, e.g. ``"price_usd"``.
+
+        Returns
+        -------
+        str
+            The note, each ``[Sn]`` replaced by ``"title (url)"``.
+
+        Raises
+        ------
+        UnknownCatalogKeyError
+            If the section, the entry or a note for that field does not exist.
+        """
+        entry = _lookup(self.section(section), section, key)
+        note = entry.sources.get(field_name)
+        if note is None:
+            raise UnknownCatalogKeyError(
+                f"source note of {section}.{key}", field_name, tuple(entry.sources)
+            )
+        return self.expand_note(note)
+
+    def to_frame(self, section: str) -> pd.DataFrame:
+        """Return one section as a table, for the UI's "where the numbers come from" view.
+
+        Parameters
+        ----------
+        section
+            An entry section (``"gpus"``, ..., ``"vendors"``) or ``"sources"``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per entry: ``key``, ``name``, the typed fields (lists joined as text),
+            ``remark`` and ``source`` (``"field: note"`` for every noted field, joined by
+            ``"; "``). For ``"sources"``: ``key``, ``title``, ``url``, ``date``.
+        """
+        import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+
+        if section == "sources":
+            return pd.DataFrame(
+                [
+                    {"key": s.key, "title": s.title, "url": s.url, "date": s.date}
+                    for s in self.sources.values()
+                ],
+                columns=["key", "title", "url", "date"],
+            )
+        rows = []
+        for entry in self.section(section).values():
+            row: dict[str, Any] = {}
+            for f in fields(entry):
+                if f.name in ("sources", "remark"):
+                    continue
+                row[f.name] = _cell(getattr(entry, f.name))
+            row["remark"] = entry.remark
+            row["source"] = "; ".join(f"{k}: {v}" for k, v in entry.sources.items())
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _offered(self, vendor: str | Vendor, link_gbps: int) -> Vendor:
+        v = vendor if isinstance(vendor, Vendor) else self.vendor(vendor)
+        speeds = v.link_speeds_gbps
+        if link_gbps not in speeds:
+            raise InfeasibleDesignError(
+                "fabric.link_gbps",
+                f"{v.key} offers {_speeds_text(speeds)} Gb/s links in this catalog; "
+                f"got {link_gbps}",
+            )
+        return v
+
+
+def _lookup(entries: Mapping[str, _E], section: str, key: str) -> _E:
+    try:
+        return entries[key]
+    except (KeyError, TypeError):
+        raise UnknownCatalogKeyError(_KIND_LABEL[section], key, tuple(entries)) from None
+
+
+def _per_port(optic: Optic, link_gbps: int) -> tuple[float, float, float, str]:
+    """Sort key of :meth:`Catalog.optic_for`: price, then power, per link served; reach; key."""
+    n = optic.ports_per_module(link_gbps)
+    return (optic.price_usd / n, optic.power_w / n, optic.reach_m, optic.key)
+
+
+def _speeds_text(speeds: Iterable[int]) -> str:
+    return ", ".join(str(s) for s in speeds)
+
+
+def _cell(value: object) -> object:
+    """Flatten tuples and maps to text so a table column holds one type."""
+    if isinstance(value, tuple):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, FrozenMap):
+        return ", ".join(f"{k}: {v}" for k, v in value.items())
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema: one declarative table of field kinds per section
+# ---------------------------------------------------------------------------------------------
+
+_REQUIRED: Final = object()
+
+
+@dataclass(frozen=True)
+class _FieldSpec:
+    """Kind and bounds of one entry field.
+
+    ``kind``: ``int``, ``float``, ``bool``, ``str``, ``choice``, ``ints`` (ascending list of
+    positive ints), ``choices`` (list of choices) or ``speed_map`` (Gb/s -> key).
+    Numbers must be > 0, or >= 0 with ``zero_ok``. ``nullable`` accepts ``null``.
+    """
+
+    kind: str
+    choices: tuple[str, ...] = ()
+    nullable: bool = False
+    zero_ok: bool = False
+    default: object = _REQUIRED
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind in ("int", "float", "ints")
+
+
+_PROTOCOLS = ("infiniband", "ethernet")
+
+_SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
+    "gpus": (
+        Gpu,
+        {
+            "arch": _FieldSpec("choice", ("ampere", "hopper", "blackwell")),
+            "bf16_dense_tflops": _FieldSpec("float"),
+            "fp8_dense_tflops": _FieldSpec("float", nullable=True),
+            "hbm_gb": _FieldSpec("float"),
+            "hbm_gib": _FieldSpec("float"),
+            "hbm_GBps": _FieldSpec("float"),
+            "nvlink_GBps": _FieldSpec("float"),
+            "tdp_w": _FieldSpec("float"),
+            "price_usd": _FieldSpec("float"),
+            "server": _FieldSpec("str"),
+        },
+    ),
+    "servers": (
+        Server,
+        {
+            "gpus_per_server": _FieldSpec("int"),
+            "nvlink_domain": _FieldSpec("int"),
+            "price_usd": _FieldSpec("float"),
+            "power_w": _FieldSpec("float"),
+        },
+    ),
+    "nics": (
+        Nic,
+        {
+            "port_gbps": _FieldSpec("int"),
+            "n_ports": _FieldSpec("int"),
+            "speeds_gbps": _FieldSpec("ints"),
+            "protocols": _FieldSpec("choices", _PROTOCOLS),
+            "power_w": _FieldSpec("float", zero_ok=True),
+            "price_usd": _FieldSpec("float"),
+            "latency_ns": _FieldSpec("float"),
+            "spectrum_x_endpoint": _FieldSpec("bool"),
+        },
+    ),
+    "switches": (
+        Switch,
+        {
+            "protocol": _FieldSpec("choice", _PROTOCOLS),
+            "capacity_one_way_gbps": _FieldSpec("int"),
+            "port_speeds_gbps": _FieldSpec("ints"),
+            "max_ports": _FieldSpec("int"),
+            "n_cages": _FieldSpec("int"),
+            "cage_gbps": _FieldSpec("int"),
+            "hop_latency_ns": _FieldSpec("float"),
+            "power_w": _FieldSpec("float", zero_ok=True),
+            "price_usd": _FieldSpec("float"),
+            "sharp": _FieldSpec("bool"),
+            "adaptive_routing": _FieldSpec("bool"),
+            "rack_units": _FieldSpec("int"),
+            "co_packaged_optics": _FieldSpec("bool", default=False),
+        },
+    ),
+    "optics": (
+        Optic,
+        {
+            "side": _FieldSpec("choice", ("switch", "nic")),
+            "form": _FieldSpec("choice", ("twin", "single")),
+            "protocols": _FieldSpec("choices", _PROTOCOLS),
+            "port_speeds_gbps": _FieldSpec("ints"),
+            "module_gbps": _FieldSpec("int"),
+            "reach_m": _FieldSpec("float"),
+            "media": _FieldSpec("choice", ("mmf", "smf")),
+            "power_w": _FieldSpec("float", zero_ok=True),
+            "price_usd": _FieldSpec("float"),
+            "price_oem_usd": _FieldSpec("float"),
+        },
+    ),
+    "cables": (
+        Cable,
+        {
+            "kind": _FieldSpec("choice", ("dac", "acc", "lacc", "fiber")),
+            "port_speeds_gbps": _FieldSpec("ints"),
+            "lane_gbps": _FieldSpec("int", nullable=True),
+            "reach_m": _FieldSpec("float"),
+            "split": _FieldSpec("int"),
+            "links_per_cable": _FieldSpec("int"),
+            "price_usd": _FieldSpec("float"),
+            "power_w": _FieldSpec("float", zero_ok=True),
+        },
+    ),
+    "vendors": (
+        Vendor,
+        {
+            "protocol": _FieldSpec("choice", _PROTOCOLS),
+            "switch_by_gbps": _FieldSpec("speed_map"),
+            "nic_by_gbps": _FieldSpec("speed_map"),
+            "default_routing": _FieldSpec("choice", ("adaptive", "ecmp")),
+            "sharp_available": _FieldSpec("bool"),
+            "requires_spectrum_x_nic": _FieldSpec("bool"),
+        },
+    ),
+}
+
+_COMMON_FIELDS: Final = ("name", "sources", "remark")
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------------------------
+
+
+def load_catalog(path: str | Path | None = None) -> Catalog:
+    """Load and validate a hardware catalog.
+
+    Parameters
+    ----------
+    path
+        YAML file; ``None`` (or the default path) reads the shipped ``assets/catalog.yaml``,
+        cached after the first call.
+
+    Returns
+    -------
+    Catalog
+        The validated catalog.
+
+    Raises
+    ------
+    CatalogError
+        If the file cannot be read or breaks a rule; the message names the section, the entry
+        and the field.
+    """
+    if path is None or Path(path).resolve() == DEFAULT_CATALOG_PATH:
+        return _load_default()
+    return _load(Path(path))
+
+
+@functools.lru_cache(maxsize=1)
+def _load_default() -> Catalog:
+    return _load(DEFAULT_CATALOG_PATH)
+
+
+try:  # libyaml's parser is ~10x faster; the constructors (and so the safety) are the same
+    from yaml import CSafeLoader as _SafeLoaderBase
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    from yaml import SafeLoader as _SafeLoaderBase  # type: ignore[assignment]
+
+
+class _StrictLoader(_SafeLoaderBase):
+    """Safe YAML loader that rejects duplicate mapping keys (PyYAML keeps the last one)."""
+
+
+def _construct_unique_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if not isinstance(key, str | int | float | bool | None):
+            continue  # construct_mapping reports unhashable keys itself
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_unique_mapping,
+)
+
+
+def _load(path: Path) -> Catalog:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CatalogError(f"cannot read catalog {path}: {exc}") from exc
+    try:
+        doc = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: safe
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{path.name}: not valid YAML: {exc}") from exc
+    return _build(doc, path)
+
+
+def _build(doc: object, path: Path) -> Catalog:
+    where = path.name
+    if not isinstance(doc, dict):
+        raise CatalogError(f"{where}: the top level must be a mapping of sections")
+    expected = {"version", "sources", *SECTIONS}
+    unknown = sorted(str(k) for k in doc if k not in expected)
+    if unknown:
+        raise CatalogError(f"{where}: unknown top-level section(s) {', '.join(unknown)}")
+    missing = sorted(k for k in expected if k not in doc)
+    if missing:
+        raise CatalogError(f"{where}: missing top-level section(s) {', '.join(missing)}")
+    version = doc["version"]
+    if not isinstance(version, str) or not version:
+        raise CatalogError(f'{where}: version must be a non-empty string, e.g. "2026.11"')
+
+    sources = _parse_sources(doc["sources"], where)
+    parsed: dict[str, FrozenMap[str, Any]] = {}
+    for section in SECTIONS:
+        raw = doc[section]
+        if not isinstance(raw, dict) or not raw:
+            raise CatalogError(f"{where}: {section} must be a non-empty mapping of key -> entry")
+        entries = {}
+        for key, entry in raw.items():
+            entries[key] = _parse_entry(section, key, entry, sources, where)
+        parsed[section] = FrozenMap(entries)
+
+    catalog = Catalog(
+        version=version,
+        path=str(path),
+        sources=sources,
+        gpus=parsed["gpus"],
+        servers=parsed["servers"],
+        nics=parsed["nics"],
+        switches=parsed["switches"],
+        optics=parsed["optics"],
+        cables=parsed["cables"],
+        vendors=parsed["vendors"],
+    )
+    for check in _CROSS_CHECKS:
+        check(catalog, where)
+    return catalog
+
+
+def _parse_sources(raw: object, where: str) -> FrozenMap[str, Source]:
+    if not isinstance(raw, dict) or not raw:
+        raise CatalogError(f"{where}: sources must be a non-empty mapping of key -> source")
+    out: dict[str, Source] = {}
+    for key, item in raw.items():
+        here = f"{where}: sources.{key}"
+        if not isinstance(key, str) or not _SOURCE_KEY.match(key):
+            raise CatalogError(f"{here}: a source key is S followed by letters/digits, e.g. S40")
+        if not isinstance(item, dict):
+            raise CatalogError(f"{here}: must be a mapping with title and url")
+        extra = sorted(str(k) for k in item if k not in ("title", "url", "date"))
+        if extra:
+            raise CatalogError(f"{here}: unknown field(s) {', '.join(extra)}")
+        title, url, date = item.get("title"), item.get("url"), item.get("date", "")
+        if not isinstance(title, str) or not title.strip():
+            raise CatalogError(f"{here}.title: missing or not a non-empty string")
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise CatalogError(f"{here}.url: missing or not an http(s) URL")
+        if not isinstance(date, str):
+            raise CatalogError(f"{here}.date: must be a string")
+        out[key] = Source(key=key, title=title.strip(), url=url, date=date)
+    return FrozenMap(out)
+
+
+def _parse_entry(
+    section: str, key: object, raw: object, sources: Mapping[str, Source], where: str
+) -> _Entry:
+    here = f"{where}: {section}.{key}"
+    if not isinstance(key, str) or not _ENTRY_KEY.match(key):
+        raise CatalogError(f"{here}: entry keys are lower-case letters, digits, '_' and '-'")
+    if not isinstance(raw, dict):
+        raise CatalogError(f"{here}: an entry must be a mapping of field -> value")
+    cls, specs = _SCHEMA[section]
+    unknown = sorted(str(f) for f in raw if f not in specs and f not in _COMMON_FIELDS)
+    if unknown:
+        raise CatalogError(f"{here}: unknown field(s) {', '.join(unknown)}")
+
+    name = raw.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise CatalogError(f"{here}.name: missing or not a non-empty string")
+    remark = raw.get("remark", "")
+    if not isinstance(remark, str):
+        raise CatalogError(f"{here}.remark: must be a string")
+
+    values: dict[str, Any] = {}
+    for fname, spec in specs.items():
+        if fname not in raw:
+            if spec.default is _REQUIRED:
+                raise CatalogError(f"{here}.{fname}: required field is missing")
+            values[fname] = spec.default
+            continue
+        values[fname] = _parse_value(raw[fname], spec, f"{here}.{fname}")
+
+    notes = _parse_notes(raw.get("sources"), raw, specs, sources, here)
+    return cls(key=key, name=name.strip(), sources=notes, remark=remark.strip(), **values)
+
+
+def _parse_notes(
+    raw: object,
+    entry: Mapping[str, object],
+    specs: Mapping[str, _FieldSpec],
+    sources: Mapping[str, Source],
+    here: str,
+) -> FrozenMap[str, str]:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise CatalogError(f"{here}.sources: must be a mapping of field -> source note")
+    for fname, spec in specs.items():
+        if spec.numeric and fname in entry and fname not in raw:
+            raise CatalogError(
+                f"{here}.{fname}: numeric field has no source note; add "
+                f'sources.{fname}: "[Sn] ..." or "estimate: <reasoning>"'
+            )
+    notes: dict[str, str] = {}
+    for fname, note in raw.items():
+        if fname not in specs or fname not in entry:
+            raise CatalogError(f"{here}.sources.{fname}: note for a field the entry lacks")
+        if not isinstance(note, str) or not _NOTE_FORM.match(note.strip()):
+            raise CatalogError(
+                f'{here}.{fname}: source note must start with source keys like "[S40]" or '
+                f'with "estimate: <reasoning>"; got {note!r}'
+            )
+        for ref in _SOURCE_REF.findall(note):
+            if ref not in sources:
+                raise CatalogError(
+                    f"{here}.{fname}: source note cites [{ref}], which is not in the "
+                    f"top-level sources"
+                )
+        notes[fname] = " ".join(note.split())
+    return FrozenMap(notes)
+
+
+def _parse_value(value: object, spec: _FieldSpec, here: str) -> object:
+    if value is None:
+        if spec.nullable:
+            return None
+        raise CatalogError(f"{here}: must not be null")
+    kind = spec.kind
+    if kind in ("int", "float"):
+        return _number(value, spec, here)
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise CatalogError(f"{here}: must be true or false; got {value!r}")
+        return value
+    if kind == "str":
+        if not isinstance(value, str) or not value.strip():
+            raise CatalogError(f"{here}: must be a non-empty string; got {value!r}")
+        return value.strip()
+    if kind == "choice":
+        if value not in spec.choices:
+            raise CatalogError(f"{here}: must be one of {', '.join(spec.choices)}; got {value!r}")
+        return value
+    if kind == "ints":
+        if not isinstance(value, list) or not value:
+            raise CatalogError(f"{here}: must be a non-empty list of numbers; got {value!r}")
+        items = [_number(v, _FieldSpec("int"), f"{here}[{i}]") for i, v in enumerate(value)]
+        if any(b <= a for a, b in itertools.pairwise(items)):
+            raise CatalogError(f"{here}: must be strictly ascending; got {value!r}")
+        return tuple(items)
+    if kind == "choices":
+        if not isinstance(value, list) or not value or len(set(value)) != len(value):
+            raise CatalogError(f"{here}: must be a non-empty list without repeats; got {value!r}")
+        for v in value:
+            if v not in spec.choices:
+                raise CatalogError(f"{here}: items must be in {', '.join(spec.choices)}; got {v!r}")
+        return tuple(value)
+    if kind == "speed_map":
+        if not isinstance(value, dict) or not value:
+            raise CatalogError(f"{here}: must be a non-empty mapping of Gb/s -> key")
+        for k, v in value.items():
+            _number(k, _FieldSpec("int"), f"{here}[{k!r}]")
+            if not isinstance(v, str) or not v:
+                raise CatalogError(f"{here}[{k}]: must be a catalog key; got {v!r}")
+        return FrozenMap(sorted(value.items()))
+    raise AssertionError(f"unhandled field kind {kind}")  # pragma: no cover - schema bug
+
+
+def _number(value: object, spec: _FieldSpec, here: str) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CatalogError(f"{here}: must be a number; got {value!r}")
+    if spec.kind == "int" and not isinstance(value, int):
+        raise CatalogError(f"{here}: must be a whole number; got {value!r}")
+    if not math.isfinite(value):
+        raise CatalogError(f"{here}: must be finite; got {value!r}")
+    if value < 0 or (value == 0 and not spec.zero_ok):
+        bound = ">= 0" if spec.zero_ok else "> 0"
+        raise CatalogError(f"{here}: must be {bound}; got {value!r}")
+    return value if spec.kind == "int" else float(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cross-entry checks (run after every entry parsed)
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_gpus(cat: Catalog, where: str) -> None:
+    for g in cat.gpus.values():
+        here = f"{where}: gpus.{g.key}"
+        if g.server not in cat.servers:
+            raise CatalogError(
+                f"{here}.server: {g.server!r} is not a server; known: {', '.join(cat.servers)}"
+            )
+        gib = g.hbm_gb * 1e9 / 2**30
+        if abs(g.hbm_gib - gib) > 0.051:
+            raise CatalogError(f"{here}.hbm_gib: {g.hbm_gb:g} GB is {gib:.1f} GiB")
+
+
+def _check_servers(cat: Catalog, where: str) -> None:
+    for s in cat.servers.values():
+        if s.nvlink_domain % s.gpus_per_server:
+            raise CatalogError(
+                f"{where}: servers.{s.key}.nvlink_domain: must be a multiple of gpus_per_server"
+            )
+
+
+def _check_nics(cat: Catalog, where: str) -> None:
+    for n in cat.nics.values():
+        if n.port_gbps != n.speeds_gbps[-1]:
+            raise CatalogError(
+                f"{where}: nics.{n.key}.port_gbps: must equal the fastest of speeds_gbps"
+            )
+
+
+def _check_switches(cat: Catalog, where: str) -> None:
+    for s in cat.switches.values():
+        here = f"{where}: switches.{s.key}"
+        if s.n_cages * s.cage_gbps != s.capacity_one_way_gbps:
+            raise CatalogError(f"{here}.n_cages: n_cages x cage_gbps != capacity_one_way_gbps")
+        for speed in s.port_speeds_gbps:
+            if s.cage_gbps % speed:
+                raise CatalogError(f"{here}.port_speeds_gbps: {speed} does not divide a cage")
+        if s.max_ports * s.port_speeds_gbps[0] > s.capacity_one_way_gbps:
+            raise CatalogError(f"{here}.max_ports: exceeds the capacity at the lowest speed")
+
+
+def _check_optics(cat: Catalog, where: str) -> None:
+    for o in cat.optics.values():
+        here = f"{where}: optics.{o.key}"
+        for speed in o.port_speeds_gbps:
+            if speed > o.module_gbps or o.module_gbps % speed:
+                raise CatalogError(f"{here}.port_speeds_gbps: {speed} does not divide a module")
+        if o.form == "single" and o.port_speeds_gbps[-1] != o.module_gbps:
+            raise CatalogError(f"{here}.module_gbps: a single-port module runs one port")
+        if o.form == "twin" and o.module_gbps // o.port_speeds_gbps[0] < 2:
+            raise CatalogError(f"{here}.module_gbps: a twin-port module runs >= 2 ports")
+
+
+def _check_cables(cat: Catalog, where: str) -> None:
+    fibers = [c.key for c in cat.cables.values() if c.kind == "fiber"]
+    if len(fibers) != 1:
+        raise CatalogError(f"{where}: cables: need exactly one entry of kind fiber; got {fibers}")
+    for c in cat.cables.values():
+        if c.is_copper and c.lane_gbps is None:
+            raise CatalogError(f"{where}: cables.{c.key}.lane_gbps: copper needs a lane rate")
+
+
+def _check_vendors(cat: Catalog, where: str) -> None:
+    for v in cat.vendors.values():
+        here = f"{where}: vendors.{v.key}"
+        if set(v.switch_by_gbps) != set(v.nic_by_gbps):
+            raise CatalogError(
+                f"{here}.nic_by_gbps: must offer the same speeds as switch_by_gbps "
+                f"({_speeds_text(v.switch_by_gbps)})"
+            )
+        for speed, skey in v.switch_by_gbps.items():
+            if skey not in cat.switches:
+                raise CatalogError(
+                    f"{here}.switch_by_gbps: {skey!r} is not a switch; known: "
+                    f"{', '.join(cat.switches)}"
+                )
+            sw = cat.switches[skey]
+            if sw.protocol != v.protocol or speed not in sw.port_speeds_gbps:
+                raise CatalogError(
+                    f"{here}.switch_by_gbps: {skey} does not run {v.protocol} at {speed} Gb/s"
+                )
+            if v.sharp_available and not sw.sharp:
+                raise CatalogError(f"{here}.sharp_available: switch {skey} has no SHARP")
+            for side, cage in (("switch", sw.cage_gbps), ("nic", None)):
+                try:
+                    cat.optic_for(side, speed, 0.0, cage_gbps=cage, protocol=v.protocol)
+                except InfeasibleDesignError as exc:
+                    raise CatalogError(f"{here}.switch_by_gbps: {speed} Gb/s: {exc}") from None
+        for speed, nkey in v.nic_by_gbps.items():
+            if nkey not in cat.nics:
+                raise CatalogError(
+                    f"{here}.nic_by_gbps: {nkey!r} is not a NIC; known: {', '.join(cat.nics)}"
+                )
+            nic = cat.nics[nkey]
+            if v.protocol not in nic.protocols or speed not in nic.speeds_gbps:
+                raise CatalogError(
+                    f"{here}.nic_by_gbps: {nkey} does not run {v.protocol} at {speed} Gb/s"
+                )
+            if v.requires_spectrum_x_nic and not nic.spectrum_x_endpoint:
+                raise CatalogError(f"{here}.nic_by_gbps: {nkey} is not a Spectrum-X endpoint")
+
+
+_CROSS_CHECKS: Final[tuple[Callable[[Catalog, str], None], ...]] = (
+    _check_gpus,
+    _check_servers,
+    _check_nics,
+    _check_switches,
+    _check_optics,
+    _check_cables,
+    _check_vendors,
+)
