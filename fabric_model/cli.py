@@ -155,10 +155,14 @@ def _keys(args: argparse.Namespace) -> int:
 
 def _bom_text(bom: Any) -> str:
     d = bom.to_dict()
+    switch = (f"{bom.hardware.switch.name} radix {d['radix']}, " if d["n_switches"]
+              else "switchless, ")
+    tiers = f"{d['tiers']} tiers" if d["tiers"] else "direct links"
     head = [
-        f"scenario {d['scenario']}: {d['n_gpus']:,} GPUs, {d['topology']} ({d['tiers']} tiers), "
-        f"{d['vendor']}, {bom.hardware.switch.name} radix {d['radix']}, {bom.hardware.nic.name}",
-        "switches by tier: " + ", ".join(f"{k} {v:,}" for k, v in d["switches_by_tier"].items()),
+        f"scenario {d['scenario']}: {d['n_gpus']:,} GPUs, {d['topology']} ({tiers}), "
+        f"{d['vendor']}, {switch}{bom.hardware.nic.name}",
+        "switches by tier: "
+        + (", ".join(f"{k} {v:,}" for k, v in d["switches_by_tier"].items()) or "none"),
         f"links {d['n_links']:,}  transceivers {d['n_transceivers']:,}  cables {d['n_cables']:,}"
         f"  NICs {d['n_nics']:,}",
         f"max switch hops {d['max_switch_hops']}  mean {d['mean_switch_hops']:.2f}  "

@@ -25,13 +25,17 @@ except FabricModelError as exc:
     st.stop()
 
 label = VENDOR_LABELS[scenario.fabric.vendor]
-cols = st.columns(5)
-cols[0].metric(f"Network capex ({label})", f"${own.capex_usd / 1e6:,.2f} M")
-cols[1].metric("Per GPU", f"${own.capex_per_gpu_usd:,.0f}")
-cols[2].metric("Network power per GPU", f"{own.power_per_gpu_w:,.0f} W")
-cols[3].metric("Share of cluster capex", f"{own.network_share:.1%}",
+st.caption(f"Headline figures for {label}; the charts compare all three vendors.")
+cols = st.columns(3)
+cols[0].metric("Network capex", f"${own.capex_usd / 1e6:,.2f} M",
+               help="switches + NICs + optics + cables")
+cols[1].metric("Capex per GPU", f"${own.capex_per_gpu_usd:,.0f}")
+cols[2].metric("Share of cluster", f"{own.network_share:.1%}",
                help="network / (GPU servers without scale-out NICs + network)")
-cols[4].metric(f"Network TCO, {scenario.costs.years:g} years", f"${own.tco_usd / 1e6:,.2f} M",
+cols = st.columns(3)
+cols[0].metric("Network power", f"{own.power_w / 1000:,.0f} kW", help="IT load, before PUE")
+cols[1].metric("Power per GPU", f"{own.power_per_gpu_w:,.0f} W")
+cols[2].metric(f"TCO, {scenario.costs.years:g} years", f"${own.tco_usd / 1e6:,.2f} M",
                help="capex + network power x PUE x hours x electricity price")
 
 comparisons = facade.vendor_comparison(scenario)

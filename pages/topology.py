@@ -18,16 +18,17 @@ except FabricModelError as exc:
     st.stop()
 
 gbps = topo.request.link_gbps
-cols = st.columns(6)
-cols[0].metric("GPUs", f"{topo.n_gpus:,}", help="GPUs in the job; NIC ports = GPUs x NICs per GPU")
-cols[1].metric("Switch tiers", topo.tiers if topo.tiers else "switchless")
-cols[2].metric("Switches", f"{topo.n_switches:,}")
-cols[3].metric("Cables", f"{topo.n_links:,}")
-cols[4].metric("Max / mean hops", f"{topo.max_switch_hops} / {topo.mean_switch_hops:.2f}",
-               help="switches (or forwarding nodes) crossed between GPUs in different NVLink "
-                    "domains, rail-matched")
-cols[5].metric("Bisection per GPU", f"{topo.bisection_per_gpu_GBps:,.1f} GB/s",
-               help=f"bisection bandwidth / (GPUs / 2); line rate is {gbps / 8:g} GB/s per NIC")
+top = st.columns(3)
+top[0].metric("GPUs", f"{topo.n_gpus:,}", help="GPUs in the job; NIC ports = GPUs x NICs per GPU")
+top[1].metric("Switch tiers", topo.tiers if topo.tiers else "switchless")
+top[2].metric("Switches", f"{topo.n_switches:,}")
+bottom = st.columns(3)
+bottom[0].metric("Cables", f"{topo.n_links:,}")
+bottom[1].metric("Hops max / mean", f"{topo.max_switch_hops} / {topo.mean_switch_hops:.2f}",
+                 help="switches (or, switchless, links between NVLink domains) crossed between "
+                      "GPUs in different NVLink domains, rail-matched")
+bottom[2].metric("Bisection per GPU", f"{topo.bisection_per_gpu_GBps:,.1f} GB/s",
+                 help=f"bisection bandwidth / (GPUs / 2); line rate is {gbps / 8:g} GB/s per NIC")
 
 st.plotly_chart(topology_figure(topo), width="stretch", key="topology_diagram")
 left, right = st.columns([3, 2])

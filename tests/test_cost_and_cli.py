@@ -80,12 +80,10 @@ def test_vendor_without_the_speed_is_reported_not_faked():
 
 
 @pytest.mark.parametrize("preset", [p.name for p in list_presets()])
-def test_every_fat_tree_preset_prices(preset):
-    s = load_preset(preset)
-    if s.fabric.topology != "fat-tree":
-        pytest.skip("priced in the family tests")
-    bom = bill_of_materials(s)
+def test_every_preset_builds_and_prices(preset):
+    bom = bill_of_materials(load_preset(preset))
     assert bom.capex_usd > 0 and bom.power_w > 0
+    assert bom.n_nics == bom.topology.n_endpoints
 
 
 # ---------------------------------------------------------------------------------- CLI

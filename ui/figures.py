@@ -185,7 +185,7 @@ def hop_histogram_figure(topo: Topology) -> go.Figure:
         hovertemplate=f"%{{x}} {unit}: %{{y:.2f}}% of GPU pairs<extra></extra>",
     ))
     return _layout(
-        fig, f"GPU pairs by {unit} (mean {topo.mean_switch_hops:.2f}, max {topo.max_switch_hops})",
+        fig, f"GPU pairs by {unit}",
         xaxis_title=unit, yaxis_title="share of GPU pairs across NVLink domains (%)", height=380,
     )
 

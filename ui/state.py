@@ -277,9 +277,11 @@ def cost_controls(bom: Any) -> None:
         wkey = "cost:" + key
         st.session_state[wkey] = scenario.get(key)
         price = _catalog_price(bom, key)
+        # value=None makes the field clearable: without it an emptied field falls back to
+        # min_value (a price of 0) instead of "no override".
         cols[i % 2].number_input(
-            label, min_value=0.0, max_value=float(field_spec(key).max or 1e9), step=100.0,
-            key=wkey, placeholder=f"catalog: {price:,.0f}" if price is not None else "not used",
+            label, value=None, min_value=0.0, max_value=float(field_spec(key).max or 1e9),
+            step=100.0, key=wkey, placeholder=f"catalog: {price:,.0f}" if price is not None else "not used",
             on_change=_on_cost_change, args=(key,), help=field_spec(key).help,
         )
     for key, label in _TCO_KEYS:

@@ -11,7 +11,11 @@ from fabric_model.topology.base import (
     Topology,
     TopologyRequest,
 )
+from fabric_model.topology.dragonfly_plus import build_dragonfly_plus
 from fabric_model.topology.fat_tree import build_fat_tree
+from fabric_model.topology.hypercube import build_hypercube
+from fabric_model.topology.rail_only import build_rail_only
+from fabric_model.topology.torus3d import build_torus3d
 
 __all__ = [
     "FabricGraph",
@@ -25,6 +29,10 @@ __all__ = [
 
 BUILDERS: dict[str, Callable[[TopologyRequest], Topology]] = {
     "fat-tree": build_fat_tree,
+    "rail-only": build_rail_only,
+    "dragonfly-plus": build_dragonfly_plus,
+    "torus-3d": build_torus3d,
+    "hypercube": build_hypercube,
 }
 
 
