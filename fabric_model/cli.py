@@ -24,7 +24,7 @@ from fabric_model.scenario import (
     parse_assignment,
 )
 
-__all__ = ["main", "VERBS", "Verb", "scenario_from_args", "format_table"]
+__all__ = ["VERBS", "Verb", "format_table", "main", "scenario_from_args"]
 
 EXIT_BAD_INPUT = 2
 
@@ -201,9 +201,9 @@ def _bom(args: argparse.Namespace) -> int:
         _emit(args, bom.to_dict(), _bom_text(bom))
         return 0
     results = compare_vendors(scenario)
-    payload = [{"vendor": r.vendor, **({"error": r.error} if r.error else r.bom.to_dict())}
-               for r in results]  # type: ignore[union-attr]
-    rows = []
+    payload = [{"vendor": r.vendor, **(r.bom.to_dict() if r.bom else {"error": r.error})}
+               for r in results]
+    rows: list[dict[str, Any]] = []
     for r in results:
         if r.bom is None:
             rows.append({"vendor": r.vendor, "switch": "-", "n_switches": "-", "tiers": "-",
@@ -216,6 +216,59 @@ def _bom(args: argparse.Namespace) -> int:
                      "capex_usd": b.capex_usd, "per_gpu_usd": b.capex_per_gpu_usd,
                      "power_kw": b.power_w / 1000, "note": ""})
     _emit(args, payload, format_table(rows))
+    return 0
+
+
+def _collective_args(p: argparse.ArgumentParser) -> None:
+    from fabric_model.collectives import ALGOS, OPS
+
+    p.add_argument("--op", default="allreduce", choices=OPS, help="collective (default allreduce)")
+    p.add_argument("--algo", default="auto", choices=ALGOS,
+                   help="algorithm; auto = NCCL-like choice per size (default)")
+    p.add_argument("--sizes", default="8,1K,64K,1M,16M,256M,1G,4G", metavar="LIST",
+                   help="message sizes, binary suffixes as nccl-tests (default %(default)s)")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also show the latency and bandwidth terms and the bottleneck link class")
+
+
+def _parse_sizes(text: str) -> list[int]:
+    from fabric_model.units import parse_size_bytes
+
+    sizes = []
+    for item in text.split(","):
+        try:
+            sizes.append(parse_size_bytes(item))
+        except ValueError as exc:
+            raise FabricModelError(f"--sizes: {exc}") from None
+    if not sizes or max(sizes) > 2**40:
+        raise FabricModelError("--sizes: give 1 to many sizes from 0 to 1T, e.g. 8,1K,1M,1G")
+    return sizes
+
+
+@verb("collective", "time of one collective across cluster.n_gpus ranks per message size "
+      "(nccl-tests-style table)", add_arguments=_collective_args)
+def _collective(args: argparse.Namespace) -> int:
+    from fabric_model.collectives import collective
+    from fabric_model.units import format_size_bytes
+
+    scenario = scenario_from_args(args)
+    rows = collective(scenario, args.op, args.algo, _parse_sizes(args.sizes))
+    payload = [r.to_dict() for r in rows]
+    table = []
+    for r in rows:
+        row: dict[str, Any] = {
+            "size": format_size_bytes(r.size_bytes), "bytes": r.size_bytes,
+            "time_us": round(r.time_us, 2), "algbw_GBps": round(r.algbw_GBps, 2),
+            "busbw_GBps": round(r.busbw_GBps, 2), "algo": r.algo, "proto": r.proto,
+        }
+        if args.breakdown:
+            row.update(latency_us=round(r.latency_us, 2), bandwidth_us=round(r.bandwidth_us, 2),
+                       busbw_range=f"{r.busbw_min_GBps:.1f}-{r.busbw_max_GBps:.1f}",
+                       bottleneck=r.bottleneck)
+        table.append(row)
+    head = (f"# {args.op} across {scenario.cluster.n_gpus:,} GPUs, {scenario.fabric.topology}, "
+            f"{scenario.fabric.vendor} {scenario.fabric.link_gbps}G, algo {args.algo}\n")
+    _emit(args, payload, head + format_table(table))
     return 0
 
 

@@ -23,24 +23,24 @@ import yaml
 from fabric_model.errors import ScenarioError, ScenarioFileError
 
 __all__ = [
-    "FieldSpec",
+    "MAX_SCENARIO_BYTES",
+    "SECTIONS",
     "ClusterSpec",
+    "CostSpec",
     "FabricSpec",
+    "FieldSpec",
     "ModelSpec",
     "ParallelismPlan",
+    "Scenario",
     "TrainingSpec",
     "WhatIfSpec",
-    "CostSpec",
-    "Scenario",
-    "SECTIONS",
+    "apply_overrides",
+    "dump_scenario",
     "field_spec",
     "iter_field_specs",
-    "apply_overrides",
-    "parse_assignment",
     "load_scenario",
+    "parse_assignment",
     "scenario_from_text",
-    "dump_scenario",
-    "MAX_SCENARIO_BYTES",
 ]
 
 #: Largest scenario document accepted (file, upload or URL), bytes.
@@ -530,16 +530,17 @@ def coerce_value(key: str, raw: Any) -> Any:
     if spec.kind == "choice":
         for choice in spec.choices:
             if isinstance(choice, int):
-                value = _as_int(raw, text)
-                if value is not None and value == choice:
+                if _as_int(raw, text) == choice:
                     return choice
             elif text is not None and text == choice:
                 return choice
         raise bad
+    value: float | int
     if spec.kind == "int":
-        value = _as_int(raw, text)
-        if value is None:
+        as_int = _as_int(raw, text)
+        if as_int is None:
             raise bad
+        value = as_int
     else:  # float
         if isinstance(raw, bool):
             raise bad

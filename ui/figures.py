@@ -26,13 +26,13 @@ from ui.theme import (
 
 __all__ = [
     "MAX_GROUPS_PER_ROW",
-    "topology_figure",
     "hop_histogram_figure",
+    "topology_counts_frame",
+    "topology_figure",
     "vendor_capex_figure",
     "vendor_power_figure",
-    "vendor_tco_figure",
     "vendor_summary_frame",
-    "topology_counts_frame",
+    "vendor_tco_figure",
 ]
 
 #: Above this many boxes in a row, the diagram aggregates contiguous switches/servers.
@@ -146,7 +146,7 @@ def topology_figure(topo: Topology, max_groups: int = MAX_GROUPS_PER_ROW) -> go.
     for row, members in sorted(rows.items()):
         tier = boxes[members[0]].get("tier", "servers")
         color = TIER_COLORS.get(tier, TIER_COLORS["node"])
-        sizes = [8 + 10 * math.log10(1 + boxes[i]["count"]) for i in members]
+        sizes = [7 + 4 * math.log10(1 + boxes[i]["count"]) for i in members]
         fig.add_trace(go.Scatter(
             x=xy[members, 0], y=xy[members, 1], mode="markers",
             marker={"size": sizes, "color": color, "symbol": "square" if row else "circle",

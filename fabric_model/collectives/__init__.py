@@ -1,0 +1,114 @@
+"""Collectives on the modelled fabric: one front door, NCCL-like ``auto`` selection.
+
+>>> from fabric_model.scenario import Scenario
+>>> rows = collective(Scenario(), "allreduce", "auto", [8, 2**30])
+>>> [r.algo for r in rows]  # doctest: +SKIP
+['tree', 'ring']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fabric_model.catalog import Catalog
+from fabric_model.collectives.algorithms import MODELS
+from fabric_model.collectives.context import FabricContext, nccl_constants
+from fabric_model.collectives.model import (
+    ALGOS,
+    OPS,
+    AlgoModel,
+    AlgorithmUnavailableError,
+    CollectiveTime,
+    bus_factor,
+)
+from fabric_model.errors import ScenarioError
+from fabric_model.scenario import Scenario
+
+__all__ = [
+    "OPS",
+    "ALGOS",
+    "AlgoModel",
+    "CollectiveTime",
+    "AlgorithmUnavailableError",
+    "FabricContext",
+    "algo_models",
+    "collective",
+    "times_from_models",
+    "nccl_constants",
+    "AUTO_CANDIDATES",
+]
+
+#: Algorithms ``auto`` considers per operation (SHARP only when ``fabric.sharp`` is on).
+AUTO_CANDIDATES = {
+    "allreduce": ("ring", "tree", "nvls", "sharp"),
+    "allgather": ("ring",),
+    "reducescatter": ("ring",),
+    "alltoall": ("direct", "hierarchical"),
+}
+
+
+def algo_models(ctx: FabricContext, op: str, algo: str) -> list[AlgoModel]:
+    """The models ``algo`` stands for: itself, or every available candidate for ``auto``.
+
+    Raises
+    ------
+    ScenarioError
+        Unknown ``op`` or ``algo``.
+    AlgorithmUnavailableError
+        An explicitly requested algorithm that cannot run here (the message says why).
+    """
+    if op not in OPS:
+        raise ScenarioError("op", op, "must be one of " + ", ".join(OPS))
+    if algo not in ALGOS:
+        raise ScenarioError("algo", algo, "must be one of " + ", ".join(ALGOS))
+    if algo != "auto":
+        return [MODELS[algo](ctx, op)]
+    out = []
+    for name in AUTO_CANDIDATES[op]:
+        if name == "sharp" and not ctx.scenario.fabric.sharp:
+            continue
+        try:
+            out.append(MODELS[name](ctx, op))
+        except AlgorithmUnavailableError:
+            continue
+    return out
+
+
+def times_from_models(models: Sequence[AlgoModel], sizes: Sequence[int],
+                      requested: str) -> list[CollectiveTime]:
+    """Evaluate the fastest (algorithm, protocol) of ``models`` at each size."""
+    rows = []
+    for size in sizes:
+        best = min(((m, p) for m in models for p in m.protocols),
+                   key=lambda mp: mp[0].time_us(size, mp[1]))
+        m, proto = best
+        t = m.time_us(size, proto)
+        lat = m.latency_us[proto] * (m.plateau_factor if proto == "Simple"
+                                     and size >= m.plateau_min_bytes else 1.0)
+        algbw = size / t / 1e3 if t > 0 else 0.0  # bytes/us -> GB/s
+        busbw = algbw * bus_factor(m.op, m.n_ranks)
+        lo, hi = m.busbw_range_Bps
+        scale_lo = lo / m.busbw_Bps if m.busbw_Bps else 1.0
+        scale_hi = hi / m.busbw_Bps if m.busbw_Bps else 1.0
+        rows.append(CollectiveTime(
+            op=m.op, algo=m.algo, proto=proto, size_bytes=int(size), n_ranks=m.n_ranks,
+            time_us=t, latency_us=lat, bandwidth_us=t - lat, algbw_GBps=algbw,
+            busbw_GBps=busbw, busbw_min_GBps=busbw * min(1.0, scale_lo),
+            busbw_max_GBps=busbw * max(1.0, scale_hi) if scale_hi > 1 else busbw,
+            bottleneck=m.bottleneck, requested_algo=requested,
+        ))
+    return rows
+
+
+def collective(scenario: Scenario, op: str, algo: str, sizes: Sequence[int],
+               catalog: Catalog | None = None) -> list[CollectiveTime]:
+    """Time of one collective across ``cluster.n_gpus`` ranks for each size (bytes).
+
+    ``algo = "auto"`` picks, per size, the fastest available (algorithm, protocol), as NCCL's
+    tuner does; an explicit algorithm still picks its best protocol.
+    """
+    ctx = FabricContext.from_scenario(scenario, catalog)
+    models = algo_models(ctx, op, algo)
+    if not models:
+        raise AlgorithmUnavailableError(f"no algorithm can run {op} on this design")
+    return times_from_models(models, sizes, algo)

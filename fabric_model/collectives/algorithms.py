@@ -1,0 +1,345 @@
+"""Collective algorithms as traffic patterns on the fabric plus NCCL-like latency terms.
+
+Each ``<algo>_model(ctx, op)`` returns an :class:`AlgoModel`. The network side of every
+algorithm is the max-min fair rate the flow solver grants to the algorithm's own concurrent
+connections on the scenario's topology and routing; the NVLink side uses the GPU's NVLink
+rate. Phases that repeat (ring steps, tree pipelining) share one solve.
+
+Patterns (``D`` GPUs per NVLink domain, ``m`` domains, ``k`` = NICs a ring or tree uses to
+leave a domain, one per two channels as NCCL opens them):
+
+- **ring**: NCCL's rail-aligned rings; per channel, the ring leaves domain ``d`` for domain
+  ``d + 1`` on the same NIC slot: ``k`` concurrent connections per domain boundary, each
+  carrying ``bus_factor x S / k``. Inside a domain the ring moves over NVLink.
+- **tree**: NCCL's double binary tree over domains, one per channel: every tree edge carries
+  half of its channel's data in both directions, all edges at once (reduce and broadcast are
+  pipelined), so an interior NIC carries four concurrent streams.
+- **hierarchical**: NVLink reduce-scatter, a ring over domains for every GPU's ``S / D``
+  shard on its own NIC(s), NVLink all-gather, pipelined.
+- **nvls**: NVSwitch in-network reduction (Hopper and later) inside the domain; across domains
+  the hierarchical network phase on ``S / D`` per GPU.
+- **sharp**: in-switch reduction on InfiniBand: each NIC sends its ``S / (D x nics)`` shard up
+  once and receives the result once; only the NIC links carry full streams.
+- **direct / hierarchical all-to-all**: every GPU sends ``S / n`` to every other GPU; direct
+  goes NIC to NIC, hierarchical (PXN) first moves data over NVLink to the GPU on the
+  destination's rail so each NIC talks only to its own rail.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fabric_model.collectives.context import FabricContext, PatternResult
+from fabric_model.collectives.model import AlgoModel, AlgorithmUnavailableError, bus_factor
+
+__all__ = ["MODELS", "ALLTOALL_MAX_CONNECTIONS"]
+
+#: All-to-all is solved per connection; beyond this many concurrent connections the model
+#: says so instead of aggregating (flow classes are future work).
+ALLTOALL_MAX_CONNECTIONS = 1_200_000
+
+
+def _latencies(ctx: FabricContext, algo_key: str, protocols: tuple[str, ...], steps_intra: float,
+               steps_inter: float, hops: float, *, base: bool = True,
+               per_step_floor: bool = True) -> dict[str, float]:
+    """NCCL latency: base + intra steps x NVLink hwLat + inter steps x (NET hwLat + path)."""
+    c = ctx.constants
+    out = {}
+    path = ctx.path_latency_us(hops)
+    for p in protocols:
+        intra = c["hw_latency_us"]["nvlink"][algo_key][p]
+        if per_step_floor and steps_inter > 0:  # multi-node: per-step network overhead floor
+            intra = max(intra, 3.0 if p == "Simple" else 1.0)
+        inter = c["hw_latency_us"]["net"][algo_key][p] + path
+        b = c["base_latency_us"][algo_key][p] if base else 0.0
+        out[p] = b + steps_intra * intra + steps_inter * inter
+    return out
+
+
+def _common(ctx: FabricContext, op: str, algo: str, intra: float, inter: PatternResult | None,
+            inter_scale: float, latency: dict[str, float], **kw: object) -> AlgoModel:
+    """Assemble the model: busbw = min(NVLink side, network side x scale)."""
+    c = ctx.constants
+    if inter is None:
+        inter_bw = math.inf
+        seeds = np.array([math.inf])
+        bottleneck = "nvlink"
+    else:
+        eff = c["net_efficiency"]
+        seeds = inter.min_rate_Bps * inter_scale * eff
+        inter_bw = float(seeds.mean())
+        bottleneck = "nvlink" if intra <= inter_bw else inter.bottleneck
+    busbw = min(intra, inter_bw)
+    lo, hi = float(min(intra, seeds.min())), float(min(intra, seeds.max()))
+    arch = ctx.arch
+    ll_cap = c["ll_max_busbw_GBps"].get(arch, math.inf) if ctx.n_domains == 1 else \
+        c["ll_max_busbw_GBps"]["multinode"] * ctx.domain
+    return AlgoModel(
+        op=op, algo=algo, n_ranks=ctx.n_ranks, busbw_Bps=busbw, busbw_range_Bps=(lo, hi),
+        intra_Bps=intra, inter_Bps=inter_bw, bottleneck=bottleneck, latency_us=latency,
+        protocol_bw_factor=dict(c["protocol_bw_factor"]), ll_cap_Bps=ll_cap * 1e9,
+        mean_switch_hops=inter.mean_switch_hops if inter else 0.0, **kw,  # type: ignore[arg-type]
+    )
+
+
+def _nvlink_ring_Bps(ctx: FabricContext) -> float:
+    return ctx.nvlink_Bps * ctx.constants["nvlink_efficiency"]
+
+
+def _ring_pattern(ctx: FabricContext, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Connections domain d -> d+1 (logical ring order) on each given NIC slot."""
+    m = ctx.n_domains
+    d = np.repeat(np.arange(m, dtype=np.int64), slots.size)
+    s = np.tile(slots, m)
+    return ctx.endpoint(d, s), ctx.endpoint(d + 1, s)
+
+
+# ----------------------------------------------------------------------------- ring
+
+
+def ring_model(ctx: FabricContext, op: str) -> AlgoModel:
+    """Ring all-reduce, all-gather or reduce-scatter."""
+    if op not in ("allreduce", "allgather", "reducescatter"):
+        raise AlgorithmUnavailableError(f"ring runs allreduce, allgather, reducescatter; not {op}")
+    n, m = ctx.n_ranks, ctx.n_domains
+    protos = ("LL", "LL128", "Simple")
+    steps = 2 * (n - 1) if op == "allreduce" else n - 1
+    inter_steps = 2 * (m - 1) if op == "allreduce" else m - 1
+    if m == 1:
+        lat = _latencies(ctx, "ring", protos, steps, 0, 0)
+        return _common(ctx, op, "ring", _nvlink_ring_Bps(ctx), None, 0, lat)
+    k = ctx.nics_used_per_domain
+    res = ctx.solve(*_ring_pattern(ctx, ctx.slots_spread(k)))
+    lat = _latencies(ctx, "ring", protos, steps - inter_steps, inter_steps, res.mean_switch_hops)
+    c = ctx.constants
+    plateau = dict(plateau_factor=c["ring_plateau_factor"],
+                   plateau_min_bytes=c["ring_plateau_bytes"] * 2 * k * n) \
+        if op == "allreduce" else {}
+    return _common(ctx, op, "ring", _nvlink_ring_Bps(ctx), res, k, lat, **plateau)
+
+
+# ----------------------------------------------------------------------------- tree
+
+
+def _btree_parents(m: int) -> np.ndarray:
+    """Parent of each rank in NCCL's binary tree over ``0..m-1`` (-1 for the root).
+
+    ``ncclGetBtree``: for rank ``r > 0`` with lowest set bit ``b``, the parent is
+    ``(r ^ b) | (b << 1)``, or ``r ^ b`` when that is out of range. Odd ranks are leaves.
+    """
+    r = np.arange(m, dtype=np.int64)
+    low = r & -r
+    parent = (r ^ low) | (low << 1)
+    parent = np.where(parent >= m, r ^ low, parent)
+    parent[0] = -1
+    return parent
+
+
+def _dtree_edges(m: int) -> np.ndarray:
+    """(child, parent) edges of NCCL's double binary tree (``ncclGetDtree``).
+
+    The second tree mirrors the first (``r -> m-1-r``) for an even rank count and shifts it by
+    one for an odd count, so every rank is interior in at most one of the two trees.
+    """
+    p1 = _btree_parents(m)
+    r = np.arange(m, dtype=np.int64)
+    if m % 2 == 0:
+        src = m - 1 - r
+        p2 = np.where(p1[src] < 0, -1, m - 1 - p1[src])
+    else:
+        src = (r - 1) % m
+        p2 = np.where(p1[src] < 0, -1, (p1[src] + 1) % m)
+    e1 = np.flatnonzero(p1 >= 0)
+    e2 = np.flatnonzero(p2 >= 0)
+    return np.concatenate([np.stack([e1, p1[e1]], 1), np.stack([e2, p2[e2]], 1)])
+
+
+def tree_model(ctx: FabricContext, op: str) -> AlgoModel:
+    """NCCL's double binary tree all-reduce (chain inside the domain, trees across)."""
+    if op != "allreduce":
+        raise AlgorithmUnavailableError(f"tree runs allreduce only, not {op}")
+    m, d = ctx.n_domains, ctx.domain
+    c = ctx.constants
+    protos = ("LL", "LL128", "Simple")
+    corr = dict(tree_correction=tuple(tuple(c["tree_correction"][p]) for p in protos),
+                tree_correction_protocols=protos)
+    intra = _nvlink_ring_Bps(ctx) * c["tree_bw_factor"]
+    if m == 1:
+        lat = _latencies(ctx, "tree", protos, 2 * (d - 1), 0, 0)
+        return _common(ctx, op, "tree", intra, None, 0, lat, **corr)
+    edges = _dtree_edges(m)
+    k = ctx.nics_used_per_domain
+    slots = ctx.slots_spread(k)
+    a = np.repeat(np.concatenate([edges[:, 0], edges[:, 1]]), k)
+    b = np.repeat(np.concatenate([edges[:, 1], edges[:, 0]]), k)
+    s = np.tile(slots, 2 * edges.shape[0])
+    res = ctx.solve(ctx.endpoint(a, s), ctx.endpoint(b, s))
+    # each edge stream carries S / (2k); bus bandwidth = bus_factor x S / time
+    scale = 2 * k * bus_factor(op, ctx.n_ranks)
+    lat = _latencies(ctx, "tree", protos, 2 * (d - 1), 2 * math.log2(m), res.mean_switch_hops)
+    model = _common(ctx, op, "tree", intra, res, scale * c["tree_bw_factor"], lat, **corr)
+    return model
+
+
+# --------------------------------------------------------------------- hierarchical
+
+
+def _shard_ring(ctx: FabricContext) -> tuple[PatternResult, float]:
+    """Ring over domains on every NIC: each carries 2(m-1)/m x S / (D x nics) for all-reduce.
+
+    Returns the pattern result and the scale from the slowest connection's rate to the
+    all-reduce bus bandwidth (bus_factor x S / time).
+    """
+    m, n = ctx.n_domains, ctx.n_ranks
+    slots = np.arange(ctx.domain * ctx.nics, dtype=np.int64)
+    res = ctx.solve(*_ring_pattern(ctx, slots))
+    per_conn_fraction = (2.0 * (m - 1) / m) / (ctx.domain * ctx.nics)
+    return res, bus_factor("allreduce", n) / per_conn_fraction
+
+
+def hierarchical_model(ctx: FabricContext, op: str) -> AlgoModel:
+    """NVLink reduce-scatter, inter-domain ring per NIC on the shard, NVLink all-gather."""
+    if op != "allreduce":
+        raise AlgorithmUnavailableError(f"hierarchical runs allreduce only, not {op}")
+    m, d, n = ctx.n_domains, ctx.domain, ctx.n_ranks
+    protos = ("LL", "LL128", "Simple")
+    # reduce-scatter + all-gather over NVLink: each GPU sends 2 (D-1)/D x S
+    intra = bus_factor(op, n) / (2.0 * (d - 1) / d) * _nvlink_ring_Bps(ctx) if d > 1 else math.inf
+    if m == 1:
+        lat = _latencies(ctx, "ring", protos, 2 * (d - 1), 0, 0)
+        return _common(ctx, op, "hierarchical", intra, None, 0, lat)
+    res, scale = _shard_ring(ctx)
+    lat = _latencies(ctx, "ring", protos, 2 * (d - 1), 2 * (m - 1), res.mean_switch_hops)
+    return _common(ctx, op, "hierarchical", intra, res, scale, lat)
+
+
+# ----------------------------------------------------------------------------- NVLS
+
+
+def nvls_model(ctx: FabricContext, op: str) -> AlgoModel:
+    """NVSwitch in-network all-reduce inside the domain (+ the shard ring across domains)."""
+    if op != "allreduce":
+        raise AlgorithmUnavailableError(
+            f"nvls is modelled for allreduce only; for {op} use ring")
+    frac = ctx.constants["nvls_algbw_fraction"].get(ctx.arch)
+    if frac is None or ctx.domain < 2:
+        raise AlgorithmUnavailableError(
+            f"nvls needs an NVSwitch domain with NVLink SHARP (Hopper or newer) of 2+ GPUs; "
+            f"cluster.gpu = {ctx.scenario.cluster.gpu} ({ctx.arch}), domain {ctx.domain}")
+    n, m = ctx.n_ranks, ctx.n_domains
+    intra = ctx.nvlink_Bps * frac * bus_factor(op, n)  # algbw bound -> bus bandwidth
+    if m == 1:
+        lat = _latencies(ctx, "nvls", ("Simple",), 1, 0, 0, base=False)
+        return _common(ctx, op, "nvls", intra, None, 0, lat)
+    res, scale = _shard_ring(ctx)
+    lat = _latencies(ctx, "nvls", ("Simple",), 1, 1, res.mean_switch_hops, base=False,
+                     per_step_floor=False)
+    lat["Simple"] += 2 * (m - 1) * (ctx.constants["hw_latency_us"]["net"]["ring"]["Simple"]
+                                    + ctx.path_latency_us(res.mean_switch_hops))
+    return _common(ctx, op, "nvls", intra, res, scale, lat)
+
+
+# ---------------------------------------------------------------------------- SHARP
+
+
+def sharp_model(ctx: FabricContext, op: str) -> AlgoModel:
+    """In-switch reduction (SHARP, NCCL CollNet-Direct) on InfiniBand."""
+    if op != "allreduce":
+        raise AlgorithmUnavailableError(f"sharp is modelled for allreduce only, not {op}")
+    sw = ctx.hardware.switch
+    if not getattr(sw, "sharp", False) or ctx.topology.tiers == 0:
+        raise AlgorithmUnavailableError(
+            f"sharp needs InfiniBand switches with SHARP; {sw.name} "
+            f"(fabric.vendor = {ctx.scenario.fabric.vendor}) has no switch-resident "
+            f"reduction. Use ring, tree or nvls")
+    m, d, n = ctx.n_domains, ctx.domain, ctx.n_ranks
+    if m == 1:
+        raise AlgorithmUnavailableError("sharp reduces across NVLink domains; this job "
+                                        "fits in one domain (use nvls or ring)")
+    c = ctx.constants
+    frac = c["nvls_algbw_fraction"].get(ctx.arch)
+    if frac is not None and d > 1:  # the intra-domain part runs on NVLS (NVLS + CollNet)
+        intra = ctx.nvlink_Bps * frac * bus_factor(op, n)
+    else:
+        intra = bus_factor(op, n) / (2.0 * (d - 1) / d) * _nvlink_ring_Bps(ctx) if d > 1 \
+            else math.inf
+    ep = np.arange(ctx.topology.n_endpoints, dtype=np.int64)
+    res = ctx.solve(ep, ep)  # each NIC: its shard up to the leaf and the result back
+    scale = bus_factor(op, n) * d * ctx.nics * c["sharp_efficiency"]
+    hops = 2.0 * ctx.topology.max_switch_hops / 2 if ctx.topology.max_switch_hops else 1.0
+    lat_intra = c["hw_latency_us"]["nvlink"]["collnet_direct"]["Simple"]
+    lat = {"Simple": 2 * (min(1, d - 1) * lat_intra + 0.4 * (d - 1))
+           + c["hw_latency_us"]["net"]["collnet_direct"]["Simple"]
+           + ctx.path_latency_us(hops) + 2 * (hops - 1) * sw.hop_latency_ns / 1000.0}
+    return _common(ctx, op, "sharp", intra, res, scale, lat)
+
+
+# ------------------------------------------------------------------------- all-to-all
+
+
+def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel:
+    """Uniform all-to-all: direct NIC-to-NIC, or rail-aligned through NVLink first (PXN)."""
+    name = "hierarchical" if rail_aligned else "direct"
+    if op != "alltoall":
+        raise AlgorithmUnavailableError(f"{name} runs alltoall only here, not {op}")
+    n, d, m = ctx.n_ranks, ctx.domain, ctx.n_domains
+    c = ctx.constants
+    # NVLink: each GPU sends (D-1)/n x S to its domain peers; with PXN it also forwards the
+    # data of its D-1 peers for its rail: about (D-1)/D x S in all
+    nvl_fraction = (d - 1) / d if rail_aligned else (d - 1) / n
+    intra = (bus_factor(op, n) / nvl_fraction * _nvlink_ring_Bps(ctx)) if d > 1 else math.inf
+    protos = ("Simple",)
+    if m == 1:
+        lat = {"Simple": c["base_latency_us"]["ring"]["Simple"]
+               + c["hw_latency_us"]["nvlink"]["ring"]["Simple"]
+               + (n - 1) * c["alltoall_per_peer_us"]}
+        return _common(ctx, op, name, intra, None, 0, lat)
+    if rail_aligned:
+        slots = np.arange(d * ctx.nics, dtype=np.int64)
+        n_conn = m * (m - 1) * slots.size
+        conn_bytes_fraction = d / n / ctx.nics  # of S: all D local GPUs' data for one peer
+    else:
+        n_conn = n * (n - d) * ctx.nics
+        conn_bytes_fraction = 1 / n / ctx.nics
+    if n_conn > ALLTOALL_MAX_CONNECTIONS:
+        raise AlgorithmUnavailableError(
+            f"{name} all-to-all on {n:,} GPUs needs {n_conn:,} concurrent connections; this "
+            f"model version solves up to {ALLTOALL_MAX_CONNECTIONS:,} per connection "
+            f"(flow-class aggregation is not built yet); use fewer GPUs"
+            + ("" if rail_aligned else " or the hierarchical (rail-aligned) variant"))
+    if rail_aligned:
+        src_dom, dst_off = np.divmod(np.arange(m * (m - 1), dtype=np.int64), m - 1)
+        dst_dom = (src_dom + 1 + dst_off) % m
+        sd = np.repeat(src_dom, slots.size)
+        dd = np.repeat(dst_dom, slots.size)
+        s = np.tile(slots, m * (m - 1))
+        src, dst = ctx.endpoint(sd, s), ctx.endpoint(dd, s)
+    else:
+        gpu = np.arange(n, dtype=np.int64)
+        i = np.repeat(gpu, n)
+        j = np.tile(gpu, n)
+        keep = (i // d) != (j // d)
+        i, j = i[keep], j[keep]
+        nic = np.tile(np.arange(ctx.nics), i.size)
+        i, j = np.repeat(i, ctx.nics), np.repeat(j, ctx.nics)
+        src = ctx.endpoint(i // d, (i % d) * ctx.nics + nic)
+        dst = ctx.endpoint(j // d, (j % d) * ctx.nics + nic)
+    res = ctx.solve(src, dst)
+    scale = bus_factor(op, n) / conn_bytes_fraction
+    lat = {"Simple": c["base_latency_us"]["ring"]["Simple"]
+           + c["hw_latency_us"]["net"]["ring"]["Simple"] + ctx.path_latency_us(res.mean_switch_hops)
+           + (n - 1) * c["alltoall_per_peer_us"]}
+    return _common(ctx, op, name, intra, res, scale, lat)
+
+
+MODELS = {
+    "ring": ring_model,
+    "tree": tree_model,
+    "hierarchical": lambda ctx, op: (alltoall_model(ctx, op, True) if op == "alltoall"
+                                     else hierarchical_model(ctx, op)),
+    "nvls": nvls_model,
+    "sharp": sharp_model,
+    "direct": lambda ctx, op: alltoall_model(ctx, op, False),
+}

@@ -1,0 +1,202 @@
+"""The fabric as the collective layer sees it, and solving a traffic pattern on it.
+
+A :class:`FabricContext` bundles a scenario's built topology, hardware, routing policy,
+(degraded) link capacities, the job's placement and the NCCL-like constants. Its
+:meth:`FabricContext.solve` routes a pattern of connections (source and destination NIC
+endpoints) and returns the max-min fair rate of every connection. Each algorithm solves its
+pattern once; every message size reuses it (the phases of a ring repeat the same pattern).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from fabric_model.catalog import Catalog, load_catalog
+from fabric_model.design import Hardware, resolve_hardware, topology_request
+from fabric_model.flows import solve_maxmin
+from fabric_model.routing import degraded_capacities, route
+from fabric_model.scenario import Scenario
+from fabric_model.topology import Topology, build_topology_from_request
+from fabric_model.units import FIBER_NS_PER_M, gbps_to_Bps
+
+__all__ = ["FabricContext", "PatternResult", "nccl_constants", "ECMP_SEEDS"]
+
+CONSTANTS_PATH = Path(__file__).resolve().parents[2] / "assets" / "nccl_constants.yaml"
+#: Seeds over which static ECMP hashing is averaged (the spread is reported too).
+ECMP_SEEDS = 5
+
+
+@lru_cache(maxsize=1)
+def nccl_constants() -> dict[str, Any]:
+    """The versioned NCCL-like constants (``assets/nccl_constants.yaml``)."""
+    data: dict[str, Any] = yaml.safe_load(CONSTANTS_PATH.read_text(encoding="utf-8"))
+    return data
+
+
+@dataclass(frozen=True)
+class PatternResult:
+    """Rates of one traffic pattern's connections, over the ECMP seeds when hashing.
+
+    Attributes
+    ----------
+    min_rate_Bps : np.ndarray
+        Slowest connection's rate per seed (one entry when routing is deterministic).
+    mean_rate_Bps : float
+        Mean connection rate, averaged over seeds.
+    bottleneck : str
+        Link class that froze the slowest connection (first seed).
+    mean_switch_hops : float
+        Mean switches crossed by the pattern's connections.
+    max_switch_hops : int
+        Most switches crossed by any connection.
+    """
+
+    min_rate_Bps: np.ndarray
+    mean_rate_Bps: float
+    bottleneck: str
+    mean_switch_hops: float
+    max_switch_hops: int
+
+    @property
+    def rate_Bps(self) -> float:
+        """Expected slowest-connection rate (mean over seeds)."""
+        return float(self.min_rate_Bps.mean())
+
+
+@dataclass(frozen=True, eq=False)
+class FabricContext:
+    """A scenario's fabric, ready to solve patterns on."""
+
+    scenario: Scenario
+    topology: Topology
+    hardware: Hardware
+    policy: str
+    capacity_Bps: np.ndarray = field(repr=False)
+    constants: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_scenario(cls, scenario: Scenario, catalog: Catalog | None = None) -> FabricContext:
+        """Build the topology and capacities (with the what-if degradation) for a scenario."""
+        cat = catalog or load_catalog()
+        hw = resolve_hardware(scenario, cat)
+        topo = build_topology_from_request(scenario.fabric.topology,
+                                           topology_request(scenario, hw))
+        w = scenario.what_if
+        cap = degraded_capacities(topo, w.degraded_link, w.degraded_link_factor)
+        return cls(scenario, topo, hw, hw.routing, cap, nccl_constants())
+
+    # shape ------------------------------------------------------------------------------
+    @property
+    def n_ranks(self) -> int:
+        """GPUs (ranks) in the collective."""
+        return self.scenario.cluster.n_gpus
+
+    @property
+    def domain(self) -> int:
+        """GPUs per NVLink domain that the job fills."""
+        return min(self.scenario.cluster.nvlink_domain, self.n_ranks)
+
+    @property
+    def n_domains(self) -> int:
+        """NVLink domains the job spans."""
+        return -(-self.n_ranks // self.domain)
+
+    @property
+    def nics(self) -> int:
+        """NICs per GPU."""
+        return self.scenario.cluster.nics_per_gpu
+
+    @property
+    def arch(self) -> str:
+        """GPU architecture (``ampere``, ``hopper``, ``blackwell``)."""
+        return str(self.hardware.gpu.arch)
+
+    @property
+    def nic_Bps(self) -> float:
+        """Line rate of one NIC, bytes/s."""
+        return gbps_to_Bps(self.scenario.fabric.link_gbps)
+
+    @property
+    def nvlink_Bps(self) -> float:
+        """Per-direction NVLink bandwidth of one GPU, bytes/s."""
+        return float(self.hardware.gpu.nvlink_GBps) * 1e9
+
+    @property
+    def nics_used_per_domain(self) -> int:
+        """NICs a ring/tree uses to leave a domain: one per channel pair, channels capped."""
+        c = self.constants
+        return int(min(self.domain * self.nics, c["max_channels"] // c["channels_per_nic"]))
+
+    @cached_property
+    def domain_order(self) -> np.ndarray:
+        """Physical domain of each logical domain (ring order): identity or scattered."""
+        n_dom = self.n_domains
+        if self.scenario.what_if.placement == "scattered":
+            return np.random.default_rng(12345).permutation(n_dom)
+        return np.arange(n_dom)
+
+    def endpoint(self, logical_domain: np.ndarray, slot: np.ndarray) -> np.ndarray:
+        """NIC endpoint id of NIC ``slot`` (0 .. domain x nics - 1) of a logical domain."""
+        phys = self.domain_order[np.asarray(logical_domain) % self.n_domains]
+        gpu = phys * self.domain + np.asarray(slot) // self.nics
+        return gpu * self.nics + np.asarray(slot) % self.nics
+
+    def slots_spread(self, n: int) -> np.ndarray:
+        """``n`` NIC slots of a domain, spread over GPUs (and so over rails)."""
+        total = self.domain * self.nics
+        return (np.arange(n) * total // max(n, 1)).astype(np.int64)
+
+    # latency ----------------------------------------------------------------------------
+    def path_latency_us(self, switch_hops: float) -> float:
+        """Wire latency beyond NCCL's one-switch NET constant: extra hops and fiber.
+
+        NCCL's ``hwLat[NET]`` was measured through one switch; each further switch adds the
+        switch model's hop latency, and every metre of cable 5 ns.
+        """
+        f = self.scenario.fabric
+        hop_ns = float(self.hardware.switch.hop_latency_ns) if self.topology.tiers else 0.0
+        extra_hops = max(0.0, switch_hops - 1.0)
+        if self.topology.tiers == 0:  # switchless: a NIC-to-NIC cable per hop, forwarding in NICs
+            hop_ns = 2.0 * float(self.hardware.nic.latency_ns)
+            length = f.direct_link_m * switch_hops
+        else:
+            length = 2 * f.nic_leaf_m + max(0.0, switch_hops - 1.0) * (
+                f.leaf_spine_m if switch_hops <= 3 else (f.leaf_spine_m + f.spine_core_m) / 2)
+        return (extra_hops * hop_ns + length * FIBER_NS_PER_M) / 1000.0
+
+    # solving ----------------------------------------------------------------------------
+    def solve(self, src: np.ndarray, dst: np.ndarray) -> PatternResult:
+        """Route and solve a pattern of concurrent, equally sized connections.
+
+        Static ECMP hashing is solved for :data:`ECMP_SEEDS` seeds; its slowest connection is
+        reported per seed. A connection split over several queue pairs finishes when its
+        slowest queue pair does: its rate is ``qps x`` the slowest queue pair's rate.
+        """
+        policy = self.policy
+        seeds = range(ECMP_SEEDS) if policy == "ecmp" else range(1)
+        mins, means = [], []
+        bottleneck, hops = "", np.zeros(0)
+        for seed in seeds:
+            rf = route(self.topology, src, dst, policy, self.capacity_Bps,
+                       qps=self.scenario.fabric.qps_per_connection,
+                       rng=np.random.default_rng(seed))
+            sol = solve_maxmin(rf.flows, rf.link_capacity_Bps)
+            conn = np.full(rf.n_connections, np.inf)
+            np.minimum.at(conn, rf.flow_of_connection, sol.rate_Bps / rf.flow_fraction)
+            mins.append(conn.min())
+            means.append(conn.mean())
+            if not bottleneck:
+                worst = int(np.argmin(sol.rate_Bps))
+                link = int(sol.bottleneck_link[worst])
+                cls = int(rf.link_class[link]) if link >= 0 else -1
+                bottleneck = rf.class_names[cls] if 0 <= cls < len(rf.class_names) else "nic"
+                hops = rf.switch_hops
+        return PatternResult(np.asarray(mins), float(np.mean(means)), bottleneck,
+                             float(hops.mean()) if hops.size else 0.0,
+                             int(hops.max()) if hops.size else 0)

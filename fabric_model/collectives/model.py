@@ -1,0 +1,138 @@
+"""The result types of the collective layer and the NCCL-like time formula.
+
+An algorithm reduces to an :class:`AlgoModel`: its bus bandwidth at large messages (from the
+flow solver on the real fabric, before the protocol factor), its per-protocol latency (NCCL's
+base + per-step terms, plus the path's extra switch hops and fiber), and the size-dependent
+corrections NCCL applies. :meth:`AlgoModel.time_us` is NCCL's ``lat + bytes / bw``:
+
+``time_us = latency_us[proto] x plateau + bus_factor x S / (busbw x proto_factor x tree_corr)``
+
+with ``bus_factor`` the nccl-tests factor (all-reduce 2(n-1)/n; all-gather, reduce-scatter and
+all-to-all (n-1)/n), so that ``busbw_GBps`` printed here compares with nccl-tests output.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from fabric_model.errors import FabricModelError
+
+__all__ = ["OPS", "ALGOS", "AlgorithmUnavailableError", "AlgoModel", "CollectiveTime",
+           "bus_factor"]
+
+OPS = ("allreduce", "allgather", "reducescatter", "alltoall")
+ALGOS = ("ring", "tree", "nvls", "sharp", "hierarchical", "direct", "auto")
+
+
+class AlgorithmUnavailableError(FabricModelError):
+    """The algorithm cannot run on this design (the message says why and what can)."""
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests' busbw / algbw factor for ``n`` ranks."""
+    if n <= 1:
+        return 1.0
+    return 2.0 * (n - 1) / n if op == "allreduce" else (n - 1) / n
+
+
+@dataclass(frozen=True)
+class AlgoModel:
+    """One algorithm on one fabric: bandwidth, latency and corrections (size-independent).
+
+    Attributes
+    ----------
+    busbw_Bps : float
+        Bus bandwidth reached at large sizes with the Simple protocol, bytes/s (expected value
+        over ECMP seeds).
+    busbw_range_Bps : tuple[float, float]
+        Lowest and highest over the ECMP seeds (equal when routing is deterministic).
+    intra_Bps, inter_Bps : float
+        The NVLink-side and network-side bus bandwidths the minimum was taken over (inter is
+        ``inf`` inside one NVLink domain).
+    bottleneck : str
+        ``nvlink`` or the link class that limits the network side.
+    latency_us : dict[str, float]
+        Per-protocol latency of one call, microseconds.
+    """
+
+    op: str
+    algo: str
+    n_ranks: int
+    busbw_Bps: float
+    busbw_range_Bps: tuple[float, float]
+    intra_Bps: float
+    inter_Bps: float
+    bottleneck: str
+    latency_us: dict[str, float]
+    protocol_bw_factor: dict[str, float]
+    ll_cap_Bps: float = math.inf
+    tree_correction: tuple[tuple[float, ...], ...] | None = None
+    tree_correction_protocols: tuple[str, ...] = ()
+    plateau_factor: float = 1.0
+    plateau_min_bytes: float = math.inf
+    mean_switch_hops: float = 0.0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def protocols(self) -> tuple[str, ...]:
+        """Protocols this algorithm runs with."""
+        return tuple(self.latency_us)
+
+    def bandwidth_Bps(self, size_bytes: float, proto: str) -> float:
+        """Bus bandwidth term for a call of ``size_bytes`` with ``proto``, bytes/s."""
+        bw = self.busbw_Bps * self.protocol_bw_factor[proto]
+        if proto == "LL":
+            bw = min(bw, self.ll_cap_Bps)
+        if self.tree_correction is not None and size_bytes >= 64:
+            idx = int(math.log2(size_bytes / 64))
+            if 0 <= idx < len(self.tree_correction[0]):
+                row = self.tree_correction[self.tree_correction_protocols.index(proto)]
+                bw *= row[idx]
+        return bw
+
+    def time_us(self, size_bytes: float, proto: str) -> float:
+        """Time of one call, microseconds (see the module docstring)."""
+        lat = self.latency_us[proto]
+        if proto == "Simple" and size_bytes >= self.plateau_min_bytes:
+            lat *= self.plateau_factor
+        if size_bytes <= 0:
+            return lat
+        bw = self.bandwidth_Bps(size_bytes, proto)
+        return lat + bus_factor(self.op, self.n_ranks) * size_bytes / bw * 1e6
+
+    def best_protocol(self, size_bytes: float) -> str:
+        """The protocol with the least time for this size (NCCL's choice among its enabled ones)."""
+        return min(self.protocols, key=lambda p: self.time_us(size_bytes, p))
+
+
+@dataclass(frozen=True)
+class CollectiveTime:
+    """One row of a collective curve (the CLI's and nccl-tests' columns, plus the breakdown)."""
+
+    op: str
+    algo: str
+    proto: str
+    size_bytes: int
+    n_ranks: int
+    time_us: float
+    latency_us: float
+    bandwidth_us: float
+    algbw_GBps: float
+    busbw_GBps: float
+    busbw_min_GBps: float
+    busbw_max_GBps: float
+    bottleneck: str
+    requested_algo: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON row: the contract's keys first, then the breakdown."""
+        return {
+            "op": self.op, "algo": self.algo, "bytes": self.size_bytes,
+            "time_us": self.time_us, "algbw_GBps": self.algbw_GBps,
+            "busbw_GBps": self.busbw_GBps, "proto": self.proto, "n_ranks": self.n_ranks,
+            "latency_us": self.latency_us, "bandwidth_us": self.bandwidth_us,
+            "busbw_min_GBps": self.busbw_min_GBps, "busbw_max_GBps": self.busbw_max_GBps,
+            "bottleneck": self.bottleneck, "requested_algo": self.requested_algo,
+        }
