@@ -14,12 +14,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fabric_model.cli import format_table  # noqa: E402
-from fabric_model.cost import bill_of_materials  # noqa: E402
-from fabric_model.design import build_topology  # noqa: E402
-from fabric_model.errors import FabricModelError  # noqa: E402
-from fabric_model.scenario import Scenario, apply_overrides  # noqa: E402
-from fabric_model.topology import BUILDERS  # noqa: E402
+from fabric_model.cli import format_table
+from fabric_model.cost import bill_of_materials
+from fabric_model.design import build_topology
+from fabric_model.errors import FabricModelError
+from fabric_model.scenario import Scenario, apply_overrides
+from fabric_model.topology import BUILDERS
 
 N_GPUS = 131_072
 # Per family: overrides that make a 131,072-GPU design buildable with catalog parts.

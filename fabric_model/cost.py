@@ -34,10 +34,10 @@ from fabric_model.units import HOURS_PER_YEAR
 
 __all__ = [
     "CATEGORIES",
-    "BomLine",
     "BillOfMaterials",
-    "bill_of_materials",
+    "BomLine",
     "VendorComparison",
+    "bill_of_materials",
     "compare_vendors",
 ]
 

@@ -14,7 +14,7 @@ from fabric_model.errors import InfeasibleDesignError, ScenarioError, UnknownCat
 from fabric_model.scenario import Scenario
 from fabric_model.topology import Topology, TopologyRequest, build_topology_from_request
 
-__all__ = ["Hardware", "resolve_hardware", "topology_request", "build_topology", "SWITCHLESS"]
+__all__ = ["SWITCHLESS", "Hardware", "build_topology", "resolve_hardware", "topology_request"]
 
 #: Families without switches: their links run NIC to NIC.
 SWITCHLESS = frozenset({"torus-3d", "hypercube"})

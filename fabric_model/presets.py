@@ -9,7 +9,7 @@ from pathlib import Path
 from fabric_model.errors import ScenarioError
 from fabric_model.scenario import Scenario, scenario_from_text
 
-__all__ = ["PRESET_DIR", "DEFAULT_PRESET", "PresetInfo", "list_presets", "load_preset"]
+__all__ = ["DEFAULT_PRESET", "PRESET_DIR", "PresetInfo", "list_presets", "load_preset"]
 
 PRESET_DIR = Path(__file__).resolve().parents[1] / "assets" / "presets"
 #: The preset equal to an empty scenario ``{}``.

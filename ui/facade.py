@@ -14,7 +14,7 @@ from fabric_model.errors import InfeasibleDesignError
 from fabric_model.scenario import Scenario
 from fabric_model.topology import BUILDERS, Topology
 
-__all__ = ["topology", "bom", "vendor_comparison"]
+__all__ = ["bom", "topology", "vendor_comparison"]
 
 
 def _require_builder(scenario: Scenario) -> None:

@@ -20,7 +20,7 @@ from fabric_model.presets import DEFAULT_PRESET, list_presets, load_preset
 from fabric_model.scenario import Scenario, apply_overrides, coerce_value, field_spec
 from ui.theme import TOPOLOGY_LABELS, VENDOR_LABELS
 
-__all__ = ["SIDEBAR_KEYS", "sidebar_scenario", "ScenarioState", "GPU_COUNT_STEPS"]
+__all__ = ["GPU_COUNT_STEPS", "SIDEBAR_KEYS", "ScenarioState", "sidebar_scenario"]
 
 #: Keys that have a sidebar widget, in display order.
 SIDEBAR_KEYS = (

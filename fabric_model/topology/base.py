@@ -31,13 +31,13 @@ import numpy as np
 from fabric_model.units import gbps_to_Bps, gbps_to_GBps
 
 __all__ = [
-    "TopologyRequest",
-    "PortGroup",
-    "LinkClass",
     "FabricGraph",
+    "LinkClass",
+    "PortGroup",
     "Topology",
-    "hop_histogram",
+    "TopologyRequest",
     "graph_from_cables",
+    "hop_histogram",
 ]
 
 

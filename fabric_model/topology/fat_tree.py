@@ -40,7 +40,7 @@ from fabric_model.topology.base import (
 )
 from fabric_model.units import gbps_to_GBps
 
-__all__ = ["build_fat_tree", "leaf_ports", "max_endpoints", "balanced_count", "TIER_NAMES"]
+__all__ = ["TIER_NAMES", "balanced_count", "build_fat_tree", "leaf_ports", "max_endpoints"]
 
 TIER_NAMES = ("leaf", "spine", "core")
 
