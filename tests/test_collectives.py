@@ -1,0 +1,227 @@
+"""Collective times: closed forms, physical bounds, and the fabric effects issue 3 names."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fabric_model.collectives import (
+    AlgorithmUnavailableError,
+    FabricContext,
+    algo_models,
+    collective,
+    nccl_constants,
+)
+from fabric_model.scenario import Scenario, apply_overrides
+
+ROOT = Path(__file__).resolve().parents[1]
+GIB = 2**30
+
+
+def sc(**kw):
+    return apply_overrides(Scenario(), {k.replace("__", "."): v for k, v in kw.items()})
+
+
+def model(s, op="allreduce", algo="ring"):
+    return algo_models(FabricContext.from_scenario(s), op, algo)[0]
+
+
+def test_ring_equals_textbook_on_nonblocking_adaptive_fat_tree():
+    """No contention: 2(n-1)/n x S / B plus NCCL's latency terms, to 1e-6."""
+    s = sc(cluster__n_gpus=1024)  # 128 DGX H100, IB NDR, 2 tiers, adaptive
+    m = model(s)
+    c = nccl_constants()
+    n, domains, k = 1024, 128, 8
+    nic_Bps = 400e9 / 8
+    nvl_Bps = 450e9 * c["nvlink_efficiency"]
+    expected_bw = min(nvl_Bps, k * nic_Bps * c["net_efficiency"])
+    assert m.busbw_Bps == pytest.approx(expected_bw, rel=1e-9)
+    for proto in ("LL", "LL128", "Simple"):
+        intra = max(c["hw_latency_us"]["nvlink"]["ring"][proto], 3.0 if proto == "Simple" else 1.0)
+        hops = m.mean_switch_hops
+        path_us = ((hops - 1) * 200 + (2 * 20 + (hops - 1) * 50) * 5) / 1000  # QM9700 200 ns
+        inter = c["hw_latency_us"]["net"]["ring"][proto] + path_us
+        lat = (c["base_latency_us"]["ring"][proto] + (2 * (n - 1) - 2 * (domains - 1)) * intra
+               + 2 * (domains - 1) * inter)
+        for size in (8, 4096, GIB):
+            bw = expected_bw * c["protocol_bw_factor"][proto]
+            if proto == "LL":
+                bw = min(bw, c["ll_max_busbw_GBps"]["multinode"] * 8 * 1e9)
+            plateau = c["ring_plateau_factor"] if (proto == "Simple" and size >= 64 * 2 * k * n) \
+                else 1.0
+            want = lat * plateau + 2 * (n - 1) / n * size / bw * 1e6
+            assert m.time_us(size, proto) == pytest.approx(want, rel=1e-6)
+
+
+def test_single_node_priors():
+    # nccl-tests issue 212: H100 ring over NVLink ~370 GB/s; NVLS ~480 GB/s busbw
+    s = sc(cluster__n_gpus=8)
+    ring = collective(s, "allreduce", "ring", [16 * GIB])[0]
+    nvls = collective(s, "allreduce", "nvls", [16 * GIB])[0]
+    assert 340 < ring.busbw_GBps < 400
+    assert 440 < nvls.busbw_GBps < 520
+
+
+def test_multinode_per_nic_prior():
+    # nccl-tests issue 290: 46-48 GB/s per 400G NIC, 8 NICs per DGX
+    r = collective(sc(cluster__n_gpus=16), "allreduce", "ring", [16 * GIB])[0]
+    assert 8 * 44 < r.busbw_GBps < 8 * 48.5
+
+
+@pytest.mark.parametrize("algo", ["ring", "tree", "hierarchical", "nvls", "sharp"])
+def test_bandwidth_never_beats_physical_bounds(algo):
+    s = sc(cluster__n_gpus=512, fabric__sharp=True)
+    m = model(s, "allreduce", algo)
+    per_gpu_injection = 450e9 + 400e9 / 8  # NVLink + NIC, one direction
+    n = 512
+    for size in (1024, 2**20, GIB, 16 * GIB):
+        t_s = m.time_us(size, m.best_protocol(size)) * 1e-6
+        algbw = size / t_s
+        if algo in ("nvls", "sharp"):  # in-network reduction: each GPU sends and gets S once
+            assert algbw <= per_gpu_injection
+        else:  # each GPU must send 2(n-1)/n x S
+            assert 2 * (n - 1) / n * size / t_s <= per_gpu_injection
+        assert t_s * 1e6 >= 0.3  # never faster than fiber and a switch
+
+
+@pytest.mark.parametrize("op,algo", [("allreduce", "ring"), ("allreduce", "tree"),
+                                     ("allgather", "ring"), ("alltoall", "hierarchical")])
+def test_time_monotone_in_bytes_and_link_speed(op, algo):
+    sizes = [2**i for i in range(3, 35, 2)]
+    base = sc(cluster__n_gpus=128)
+    slow = collective(base, op, algo, sizes)
+    fast = collective(apply_overrides(base, {"fabric.link_gbps": 800}), op, algo, sizes)
+    assert all(a.time_us <= b.time_us for a, b in zip(slow, slow[1:]))
+    assert all(f.time_us <= s.time_us * (1 + 1e-12) for f, s in zip(fast, slow))
+
+
+def test_ecmp_loses_to_adaptive_and_more_qps_narrow_the_gap():
+    common = dict(cluster__n_gpus=4096, what_if__placement="scattered")
+    adaptive = model(sc(fabric__vendor="spectrum-x", **common)).inter_Bps
+    ecmp1 = model(sc(fabric__vendor="roce", **common)).inter_Bps
+    ecmp4 = model(sc(fabric__vendor="roce", fabric__qps_per_connection=4, **common)).inter_Bps
+    assert ecmp1 < 0.8 * adaptive
+    assert ecmp1 < ecmp4 <= adaptive * (1 + 1e-9)
+
+
+def test_oversubscription_hurts_cross_pod_rings_not_intra_leaf_ones():
+    scattered = dict(cluster__n_gpus=8192, what_if__placement="scattered")
+    full = model(sc(**scattered)).inter_Bps
+    half = model(sc(fabric__oversubscription=2, **scattered)).inter_Bps
+    # 2:1 at radix 64 = 42 down / 21 up: rings that leave every leaf get 21/42 of line rate
+    assert half == pytest.approx(full * 21 / 42, rel=1e-6)
+    # 256 GPUs = one scalable unit: every ring hop stays on its rail's leaf
+    local = model(sc(cluster__n_gpus=256)).inter_Bps
+    local_over = model(sc(cluster__n_gpus=256, fabric__oversubscription=2)).inter_Bps
+    assert local_over == pytest.approx(local)
+
+
+def test_degraded_nic_slows_a_ring_in_proportion():
+    healthy = model(sc(cluster__n_gpus=1024)).inter_Bps
+    sick = model(sc(cluster__n_gpus=1024, what_if__degraded_link_factor=0.5)).inter_Bps
+    assert sick == pytest.approx(healthy * 0.5, rel=1e-6)
+
+
+def test_adaptive_fabric_absorbs_a_degraded_spine_link():
+    common = dict(cluster__n_gpus=4096, what_if__placement="scattered",
+                  what_if__degraded_link="leaf-spine", what_if__degraded_link_factor=0.25)
+    adaptive = model(sc(**common)).inter_Bps
+    adaptive_ok = model(sc(cluster__n_gpus=4096, what_if__placement="scattered")).inter_Bps
+    assert adaptive > 0.9 * adaptive_ok  # one cable of a 32-cable bundle: small share
+    dmodk = model(sc(fabric__routing="dmodk", **common)).inter_Bps
+    dmodk_ok = model(sc(cluster__n_gpus=4096, what_if__placement="scattered",
+                        fabric__routing="dmodk")).inter_Bps
+    assert dmodk <= dmodk_ok
+
+
+def test_nvls_and_sharp_beat_ring_at_large_sizes():
+    s = sc(cluster__n_gpus=1024, fabric__sharp=True)
+    big = [16 * GIB]
+    ring = collective(s, "allreduce", "ring", big)[0].busbw_GBps
+    assert collective(s, "allreduce", "sharp", big)[0].busbw_GBps > 1.2 * ring
+    assert collective(sc(cluster__n_gpus=8), "allreduce", "nvls", big)[0].busbw_GBps > \
+        collective(sc(cluster__n_gpus=8), "allreduce", "ring", big)[0].busbw_GBps
+
+
+def test_tree_beats_ring_small_not_large():
+    t = lambda m, size: min(m.time_us(size, p) for p in m.protocols)  # noqa: E731
+    big = sc(cluster__n_gpus=8192)
+    tree, ring = model(big, algo="tree"), model(big, algo="ring")
+    assert t(tree, 2**20) < t(ring, 2**20)  # log2(n) vs 2(n-1) latency steps
+    assert ring.busbw_Bps > tree.busbw_Bps  # so ring wins above a finite crossover
+    # ring latency grows linearly with ranks: at 1K GPUs the crossover is below 64 GiB
+    mid = sc(cluster__n_gpus=1024)
+    assert t(model(mid, algo="ring"), 64 * GIB) < t(model(mid, algo="tree"), 64 * GIB)
+
+
+def test_auto_picks_the_fastest_and_reports_it():
+    s = sc(cluster__n_gpus=1024)
+    sizes = [8, 2**20, 2**30]
+    auto = collective(s, "allreduce", "auto", sizes)
+    for row in auto:
+        for algo in ("ring", "tree"):
+            other = collective(s, "allreduce", algo, [row.size_bytes])[0]
+            assert row.time_us <= other.time_us * (1 + 1e-12)
+        assert row.requested_algo == "auto" and row.algo in ("ring", "tree", "nvls")
+
+
+def test_sharp_is_not_faked_on_ethernet():
+    with pytest.raises(AlgorithmUnavailableError, match="no switch-resident reduction"):
+        collective(sc(fabric__vendor="spectrum-x"), "allreduce", "sharp", [GIB])
+    with pytest.raises(AlgorithmUnavailableError, match="one domain"):
+        collective(sc(cluster__n_gpus=8), "allreduce", "sharp", [GIB])
+    # auto never offers sharp unless fabric.sharp is on
+    assert all(r.algo != "sharp" for r in collective(sc(), "allreduce", "auto", [16 * GIB]))
+
+
+def test_alltoall_rail_aligned_beats_direct_on_rail_optimized():
+    # direct all-to-all sends cross-rail traffic through the spines; PXN keeps it on-rail
+    s = sc(cluster__n_gpus=256, fabric__oversubscription=4)
+    direct = collective(s, "alltoall", "direct", [GIB])[0]
+    hier = collective(s, "alltoall", "hierarchical", [GIB])[0]
+    assert hier.busbw_GBps > direct.busbw_GBps
+
+
+def test_alltoall_refuses_sizes_it_cannot_solve():
+    with pytest.raises(AlgorithmUnavailableError, match="flow-class aggregation"):
+        collective(sc(cluster__n_gpus=131072, fabric__vendor="spectrum-x"), "alltoall",
+                   "direct", [GIB])
+
+
+def test_every_fat_tree_preset_gives_a_curve():
+    from fabric_model.presets import list_presets, load_preset
+
+    for p in list_presets():
+        s = load_preset(p.name)
+        if s.fabric.topology != "fat-tree":
+            continue
+        rows = collective(s, "allreduce", "auto", [8, GIB])
+        assert all(r.time_us > 0 and math.isfinite(r.busbw_GBps) for r in rows)
+
+
+def test_cli_collective_json_contract():
+    out = subprocess.run([sys.executable, "-m", "fabric_model", "collective", "--op", "allreduce",
+                          "--algo", "auto", "--sizes", "8,1K,1M,1G", "--json"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert [r["bytes"] for r in rows] == [8, 1024, 2**20, 2**30]
+    for r in rows:
+        assert {"op", "algo", "bytes", "time_us", "algbw_GBps", "busbw_GBps"} <= set(r)
+        assert r["busbw_GBps"] == pytest.approx(r["algbw_GBps"] * 2 * 1023 / 1024)
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--sizes", "1Q"], "--sizes: not a size"),
+    (["--algo", "sharp", "--set", "fabric.vendor=roce"], "sharp needs InfiniBand"),
+    (["--op", "broadcast"], "invalid choice"),
+])
+def test_cli_collective_bad_input(args, words):
+    out = subprocess.run([sys.executable, "-m", "fabric_model", "collective", *args], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and words in out.stderr and "Traceback" not in out.stderr
