@@ -11,11 +11,28 @@ from ui.state import sidebar_scenario
 __all__ = ["current_scenario", "show_model_error"]
 
 
+def _leave_legacy_multipage_mode() -> None:
+    """Make a first visit to ``/cost`` run through ``app.py`` like every other visit.
+
+    Streamlit starts in its legacy multipage mode whenever a ``pages/`` folder sits next to
+    the main script, and stays there until some session runs ``app.py`` (whose
+    ``st.navigation`` call switches it off). Until then a visitor who opens a page URL first
+    gets the bare page script: no page config, no navigation. The page notices and reruns,
+    and the rerun takes the normal route: ``app.py`` -> ``st.navigation`` -> this page.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def current_scenario() -> Scenario:
     """Draw the shared sidebar and return its scenario; on bad input show why and stop the page.
 
     The sidebar stays usable, so the user can fix the key the message names.
     """
+    _leave_legacy_multipage_mode()
     state = sidebar_scenario()
     st.session_state["scenario_state"] = state
     if state.scenario is None:

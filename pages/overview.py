@@ -1,0 +1,72 @@
+"""Overview: the scenario in one screen."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from fabric_model.errors import FabricModelError
+from ui import facade
+from ui.figures import vendor_summary_frame
+from ui.page_common import current_scenario, show_model_error
+from ui.summary import collective_summary
+from ui.theme import TOPOLOGY_LABELS, VENDOR_LABELS
+
+scenario = current_scenario()
+f, c = scenario.fabric, scenario.cluster
+st.title("Overview")
+st.caption(
+    f"{c.n_gpus:,} {c.gpu.upper()} GPUs ({c.nvlink_domain}-GPU NVLink domains, "
+    f"{c.nics_per_gpu} x {f.link_gbps}G NIC per GPU) on a {VENDOR_LABELS[f.vendor]} "
+    f"{TOPOLOGY_LABELS[f.topology].lower()}"
+    + (f", {f.oversubscription:g}:1 at the leaf" if f.oversubscription > 1 else "")
+    + (", scattered placement" if scenario.what_if.placement == "scattered" else "")
+)
+try:
+    topo = facade.topology(scenario)
+    bom = facade.bom(scenario)
+    summary = collective_summary(scenario)
+except FabricModelError as exc:
+    show_model_error(exc)
+    st.stop()
+
+small, large = summary.allreduce
+row1 = st.columns(3)
+row1[0].metric("All-reduce busbw, 1 GiB", f"{large.busbw_GBps:,.0f} GB/s",
+               help=f"NCCL-like choice: {large.algo}/{large.proto}; bottleneck {large.bottleneck}. "
+                    "Compare with nccl-tests all_reduce_perf.")
+row1[1].metric("All-reduce time, 1 MiB", f"{small.time_us:,.0f} us",
+               help=f"{small.algo}/{small.proto}: latency {small.latency_us:,.1f} us + "
+                    f"bandwidth {small.bandwidth_us:,.1f} us")
+if summary.alltoall:
+    a2a = summary.alltoall[1]
+    row1[2].metric("All-to-all busbw, 1 GiB", f"{a2a.busbw_GBps:,.0f} GB/s",
+                   help=f"{a2a.algo}; bottleneck {a2a.bottleneck}")
+else:
+    row1[2].metric("All-to-all busbw, 1 GiB", "n/a", help=summary.alltoall_error)
+row2 = st.columns(3)
+row2[0].metric("Switches / cables", f"{topo.n_switches:,} / {topo.n_links:,}",
+               help=f"{topo.tiers} switch tiers" if topo.tiers else "switchless")
+row2[1].metric("Hops max / mean", f"{topo.max_switch_hops} / {topo.mean_switch_hops:.2f}")
+row2[2].metric("Bisection per GPU", f"{topo.bisection_per_gpu_GBps:,.1f} GB/s",
+               help=f"line rate {f.link_gbps / 8 * c.nics_per_gpu:g} GB/s per GPU")
+row3 = st.columns(3)
+row3[0].metric("Network capex per GPU", f"${bom.capex_per_gpu_usd:,.0f}",
+               help=f"total ${bom.capex_usd / 1e6:,.2f} M")
+row3[1].metric("Network power per GPU", f"{bom.power_per_gpu_w:,.0f} W")
+row3[2].metric("Network share of cluster capex", f"{bom.network_share:.1%}")
+
+if topo.hop_histogram and topo.oversubscription > 1:
+    st.warning(f"The leaf is {topo.oversubscription:g}:1 oversubscribed: traffic that leaves a "
+               "leaf (scattered jobs, all-to-all, cross-rail) gets at most "
+               f"{1 / topo.oversubscription:.0%} of line rate.")
+if large.busbw_min_GBps < 0.95 * large.busbw_GBps:
+    st.warning(f"Static ECMP hashing: across seeds the 1 GiB all-reduce ranges "
+               f"{large.busbw_min_GBps:,.0f}-{large.busbw_max_GBps:,.0f} GB/s (flow collisions).")
+if f.sharp and f.vendor != "infiniband":
+    st.info("fabric.sharp is on, but only InfiniBand switches reduce in the network; "
+            "SHARP is left out of the all-reduce choice.")
+
+st.subheader("The same design on each vendor")
+st.dataframe(vendor_summary_frame(facade.vendor_comparison(scenario)), hide_index=True,
+             width="stretch")
+st.caption("Details: Topology (diagram, counts, hops), Cost (bill of materials, power, TCO).")
