@@ -36,9 +36,9 @@ from fabric_model.collectives.model import AlgoModel, AlgorithmUnavailableError,
 
 __all__ = ["MODELS", "ALLTOALL_MAX_CONNECTIONS"]
 
-#: All-to-all is solved per connection; beyond this many concurrent connections the model
-#: says so instead of aggregating (flow classes are future work).
-ALLTOALL_MAX_CONNECTIONS = 1_200_000
+#: All-to-all is solved per connection up to this many concurrent connections, and by flow
+#: classes (uniform traffic, see ``FabricContext.solve_classes``) beyond.
+ALLTOALL_MAX_CONNECTIONS = 300_000
 
 
 def _latencies(ctx: FabricContext, algo_key: str, protocols: tuple[str, ...], steps_intra: float,
@@ -303,30 +303,39 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
     else:
         n_conn = n * (n - d) * ctx.nics
         conn_bytes_fraction = 1 / n / ctx.nics
-    if n_conn > ALLTOALL_MAX_CONNECTIONS:
-        raise AlgorithmUnavailableError(
-            f"{name} all-to-all on {n:,} GPUs needs {n_conn:,} concurrent connections; this "
-            f"model version solves up to {ALLTOALL_MAX_CONNECTIONS:,} per connection "
-            f"(flow-class aggregation is not built yet); use fewer GPUs"
-            + ("" if rail_aligned else " or the hierarchical (rail-aligned) variant"))
-    if rail_aligned:
-        src_dom, dst_off = np.divmod(np.arange(m * (m - 1), dtype=np.int64), m - 1)
-        dst_dom = (src_dom + 1 + dst_off) % m
-        sd = np.repeat(src_dom, slots.size)
-        dd = np.repeat(dst_dom, slots.size)
-        s = np.tile(slots, m * (m - 1))
-        src, dst = ctx.endpoint(sd, s), ctx.endpoint(dd, s)
+    if n_conn > ALLTOALL_MAX_CONNECTIONS:  # uniform: solve by flow classes
+        if rail_aligned:
+            components = [ctx.endpoint(np.arange(m), k) for k in slots]
+        else:
+            gpu = np.arange(n, dtype=np.int64)
+            components = [ctx.endpoint(gpu // d, (gpu % d) * ctx.nics + k)
+                          for k in range(ctx.nics)]
+        try:
+            res, _ = ctx.solve_all_to_all(components)
+        except ValueError as exc:
+            raise AlgorithmUnavailableError(
+                f"{name} all-to-all on {n:,} GPUs needs {exc}; more than this model version "
+                f"solves" + ("" if rail_aligned else "; use the hierarchical (rail-aligned) "
+                             "variant")) from None
     else:
-        gpu = np.arange(n, dtype=np.int64)
-        i = np.repeat(gpu, n)
-        j = np.tile(gpu, n)
-        keep = (i // d) != (j // d)
-        i, j = i[keep], j[keep]
-        nic = np.tile(np.arange(ctx.nics), i.size)
-        i, j = np.repeat(i, ctx.nics), np.repeat(j, ctx.nics)
-        src = ctx.endpoint(i // d, (i % d) * ctx.nics + nic)
-        dst = ctx.endpoint(j // d, (j % d) * ctx.nics + nic)
-    res = ctx.solve(src, dst)
+        if rail_aligned:
+            src_dom, dst_off = np.divmod(np.arange(m * (m - 1), dtype=np.int64), m - 1)
+            dst_dom = (src_dom + 1 + dst_off) % m
+            sd = np.repeat(src_dom, slots.size)
+            dd = np.repeat(dst_dom, slots.size)
+            s = np.tile(slots, m * (m - 1))
+            src, dst = ctx.endpoint(sd, s), ctx.endpoint(dd, s)
+        else:
+            gpu = np.arange(n, dtype=np.int64)
+            i = np.repeat(gpu, n)
+            j = np.tile(gpu, n)
+            keep = (i // d) != (j // d)
+            i, j = i[keep], j[keep]
+            nic = np.tile(np.arange(ctx.nics), i.size)
+            i, j = np.repeat(i, ctx.nics), np.repeat(j, ctx.nics)
+            src = ctx.endpoint(i // d, (i % d) * ctx.nics + nic)
+            dst = ctx.endpoint(j // d, (j % d) * ctx.nics + nic)
+        res = ctx.solve(src, dst)
     scale = bus_factor(op, n) / conn_bytes_fraction
     lat = {"Simple": c["base_latency_us"]["ring"]["Simple"]
            + c["hw_latency_us"]["net"]["ring"]["Simple"] + ctx.path_latency_us(res.mean_switch_hops)

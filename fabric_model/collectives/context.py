@@ -19,17 +19,19 @@ import yaml
 
 from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.design import Hardware, resolve_hardware, topology_request
-from fabric_model.flows import solve_maxmin
+from fabric_model.flows import FlowSet, solve_maxmin
 from fabric_model.routing import degraded_capacities, route
 from fabric_model.scenario import Scenario
 from fabric_model.topology import Topology, build_topology_from_request
 from fabric_model.units import FIBER_NS_PER_M, gbps_to_Bps
 
-__all__ = ["FabricContext", "PatternResult", "nccl_constants", "ECMP_SEEDS"]
+__all__ = ["FabricContext", "PatternResult", "nccl_constants", "ECMP_SEEDS", "MAX_CLASSES"]
 
 CONSTANTS_PATH = Path(__file__).resolve().parents[2] / "assets" / "nccl_constants.yaml"
 #: Seeds over which static ECMP hashing is averaged (the spread is reported too).
 ECMP_SEEDS = 5
+#: Most flow classes a class-aggregated solve takes.
+MAX_CLASSES = 1_500_000
 
 
 @lru_cache(maxsize=1)
@@ -37,6 +39,27 @@ def nccl_constants() -> dict[str, Any]:
     """The versioned NCCL-like constants (``assets/nccl_constants.yaml``)."""
     data: dict[str, Any] = yaml.safe_load(CONSTANTS_PATH.read_text(encoding="utf-8"))
     return data
+
+
+def _same_domain_pairs(group: np.ndarray, domain: np.ndarray, n_groups: int) -> np.ndarray:
+    """Ordered endpoint pairs in the same NVLink domain, counted per (group, group).
+
+    A domain holds a handful of the component's endpoints, so the pairs are listed per
+    domain (a padded ``domains x k x k`` array) rather than through a dense product.
+    """
+    order = np.argsort(domain, kind="stable")
+    d_sorted, g_sorted = domain[order], group[order]
+    starts = np.flatnonzero(np.r_[True, d_sorted[1:] != d_sorted[:-1]])
+    sizes = np.diff(np.r_[starts, d_sorted.size])
+    k = int(sizes.max())
+    slot = np.arange(d_sorted.size) - np.repeat(starts, sizes)
+    padded = np.full((starts.size, k), -1, dtype=np.int64)
+    padded[np.repeat(np.arange(starts.size), sizes), slot] = g_sorted
+    a = np.repeat(padded, k, axis=1).ravel()
+    b = np.tile(padded, (1, k)).ravel()
+    ok = (a >= 0) & (b >= 0)
+    flat = np.bincount(a[ok] * n_groups + b[ok], minlength=n_groups * n_groups)
+    return flat.reshape(n_groups, n_groups).astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -200,3 +223,88 @@ class FabricContext:
         return PatternResult(np.asarray(mins), float(np.mean(means)), bottleneck,
                              float(hops.mean()) if hops.size else 0.0,
                              int(hops.max()) if hops.size else 0)
+
+
+    # class aggregation -------------------------------------------------------------------
+    @cached_property
+    def _endpoint_links(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each endpoint's up link, down link and first-hop node (leaf or domain node)."""
+        g = self.topology.graph
+        indptr, order = g.out_indptr_indices
+        n_e = self.topology.n_endpoints
+        up = order[indptr[:n_e]].astype(np.int64)
+        return up, up ^ 1, g.link_dst[up].astype(np.int64)
+
+    def solve_all_to_all(self, components: list[np.ndarray]) -> tuple[PatternResult, int]:
+        """Solve a uniform all-to-all by flow classes, without listing its connections.
+
+        Each component is a set of NIC endpoints that exchange equal amounts all-to-all (every
+        ordered pair whose GPUs sit in different NVLink domains). Connections from endpoints
+        behind one first-hop node (leaf switch, or NVLink domain when switchless) to
+        endpoints behind another form a class: in a uniform pattern all members see the same
+        paths and load, so a class is solved as one entry - a representative's route, its NIC
+        links replaced by the group's aggregate links (the sum of the members' NIC
+        capacities), its weights multiplied by the member count - whose rate is the
+        per-member rate. An endpoint whose NIC runs below nominal (a degraded-link what-if)
+        keeps a group of its own. Static ECMP and D-mod-k spread a uniform pattern's many
+        flows evenly over equal-cost paths (in expectation, by construction), so classes
+        route them adaptively. ``tests/test_collectives.py`` holds the result equal to the
+        per-connection solve where both run.
+
+        Returns the result and the number of classes.
+        """
+        up, down, attach = self._endpoint_links
+        cap = self.capacity_Bps
+        nominal = float(np.median(cap[up]))
+        n_nodes = self.topology.graph.n_nodes
+        odd = (cap[up] < nominal) | (cap[down] < nominal)
+        group_of = np.where(odd, n_nodes + np.arange(up.size), attach)
+        gpu_domain = np.arange(self.topology.n_endpoints) // self.nics // \
+            self.scenario.cluster.nvlink_domain
+        cls_src, cls_dst, cls_members = [], [], []
+        for ep in components:
+            groups, g = np.unique(group_of[ep], return_inverse=True)
+            n_g = np.bincount(g, minlength=groups.size).astype(np.float64)
+            members = np.outer(n_g, n_g) - _same_domain_pairs(g, gpu_domain[ep], groups.size)
+            a, b = np.nonzero(members > 0.5)
+            rep = np.empty(groups.size, dtype=np.int64)
+            rep[g] = ep  # any endpoint of each group
+            cls_src.append(rep[a])
+            cls_dst.append(rep[b])
+            cls_members.append(members[a, b])
+            if sum(x.size for x in cls_src) > MAX_CLASSES:
+                raise ValueError(f"more than {MAX_CLASSES:,} flow classes")
+        rep_s = np.concatenate(cls_src)
+        rep_d = np.concatenate(cls_dst)
+        n_members = np.concatenate(cls_members)
+        policy = "adaptive" if self.policy in ("ecmp", "dmodk") else self.policy
+        rf = route(self.topology, rep_s, rep_d, policy, cap)
+        fl = rf.flows
+        lengths = np.diff(fl.flow_link_indptr)
+        row = np.repeat(np.arange(lengths.size), lengths)
+        idx = fl.flow_link_indices.astype(np.int64).copy()
+        all_ep = np.unique(np.concatenate(components))
+        groups = np.unique(group_of[all_ep])
+        n_base = rf.link_capacity_Bps.size
+        is_up = idx == up[rep_s][row]
+        is_dn = idx == down[rep_d][row]
+        idx[is_up] = n_base + np.searchsorted(groups, group_of[rep_s][row[is_up]])
+        idx[is_dn] = n_base + groups.size + np.searchsorted(groups, group_of[rep_d][row[is_dn]])
+        gi = np.searchsorted(groups, group_of[all_ep])
+        up_cap = np.bincount(gi, weights=cap[up[all_ep]], minlength=groups.size)
+        dn_cap = np.bincount(gi, weights=cap[down[all_ep]], minlength=groups.size)
+        capacity = np.concatenate([rf.link_capacity_Bps, up_cap, dn_cap])
+        flows = FlowSet(fl.flow_link_indptr, idx, fl.flow_link_weights * n_members[row],
+                        capacity.size, max_weight=np.inf)
+        sol = solve_maxmin(flows, capacity)
+        rate = sol.rate_Bps
+        link = int(sol.bottleneck_link[int(np.argmin(rate))])
+        if link >= n_base or link < 0:
+            bottleneck = "nic-leaf" if self.topology.tiers else "nic"
+        else:
+            cls = int(rf.link_class[link])
+            bottleneck = rf.class_names[cls] if 0 <= cls < len(rf.class_names) else "nic"
+        hops = rf.switch_hops
+        return (PatternResult(np.array([rate.min()]), float(np.average(rate, weights=n_members)),
+                              bottleneck, float(np.average(hops, weights=n_members)),
+                              int(hops.max())), int(rep_s.size))

@@ -102,6 +102,11 @@ class FlowSet:
     flow_link_weights: np.ndarray
     n_links: int
     flow_demand_Bps: np.ndarray | None = None
+    #: Largest weight allowed. 1 for plain flows (a weight is the fraction of the flow's
+    #: rate on the link). A *class* of ``m`` identical flows may be solved as one entry whose
+    #: rate is the per-member rate and whose weights are ``m`` times a member's: pass
+    #: ``max_weight=np.inf`` for such class-aggregated flow sets.
+    max_weight: float = 1.0
 
     def __post_init__(self) -> None:
         """Check every field and store the arrays with canonical dtypes, read-only."""
@@ -142,13 +147,14 @@ class FlowSet:
                 f"link id {int(indices[k])} (entry {k}, flow {self._flow_of_entry(indptr, k)}) is "
                 f"out of range: n_links = {n_links}, so ids must lie in [0, {n_links - 1}]"
             )
-        bad_weight = ~((weights > 0.0) & (weights <= 1.0 + WEIGHT_SLACK))  # catches NaN too
+        bad_weight = ~((weights > 0.0) & (weights <= self.max_weight + WEIGHT_SLACK)
+                       & np.isfinite(weights))  # catches NaN too
         if np.any(bad_weight):
             k = _first(bad_weight)
             raise FabricModelError(
                 f"weight {float(weights[k])!r} (entry {k}, flow {self._flow_of_entry(indptr, k)}, "
-                f"link {int(indices[k])}) must lie in (0, 1]: it is the fraction of the flow's "
-                "rate that crosses the link"
+                f"link {int(indices[k])}) must lie in (0, {self.max_weight:g}]: it is the "
+                "fraction of the flow's rate that crosses the link"
             )
         f = int(_kernels.first_flow_with_duplicate_link(indptr, indices, n_links))
         if f >= 0:
