@@ -286,6 +286,10 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
         raise AlgorithmUnavailableError(f"{name} runs alltoall only here, not {op}")
     n, d, m = ctx.n_ranks, ctx.domain, ctx.n_domains
     c = ctx.constants
+    if not rail_aligned and ctx.topology.family == "rail-only" and m > 1:
+        raise AlgorithmUnavailableError(
+            "rail-only has no path between rails: all-to-all must move data onto the "
+            "destination's rail over NVLink first (algo hierarchical)")
     # NVLink: each GPU sends (D-1)/n x S to its domain peers; with PXN it also forwards the
     # data of its D-1 peers for its rail: about (D-1)/D x S in all
     nvl_fraction = (d - 1) / d if rail_aligned else (d - 1) / n

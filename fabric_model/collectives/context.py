@@ -277,7 +277,10 @@ class FabricContext:
         rep_s = np.concatenate(cls_src)
         rep_d = np.concatenate(cls_dst)
         n_members = np.concatenate(cls_members)
-        policy = "adaptive" if self.policy in ("ecmp", "dmodk") else self.policy
+        # static per-destination choices (ecmp hashing, D-mod-k, dragonfly+ minimal) spread a
+        # class's many members evenly over the equal-cost paths: route the class adaptively
+        spread = ("ecmp", "dmodk", "minimal", "dor")
+        policy = "adaptive" if self.policy in spread else self.policy
         rf = route(self.topology, rep_s, rep_d, policy, cap)
         fl = rf.flows
         lengths = np.diff(fl.flow_link_indptr)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet
 from fabric_model.routing.base import RoutedFlows, hash_choices
 from fabric_model.topology import Topology
@@ -98,7 +99,8 @@ def route_fat_tree(topo: Topology, src: np.ndarray, dst: np.ndarray, policy: str
     if policy == "adaptive" or topo.tiers == 1:
         return _adaptive(topo, lay, src, dst, same_leaf, cross_pod, hops, capacity_Bps)
     if policy not in ("ecmp", "dmodk"):
-        raise ValueError(f"fat-tree routing: unknown policy {policy!r}")
+        raise InfeasibleDesignError(
+            "fabric.routing", f"a fat-tree routes with adaptive, ecmp or dmodk, not {policy}")
     return _per_path(topo, lay, src, dst, same_leaf, cross_pod, hops, capacity_Bps,
                      policy, qps if policy == "ecmp" else 1, rng)
 
