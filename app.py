@@ -12,6 +12,7 @@ st.set_page_config(page_title="Fabric what-if", page_icon="assets/icon.svg", lay
 pages = [
     st.Page("pages/overview.py", title="Overview", default=True),
     st.Page("pages/topology.py", title="Topology", url_path="topology"),
+    st.Page("pages/collectives.py", title="Collectives", url_path="collectives"),
     st.Page("pages/cost.py", title="Cost", url_path="cost"),
 ]
 # Each page draws the shared sidebar itself (ui.page_common.current_scenario), so the

@@ -6,7 +6,7 @@ import streamlit as st
 
 from fabric_model.errors import FabricModelError
 from ui import facade
-from ui.figures import vendor_summary_frame
+from ui.figures import busbw_curve_figure, vendor_summary_frame
 from ui.page_common import current_scenario, show_model_error
 from ui.summary import collective_summary
 from ui.theme import TOPOLOGY_LABELS, VENDOR_LABELS
@@ -65,6 +65,11 @@ if large.busbw_min_GBps < 0.95 * large.busbw_GBps:
 if f.sharp and f.vendor != "infiniband":
     st.info("fabric.sharp is on, but only InfiniBand switches reduce in the network; "
             "SHARP is left out of the all-reduce choice.")
+
+st.plotly_chart(
+    busbw_curve_figure(summary.allreduce_curve,
+                       f"All-reduce across {c.n_gpus:,} GPUs (NCCL-like algorithm choice)"),
+    width="stretch", key="overview_busbw")
 
 st.subheader("The same design on each vendor")
 st.dataframe(vendor_summary_frame(facade.vendor_comparison(scenario)), hide_index=True,

@@ -252,3 +252,12 @@ def test_alltoall_at_131k_by_flow_classes():
     r = collective(sc(cluster__n_gpus=131072, fabric__vendor="spectrum-x"), "alltoall",
                    "hierarchical", [16 * GIB])[0]
     assert 40 < r.busbw_GBps < 50  # NIC-bound on a non-blocking fabric
+
+
+def test_ecmp_seed_range_brackets_the_mean_and_never_beats_adaptive():
+    common = {"cluster.n_gpus": 4096, "what_if.placement": "scattered"}
+    roce = collective(apply_overrides(Scenario(), {**common, "fabric.vendor": "roce"}),
+                      "allreduce", "ring", [4 * GIB])[0]
+    ib = collective(apply_overrides(Scenario(), common), "allreduce", "ring", [4 * GIB])[0]
+    assert roce.busbw_min_GBps <= roce.busbw_GBps <= roce.busbw_max_GBps
+    assert roce.busbw_max_GBps <= ib.busbw_GBps * (1 + 1e-9)

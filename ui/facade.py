@@ -6,15 +6,43 @@ resources (``st.cache_resource``) keyed by the frozen scenario, not pickled copi
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
+import pandas as pd
 import streamlit as st
 
+from fabric_model.collectives import (
+    AUTO_CANDIDATES,
+    AlgoModel,
+    AlgorithmUnavailableError,
+    CollectiveTime,
+    FabricContext,
+    algo_models,
+    times_from_models,
+)
 from fabric_model.cost import BillOfMaterials, VendorComparison, bill_of_materials, compare_vendors
 from fabric_model.design import build_topology
-from fabric_model.errors import InfeasibleDesignError
+from fabric_model.errors import FabricModelError, InfeasibleDesignError
+from fabric_model.routing import POLICIES
 from fabric_model.scenario import Scenario
 from fabric_model.topology import BUILDERS, Topology
+from fabric_model.units import GIB
 
-__all__ = ["bom", "topology", "vendor_comparison"]
+__all__ = [
+    "COLLECTIVE_SIZES",
+    "DEFAULT_ALGORITHMS",
+    "EFFECT_CASES",
+    "EFFECT_SIZE_BYTES",
+    "OP_ALGORITHMS",
+    "CollectiveCurves",
+    "bom",
+    "collective_curves",
+    "default_algorithms",
+    "fabric_effects",
+    "topology",
+    "vendor_comparison",
+]
 
 
 def _require_builder(scenario: Scenario) -> None:
@@ -50,3 +78,183 @@ def vendor_comparison(scenario: Scenario) -> list[VendorComparison]:
     """The scenario's design priced on InfiniBand, Spectrum-X and RoCE."""
     _require_builder(scenario)
     return compare_vendors(scenario)
+
+
+# --------------------------------------------------------------------------- collectives
+#: Message sizes of the Collectives page: 8 B to 16 GiB in binary steps (32 sizes).
+COLLECTIVE_SIZES: tuple[int, ...] = tuple(2**i for i in range(3, 35))
+
+#: Algorithms the model runs each operation with, in display order (see
+#: ``fabric_model.collectives.algorithms``); any other pairing raises "runs ... only".
+OP_ALGORITHMS: dict[str, tuple[str, ...]] = {
+    "allreduce": ("ring", "tree", "nvls", "sharp", "hierarchical"),
+    "allgather": ("ring",),
+    "reducescatter": ("ring",),
+    "alltoall": ("direct", "hierarchical"),
+}
+#: What the page plots before the user picks (those that cannot run here are dropped).
+DEFAULT_ALGORITHMS: dict[str, tuple[str, ...]] = {
+    "allreduce": ("ring", "tree", "nvls", "sharp"),
+    "allgather": ("ring",),
+    "reducescatter": ("ring",),
+    "alltoall": ("direct", "hierarchical"),
+}
+
+#: The "fabric effects" comparison: one large message, these (operation, algorithm) pairs.
+EFFECT_SIZE_BYTES = 4 * GIB
+EFFECT_CASES: tuple[tuple[str, str], ...] = (("allreduce", "ring"), ("alltoall", "hierarchical"))
+EFFECT_VENDORS = ("infiniband", "spectrum-x", "roce")
+
+
+@dataclass(frozen=True)
+class CollectiveCurves:
+    """One operation's curves on one scenario, as the Collectives page draws them.
+
+    Attributes
+    ----------
+    op : str
+        The collective (``allreduce``, ...).
+    routing : str
+        The routing policy the fabric runs (``adaptive``, ``ecmp``, ...).
+    n_ranks : int
+        GPUs in the collective.
+    sizes : tuple[int, ...]
+        Message sizes, bytes.
+    curves : dict[str, tuple[CollectiveTime, ...]]
+        Per requested algorithm that can run: its best protocol at every size.
+    auto : tuple[CollectiveTime, ...]
+        NCCL-like ``auto`` choice at every size (empty when nothing can run).
+    models : dict[str, AlgoModel]
+        The size-independent model behind each curve (NVLink-side / network-side bandwidth).
+    unavailable : dict[str, str]
+        Algorithms considered (requested, defaults, ``auto`` candidates) that cannot run
+        here, with the model's reason.
+    """
+
+    op: str
+    routing: str
+    n_ranks: int
+    sizes: tuple[int, ...]
+    curves: dict[str, tuple[CollectiveTime, ...]]
+    auto: tuple[CollectiveTime, ...]
+    models: dict[str, AlgoModel]
+    unavailable: dict[str, str]
+
+    @property
+    def ecmp(self) -> bool:
+        """Tell whether routing hashes flows statically (results spread over ECMP seeds)."""
+        return self.routing == "ecmp"
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _fabric_context(scenario: Scenario) -> FabricContext:
+    """Build the scenario's fabric, ready to solve patterns on (raises the model's errors)."""
+    _require_builder(scenario)
+    return FabricContext.from_scenario(scenario)
+
+
+@st.cache_resource(max_entries=256, show_spinner=False)
+def _algo_model(scenario: Scenario, op: str, algo: str) -> AlgoModel | str:
+    """Build one algorithm's model, or return the reason it cannot run on this design."""
+    ctx = _fabric_context(scenario)
+    try:
+        return algo_models(ctx, op, algo)[0]
+    except AlgorithmUnavailableError as exc:
+        return str(exc)
+    except NotImplementedError:
+        # the routing layer has no router for this family yet; say so instead of crashing
+        family = scenario.fabric.topology
+        return (f"{algo} crosses the scale-out fabric, and routing on a {family} is not "
+                f"modelled yet (routed families: {', '.join(sorted(POLICIES))})")
+
+
+def _auto_candidates(scenario: Scenario, op: str) -> tuple[str, ...]:
+    """Return the algorithms ``auto`` chooses among (as ``collectives.algo_models`` does)."""
+    return tuple(a for a in AUTO_CANDIDATES[op] if a != "sharp" or scenario.fabric.sharp)
+
+
+def default_algorithms(scenario: Scenario, op: str) -> tuple[str, ...]:
+    """Return the default algorithms of ``op`` that can run on this design."""
+    _fabric_context(scenario)  # an infeasible design raises here, not as a "reason"
+    return tuple(a for a in DEFAULT_ALGORITHMS[op]
+                 if not isinstance(_algo_model(scenario, op, a), str))
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def collective_curves(scenario: Scenario, op: str, algos: tuple[str, ...]) -> CollectiveCurves:
+    """Compute the bus bandwidth curves of ``algos`` and ``auto`` over :data:`COLLECTIVE_SIZES`.
+
+    ``auto`` reuses the per-algorithm models (one flow solve per algorithm), so it equals
+    ``fabric_model.collectives.collective(scenario, op, "auto", sizes)``.
+
+    Raises
+    ------
+    FabricModelError
+        The design itself cannot be built.
+    """
+    ctx = _fabric_context(scenario)
+    order = OP_ALGORITHMS[op]
+    wanted = sorted(set(algos) & set(order), key=order.index)
+    candidates = _auto_candidates(scenario, op)
+    considered = dict.fromkeys([*wanted, *DEFAULT_ALGORITHMS[op], *candidates])
+    built = {a: _algo_model(scenario, op, a) for a in considered}
+    models = {a: m for a, m in built.items() if isinstance(m, AlgoModel)}
+    unavailable = {a: m for a, m in built.items() if isinstance(m, str)}
+    curves = {a: tuple(times_from_models([models[a]], COLLECTIVE_SIZES, a))
+              for a in wanted if a in models}
+    auto_models = [models[a] for a in candidates if a in models]
+    auto = tuple(times_from_models(auto_models, COLLECTIVE_SIZES, "auto")) if auto_models else ()
+    return CollectiveCurves(op=op, routing=ctx.policy, n_ranks=ctx.n_ranks,
+                            sizes=COLLECTIVE_SIZES, curves=curves, auto=auto,
+                            models={a: models[a] for a in curves}, unavailable=unavailable)
+
+
+def _vendor_variant(scenario: Scenario, vendor: str) -> Scenario:
+    """Put the design on ``vendor``'s parts with its default routing (as the Cost page)."""
+    if vendor == scenario.fabric.vendor:
+        fabric = dataclasses.replace(scenario.fabric, routing="auto")
+    else:
+        fabric = dataclasses.replace(scenario.fabric, vendor=vendor, switch="auto", nic="auto",
+                                     routing="auto")
+    return dataclasses.replace(scenario, fabric=fabric)
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def fabric_effects(scenario: Scenario) -> pd.DataFrame:
+    """Time a large all-reduce (ring) and all-to-all (hierarchical) on each vendor's fabric.
+
+    One row per (vendor, case): the :data:`EFFECT_SIZE_BYTES` row of the collective with the
+    vendor's default routing and the scenario's placement (``what_if.placement``), or the
+    reason it cannot be computed (``reason`` non-empty, numbers NaN).
+    """
+    rows = []
+    for vendor in EFFECT_VENDORS:
+        variant = _vendor_variant(scenario, vendor)
+        try:
+            routing = _fabric_context(variant).policy
+            problem = ""
+        except FabricModelError as exc:
+            routing, problem = "", f"this design cannot be built on {vendor}: {exc}"
+        for op, algo in EFFECT_CASES:
+            try:
+                model = problem or _algo_model(variant, op, algo)
+            except FabricModelError as exc:  # e.g. a routing policy the family lacks
+                model = f"cannot be computed on {vendor}: {exc}"
+            row: dict[str, object] = {
+                "vendor": vendor, "routing": routing, "op": op, "algo": algo,
+                "size_bytes": EFFECT_SIZE_BYTES, "n_gpus": scenario.cluster.n_gpus,
+                "placement": scenario.what_if.placement,
+                "busbw_GBps": float("nan"), "busbw_min_GBps": float("nan"),
+                "busbw_max_GBps": float("nan"), "busbw_large_GBps": float("nan"),
+                "time_us": float("nan"), "proto": "", "bottleneck": "", "reason": "",
+            }
+            if isinstance(model, str):
+                row["reason"] = model
+            else:
+                t = times_from_models([model], [EFFECT_SIZE_BYTES], algo)[0]
+                row.update(busbw_GBps=t.busbw_GBps, busbw_min_GBps=t.busbw_min_GBps,
+                           busbw_max_GBps=t.busbw_max_GBps,
+                           busbw_large_GBps=model.busbw_Bps / 1e9, time_us=t.time_us,
+                           proto=t.proto, bottleneck=t.bottleneck)
+            rows.append(row)
+    return pd.DataFrame(rows)

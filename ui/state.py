@@ -281,7 +281,8 @@ def cost_controls(bom: Any) -> None:
         # min_value (a price of 0) instead of "no override".
         cols[i % 2].number_input(
             label, value=None, min_value=0.0, max_value=float(field_spec(key).max or 1e9),
-            step=100.0, key=wkey, placeholder=f"catalog: {price:,.0f}" if price is not None else "not used",
+            step=100.0, key=wkey,
+            placeholder=f"catalog: {price:,.0f}" if price is not None else "not used",
             on_change=_on_cost_change, args=(key,), help=field_spec(key).help,
         )
     for key, label in _TCO_KEYS:

@@ -14,6 +14,8 @@ __all__ = ["CollectiveSummary", "collective_summary", "SUMMARY_SIZES"]
 
 #: Message sizes the Overview quotes: a latency-bound and a bandwidth-bound call.
 SUMMARY_SIZES = (2**20, 2**30)
+#: The Overview's curve: 8 B to 16 GiB, powers of four.
+CURVE_SIZES = tuple(2**i for i in range(3, 35, 2))
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,7 @@ class CollectiveSummary:
     allreduce: tuple[CollectiveTime, ...]
     alltoall: tuple[CollectiveTime, ...]
     alltoall_error: str | None
+    allreduce_curve: tuple[CollectiveTime, ...]
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -35,4 +38,5 @@ def collective_summary(scenario: Scenario) -> CollectiveSummary:
         error = None
     except FabricModelError as exc:
         a2a, error = (), str(exc)
-    return CollectiveSummary(allreduce, a2a, error)
+    curve = tuple(collective(scenario, "allreduce", "auto", CURVE_SIZES))
+    return CollectiveSummary(allreduce, a2a, error, curve)

@@ -63,3 +63,31 @@ BASE_LAYOUT = {
     "margin": {"l": 60, "r": 20, "t": 60, "b": 50},
     "hoverlabel": {"font_size": 13},
 }
+
+#: One colour per collective algorithm (the Collectives page's lines, bars and table).
+ALGO_COLORS = {
+    "ring": OKABE_ITO["blue"],
+    "tree": OKABE_ITO["orange"],
+    "nvls": OKABE_ITO["green"],
+    "sharp": OKABE_ITO["purple"],
+    "hierarchical": OKABE_ITO["sky"],
+    "direct": OKABE_ITO["vermillion"],
+}
+ALGO_LABELS = {
+    "ring": "ring",
+    "tree": "tree (double binary)",
+    "nvls": "NVLS",
+    "sharp": "SHARP",
+    "hierarchical": "hierarchical",
+    "direct": "direct",
+    "auto": "auto (NCCL-like choice)",
+}
+#: ``auto`` is drawn as a wide neutral halo under the algorithm it picks, so it reads on
+#: light and dark themes and its markers can take the chosen algorithm's colour.
+AUTO_HALO_COLOR = "rgba(120,120,120,0.35)"
+OP_LABELS = {
+    "allreduce": "all-reduce",
+    "allgather": "all-gather",
+    "reducescatter": "reduce-scatter",
+    "alltoall": "all-to-all",
+}

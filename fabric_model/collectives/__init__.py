@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from fabric_model.catalog import Catalog
@@ -85,16 +86,20 @@ def times_from_models(models: Sequence[AlgoModel], sizes: Sequence[int],
         t = m.time_us(size, proto)
         lat = m.latency_us[proto] * (m.plateau_factor if proto == "Simple"
                                      and size >= m.plateau_min_bytes else 1.0)
+        factor = bus_factor(m.op, m.n_ranks)
         algbw = size / t / 1e3 if t > 0 else 0.0  # bytes/us -> GB/s
-        busbw = algbw * bus_factor(m.op, m.n_ranks)
-        lo, hi = m.busbw_range_Bps
-        scale_lo = lo / m.busbw_Bps if m.busbw_Bps else 1.0
-        scale_hi = hi / m.busbw_Bps if m.busbw_Bps else 1.0
+        busbw = algbw * factor
+        # the ECMP seed range: the same latency, the bandwidth term at each seed's bandwidth
+        band = []
+        for seed_bw in m.busbw_range_Bps:
+            scale = seed_bw / m.busbw_Bps if m.busbw_Bps else 1.0
+            t_seed = lat + (t - lat) / scale if scale > 0 else math.inf
+            band.append(size / t_seed / 1e3 * factor if t_seed > 0 else 0.0)
         rows.append(CollectiveTime(
             op=m.op, algo=m.algo, proto=proto, size_bytes=int(size), n_ranks=m.n_ranks,
             time_us=t, latency_us=lat, bandwidth_us=t - lat, algbw_GBps=algbw,
-            busbw_GBps=busbw, busbw_min_GBps=busbw * min(1.0, scale_lo),
-            busbw_max_GBps=busbw * max(1.0, scale_hi) if scale_hi > 1 else busbw,
+            busbw_GBps=busbw, busbw_min_GBps=min(band[0], busbw),
+            busbw_max_GBps=max(band[1], busbw),
             bottleneck=m.bottleneck, requested_algo=requested,
         ))
     return rows
