@@ -25,6 +25,9 @@ from fabric_model.scenario import apply_overrides
 
 pytestmark = pytest.mark.app
 
+# A budget, not an assertion: a fresh clone compiles every numba kernel on first use
+# and two xdist workers share two cores, so the first run of a big preset can take a while.
+APPTEST_TIMEOUT_S = 300
 APP = str(ROOT / "app.py")
 PAGES = {p.script: p for p in app_pages()}
 TOPOLOGY = "pages/topology.py"
@@ -45,7 +48,7 @@ DOWNLOADS = {
 
 def open_app(page: str = TOPOLOGY, **query: str) -> AppTest:
     """Open ``page`` with URL query parameters in a new session (one script run)."""
-    at = AppTest.from_file(APP, default_timeout=60)
+    at = AppTest.from_file(APP, default_timeout=APPTEST_TIMEOUT_S)
     for key, value in query.items():
         at.query_params[key] = value
     at.switch_page(page).run()

@@ -36,6 +36,9 @@ from ui.figures import (
 )
 from ui.theme import ALGO_COLORS, VENDOR_COLORS
 
+# A budget, not an assertion: a fresh clone compiles every numba kernel on first use
+# and two xdist workers share two cores, so the first run of a big preset can take a while.
+APPTEST_TIMEOUT_S = 300
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGE = "pages/collectives.py"
 PRESETS = [p.name for p in list_presets()]
@@ -59,7 +62,7 @@ def scattered_roce() -> Any:
 
 
 def open_page(**query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
+    at = AppTest.from_file(APP, default_timeout=APPTEST_TIMEOUT_S)
     for key, value in query.items():
         at.query_params[key] = value
     at.run()

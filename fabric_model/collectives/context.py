@@ -261,22 +261,24 @@ class FabricContext:
         group_of = np.where(odd, n_nodes + np.arange(up.size), attach)
         gpu_domain = np.arange(self.topology.n_endpoints) // self.nics // \
             self.scenario.cluster.nvlink_domain
-        cls_src, cls_dst, cls_members = [], [], []
+        # members per (source group, destination group), summed over components: classes
+        # of different components between the same groups route identically
+        all_ep = np.unique(np.concatenate(components))
+        groups = np.unique(group_of[all_ep])
+        n_groups = groups.size
+        if n_groups * n_groups > 4 * MAX_CLASSES:
+            raise ValueError(f"{n_groups:,}^2 group pairs")
+        members = np.zeros((n_groups, n_groups))
+        rep = np.empty(n_groups, dtype=np.int64)
         for ep in components:
-            groups, g = np.unique(group_of[ep], return_inverse=True)
-            n_g = np.bincount(g, minlength=groups.size).astype(np.float64)
-            members = np.outer(n_g, n_g) - _same_domain_pairs(g, gpu_domain[ep], groups.size)
-            a, b = np.nonzero(members > 0.5)
-            rep = np.empty(groups.size, dtype=np.int64)
+            g = np.searchsorted(groups, group_of[ep])
+            n_g = np.bincount(g, minlength=n_groups).astype(np.float64)
+            members += np.outer(n_g, n_g) - _same_domain_pairs(g, gpu_domain[ep], n_groups)
             rep[g] = ep  # any endpoint of each group
-            cls_src.append(rep[a])
-            cls_dst.append(rep[b])
-            cls_members.append(members[a, b])
-            if sum(x.size for x in cls_src) > MAX_CLASSES:
-                raise ValueError(f"more than {MAX_CLASSES:,} flow classes")
-        rep_s = np.concatenate(cls_src)
-        rep_d = np.concatenate(cls_dst)
-        n_members = np.concatenate(cls_members)
+        a, b = np.nonzero(members > 0.5)
+        if a.size > MAX_CLASSES:
+            raise ValueError(f"{a.size:,} flow classes (at most {MAX_CLASSES:,})")
+        rep_s, rep_d, n_members = rep[a], rep[b], members[a, b]
         # static per-destination choices (ecmp hashing, D-mod-k, dragonfly+ minimal) spread a
         # class's many members evenly over the equal-cost paths: route the class adaptively
         spread = ("ecmp", "dmodk", "minimal", "dor")
@@ -286,8 +288,6 @@ class FabricContext:
         lengths = np.diff(fl.flow_link_indptr)
         row = np.repeat(np.arange(lengths.size), lengths)
         idx = fl.flow_link_indices.astype(np.int64).copy()
-        all_ep = np.unique(np.concatenate(components))
-        groups = np.unique(group_of[all_ep])
         n_base = rf.link_capacity_Bps.size
         is_up = idx == up[rep_s][row]
         is_dn = idx == down[rep_d][row]
