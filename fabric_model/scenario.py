@@ -291,6 +291,30 @@ class ModelSpec:
     n_experts: int = _f(1, FieldSpec("int", "routed experts per MoE layer", "", min=1, max=4096))
     top_k: int = _f(1, FieldSpec("int", "experts chosen per token", "", min=1, max=64))
     shared_experts: int = _f(0, FieldSpec("int", "always-on shared experts", "", min=0, max=64))
+    routing_skew: float = _f(
+        1.0,
+        FieldSpec(
+            "float",
+            "hot-expert skew of the all-to-all: the GPUs hosting hot experts receive this many "
+            "times the mean traffic (1 = uniform)",
+            "x mean",
+            min=1.0,
+            max=64.0,
+            step=0.25,
+        ),
+    )
+    hot_fraction: float = _f(
+        0.125,
+        FieldSpec(
+            "float",
+            "share of GPUs hosting hot experts (with routing_skew; their load x share <= 1)",
+            "",
+            min=0.0,
+            max=1.0,
+            min_exclusive=True,
+            step=0.025,
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -677,6 +701,13 @@ def _check_cross_fields(s: Scenario) -> None:
             c.n_gpus,
             f"must be a multiple of cluster.gpus_per_node = {c.gpus_per_node} "
             f"(or fewer GPUs than one server holds)",
+        )
+    if s.model.routing_skew * s.model.hot_fraction > 1.0 + 1e-9:
+        raise ScenarioError(
+            "model.routing_skew",
+            s.model.routing_skew,
+            f"must be at most 1 / model.hot_fraction = {1 / s.model.hot_fraction:g} (the hot "
+            f"GPUs cannot receive more than all of the traffic)",
         )
     if s.model.top_k > s.model.n_experts:
         raise ScenarioError(

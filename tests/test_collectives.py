@@ -261,3 +261,54 @@ def test_ecmp_seed_range_brackets_the_mean_and_never_beats_adaptive():
     ib = collective(apply_overrides(Scenario(), common), "allreduce", "ring", [4 * GIB])[0]
     assert roce.busbw_min_GBps <= roce.busbw_GBps <= roce.busbw_max_GBps
     assert roce.busbw_max_GBps <= ib.busbw_GBps * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("algo", ["direct", "hierarchical"])
+def test_hot_experts_slow_the_alltoall_by_their_skew(algo):
+    # on a non-blocking fabric the hot receivers' NIC links carry s times the mean
+    base = collective(sc(cluster__n_gpus=256), "alltoall", algo, [4 * GIB])[0]
+    hot = collective(sc(cluster__n_gpus=256, model__routing_skew=2), "alltoall", algo,
+                     [4 * GIB])[0]
+    assert hot.busbw_GBps == pytest.approx(base.busbw_GBps / 2, rel=0.02)
+    assert hot.bottleneck == "nic-leaf"
+
+
+def test_skewed_flow_classes_equal_the_per_connection_solve(monkeypatch):
+    from fabric_model.collectives import algorithms
+
+    s = sc(cluster__n_gpus=512, model__routing_skew=4, fabric__oversubscription=2)
+    for algo in ("direct", "hierarchical"):
+        monkeypatch.setattr(algorithms, "ALLTOALL_MAX_CONNECTIONS", 10**9)
+        full = collective(s, "alltoall", algo, [GIB])[0].busbw_GBps
+        monkeypatch.setattr(algorithms, "ALLTOALL_MAX_CONNECTIONS", 0)
+        assert collective(s, "alltoall", algo, [GIB])[0].busbw_GBps == pytest.approx(full)
+
+
+def test_receive_weights_conserve_traffic():
+    from fabric_model.collectives.algorithms import receive_weights
+
+    w = receive_weights(1000, 4.0, 0.125)
+    assert w.mean() == pytest.approx(1.0) and w.max() == 4.0
+    assert (receive_weights(64, 8.0, 0.125) > 0).sum() == 8  # s h = 1: only hot GPUs receive
+    with pytest.raises(Exception, match=r"model\.routing_skew.*at most 1 / model\.hot_fraction"):
+        sc(model__routing_skew=9, model__hot_fraction=0.125)
+
+
+def test_torus_falls_behind_a_fat_tree_past_a_few_thousand_gpus():
+    def busbw(topology, n):
+        s = sc(cluster__n_gpus=n, fabric__topology=topology)
+        return collective(s, "allreduce", "auto", [16 * GIB])[0].busbw_GBps
+
+    # a few domains: the torus' direct links keep up; thousands: its bisection does not
+    assert busbw("torus-3d", 64) > 0.5 * busbw("fat-tree", 64)
+    assert busbw("torus-3d", 4096) < 0.25 * busbw("fat-tree", 4096)
+
+
+def test_nvls_allgather_inside_a_node_and_nvls_tree_latency_across():
+    one = collective(sc(cluster__n_gpus=8), "allgather", "nvls", [16 * GIB])[0]
+    assert 360 < one.busbw_GBps < 450  # NVLink-bound, NCCL's nvlsEff
+    with pytest.raises(AlgorithmUnavailableError, match="inside one NVLink domain"):
+        collective(sc(cluster__n_gpus=64), "allgather", "nvls", [GIB])
+    small = [collective(sc(cluster__n_gpus=n), "allreduce", "nvls", [8])[0].time_us
+             for n in (64, 4096)]
+    assert small[1] < 3 * small[0]  # log2(domains) steps, not a ring over domains

@@ -42,8 +42,8 @@ __all__ = [
 #: Algorithms ``auto`` considers per operation (SHARP only when ``fabric.sharp`` is on).
 AUTO_CANDIDATES = {
     "allreduce": ("ring", "tree", "nvls", "sharp"),
-    "allgather": ("ring",),
-    "reducescatter": ("ring",),
+    "allgather": ("ring", "nvls"),
+    "reducescatter": ("ring", "nvls"),
     "alltoall": ("direct", "hierarchical"),
 }
 

@@ -17,12 +17,17 @@ leave a domain, one per two channels as NCCL opens them):
 - **hierarchical**: NVLink reduce-scatter, a ring over domains for every GPU's ``S / D``
   shard on its own NIC(s), NVLink all-gather, pipelined.
 - **nvls**: NVSwitch in-network reduction (Hopper and later) inside the domain; across domains
-  the hierarchical network phase on ``S / D`` per GPU.
+  NCCL's NVLS-Tree (the ``S / D`` shards all-reduced over the double binary tree of domains).
+  All-gather and reduce-scatter use NVLS inside one domain.
 - **sharp**: in-switch reduction on InfiniBand: each NIC sends its ``S / (D x nics)`` shard up
   once and receives the result once; only the NIC links carry full streams.
 - **direct / hierarchical all-to-all**: every GPU sends ``S / n`` to every other GPU; direct
   goes NIC to NIC, hierarchical (PXN) first moves data over NVLink to the GPU on the
-  destination's rail so each NIC talks only to its own rail.
+  destination's rail so each NIC talks only to its own rail. With ``model.routing_skew = s``
+  a seeded random share ``model.hot_fraction = h`` of the GPUs (hot experts) receives ``s``
+  times the mean, the others ``(1 - h s) / (1 - h)``; the solve is progress-fair (each
+  connection advances at the same fraction of its own bytes), so the busiest receivers set
+  the pace, and the NVLink side slows by the hottest receiver's factor.
 """
 
 from __future__ import annotations
@@ -219,25 +224,46 @@ def hierarchical_model(ctx: FabricContext, op: str) -> AlgoModel:
 
 
 def nvls_model(ctx: FabricContext, op: str) -> AlgoModel:
-    """NVSwitch in-network all-reduce inside the domain (+ the shard ring across domains)."""
-    if op != "allreduce":
-        raise AlgorithmUnavailableError(
-            f"nvls is modelled for allreduce only; for {op} use ring")
-    frac = ctx.constants["nvls_algbw_fraction"].get(ctx.arch)
+    """NVSwitch in-network collectives (NVLink SHARP, Hopper and later).
+
+    All-reduce: in-switch reduction inside the domain (algbw bound ``nvls_algbw_fraction`` of
+    the NVLink rate); across domains NCCL's NVLS-Tree: each GPU's reduced ``S / D`` shard is
+    all-reduced over NCCL's double binary tree of domains on its own NIC(s), latency
+    ``intraLat + 2 log2(m) interLat``. All-gather and reduce-scatter: multicast or in-switch
+    reduction inside one domain at NCCL's ``nvlsEff`` of the NVLink rate.
+    """
+    c = ctx.constants
+    frac = c["nvls_algbw_fraction"].get(ctx.arch)
     if frac is None or ctx.domain < 2:
         raise AlgorithmUnavailableError(
             f"nvls needs an NVSwitch domain with NVLink SHARP (Hopper or newer) of 2+ GPUs; "
             f"cluster.gpu = {ctx.scenario.cluster.gpu} ({ctx.arch}), domain {ctx.domain}")
     n, m = ctx.n_ranks, ctx.n_domains
+    if op in ("allgather", "reducescatter"):
+        if m > 1:
+            raise AlgorithmUnavailableError(
+                f"nvls {op} runs inside one NVLink domain; this job spans {m} domains (use ring)")
+        intra = ctx.nvlink_Bps * c["nvls_efficiency"][ctx.arch]
+        lat = _latencies(ctx, "nvls", ("Simple",), 1, 0, 0, base=False)
+        return _common(ctx, op, "nvls", intra, None, 0, lat)
+    if op != "allreduce":
+        raise AlgorithmUnavailableError(f"nvls runs allreduce, allgather, reducescatter; not {op}")
     intra = ctx.nvlink_Bps * frac * bus_factor(op, n)  # algbw bound -> bus bandwidth
     if m == 1:
         lat = _latencies(ctx, "nvls", ("Simple",), 1, 0, 0, base=False)
         return _common(ctx, op, "nvls", intra, None, 0, lat)
-    res, scale = _shard_ring(ctx)
-    lat = _latencies(ctx, "nvls", ("Simple",), 1, 1, res.mean_switch_hops, base=False,
-                     per_step_floor=False)
-    lat["Simple"] += 2 * (m - 1) * (ctx.constants["hw_latency_us"]["net"]["ring"]["Simple"]
-                                    + ctx.path_latency_us(res.mean_switch_hops))
+    edges = _dtree_edges(m)
+    slots = np.arange(ctx.domain * ctx.nics, dtype=np.int64)
+    a = np.repeat(np.concatenate([edges[:, 0], edges[:, 1]]), slots.size)
+    b = np.repeat(np.concatenate([edges[:, 1], edges[:, 0]]), slots.size)
+    s = np.tile(slots, 2 * edges.shape[0])
+    res = ctx.solve(ctx.endpoint(a, s), ctx.endpoint(b, s))
+    # every tree edge carries half of a NIC's S / (D x nics) shard, both ways at once
+    scale = bus_factor(op, n) * 2 * ctx.domain * ctx.nics
+    intra_lat = c["hw_latency_us"]["nvlink"]["nvls"]["Simple"]
+    inter_lat = c["hw_latency_us"]["net"]["nvls_tree"]["Simple"] + \
+        ctx.path_latency_us(res.mean_switch_hops)
+    lat = {"Simple": intra_lat + 2 * math.log2(m) * inter_lat}
     return _common(ctx, op, "nvls", intra, res, scale, lat)
 
 
@@ -279,6 +305,25 @@ def sharp_model(ctx: FabricContext, op: str) -> AlgoModel:
 # ------------------------------------------------------------------------- all-to-all
 
 
+def receive_weights(n: int, skew: float, hot_fraction: float) -> np.ndarray:
+    """Traffic each GPU receives relative to the mean, for a hot-expert skew.
+
+    ``ceil(h n)`` GPUs chosen by a fixed seed (spread over domains and rails) receive ``s``
+    times the mean; the rest share what is left, so the total is conserved.
+    """
+    w = np.ones(n)
+    if skew <= 1.0 or n < 2:
+        return w
+    n_hot = min(n, max(1, math.ceil(hot_fraction * n)))
+    hot = np.random.default_rng(7).choice(n, size=n_hot, replace=False)
+    h = n_hot / n
+    if h >= 1.0:
+        return w
+    w[:] = max(0.0, (1.0 - h * skew) / (1.0 - h))
+    w[hot] = skew
+    return w
+
+
 def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel:
     """Uniform all-to-all: direct NIC-to-NIC, or rail-aligned through NVLink first (PXN)."""
     name = "hierarchical" if rail_aligned else "direct"
@@ -293,7 +338,11 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
     # NVLink: each GPU sends (D-1)/n x S to its domain peers; with PXN it also forwards the
     # data of its D-1 peers for its rail: about (D-1)/D x S in all
     nvl_fraction = (d - 1) / d if rail_aligned else (d - 1) / n
-    intra = (bus_factor(op, n) / nvl_fraction * _nvlink_ring_Bps(ctx)) if d > 1 else math.inf
+    mdl = ctx.scenario.model
+    gpu_w = receive_weights(n, mdl.routing_skew, mdl.hot_fraction)
+    skewed = bool(gpu_w.max() > 1.0)
+    intra = (bus_factor(op, n) / nvl_fraction * _nvlink_ring_Bps(ctx) / gpu_w.max()) \
+        if d > 1 else math.inf
     protos = ("Simple",)
     if m == 1:
         lat = {"Simple": c["base_latency_us"]["ring"]["Simple"]
@@ -314,8 +363,14 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
             gpu = np.arange(n, dtype=np.int64)
             components = [ctx.endpoint(gpu // d, (gpu % d) * ctx.nics + k)
                           for k in range(ctx.nics)]
+        ep_w = None
+        if skewed:  # weight of each NIC endpoint = its GPU's received share
+            ep_w = np.zeros(ctx.topology.n_endpoints)
+            all_gpu = np.arange(n, dtype=np.int64)
+            for k in range(ctx.nics):
+                ep_w[ctx.endpoint(all_gpu // d, (all_gpu % d) * ctx.nics + k)] = gpu_w
         try:
-            res, _ = ctx.solve_all_to_all(components)
+            res, _ = ctx.solve_all_to_all(components, ep_w)
         except ValueError as exc:
             raise AlgorithmUnavailableError(
                 f"{name} all-to-all on {n:,} GPUs needs {exc}; more than this model version "
@@ -339,7 +394,14 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
             i, j = np.repeat(i, ctx.nics), np.repeat(j, ctx.nics)
             src = ctx.endpoint(i // d, (i % d) * ctx.nics + nic)
             dst = ctx.endpoint(j // d, (j % d) * ctx.nics + nic)
-        res = ctx.solve(src, dst)
+        demand = None
+        if skewed:
+            gpu_of_dst_ep = np.zeros(ctx.topology.n_endpoints, dtype=np.int64)
+            all_gpu = np.arange(n, dtype=np.int64)
+            for k in range(ctx.nics):
+                gpu_of_dst_ep[ctx.endpoint(all_gpu // d, (all_gpu % d) * ctx.nics + k)] = all_gpu
+            demand = gpu_w[gpu_of_dst_ep[dst]]
+        res = ctx.solve(src, dst, demand)
     scale = bus_factor(op, n) / conn_bytes_fraction
     lat = {"Simple": c["base_latency_us"]["ring"]["Simple"]
            + c["hw_latency_us"]["net"]["ring"]["Simple"] + ctx.path_latency_us(res.mean_switch_hops)

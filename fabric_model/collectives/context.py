@@ -194,13 +194,25 @@ class FabricContext:
         return (extra_hops * hop_ns + length * FIBER_NS_PER_M) / 1000.0
 
     # solving ----------------------------------------------------------------------------
-    def solve(self, src: np.ndarray, dst: np.ndarray) -> PatternResult:
-        """Route and solve a pattern of concurrent, equally sized connections.
+    def solve(self, src: np.ndarray, dst: np.ndarray,
+              demand: np.ndarray | None = None) -> PatternResult:
+        """Route and solve a pattern of concurrent connections.
+
+        With ``demand`` (each connection's bytes relative to a reference connection), the
+        solve is *progress-fair*: every connection advances at the same fraction of its own
+        bytes where links allow, i.e. max-min fairness on the progress rate, with each
+        connection's link weights multiplied by its demand. The returned rates are in
+        reference bytes per second, so a phase takes ``reference bytes / min rate``. For one
+        shared bottleneck this is the work-conserving optimum; equal demands give the plain
+        max-min solve.
 
         Static ECMP hashing is solved for :data:`ECMP_SEEDS` seeds; its slowest connection is
         reported per seed. A connection split over several queue pairs finishes when its
         slowest queue pair does: its rate is ``qps x`` the slowest queue pair's rate.
         """
+        if demand is not None:  # connections with nothing to send are not in the phase
+            keep = demand > 0
+            src, dst, demand = src[keep], dst[keep], demand[keep]
         policy = self.policy
         seeds = range(ECMP_SEEDS) if policy == "ecmp" else range(1)
         mins, means = [], []
@@ -209,7 +221,15 @@ class FabricContext:
             rf = route(self.topology, src, dst, policy, self.capacity_Bps,
                        qps=self.scenario.fabric.qps_per_connection,
                        rng=np.random.default_rng(seed))
-            sol = solve_maxmin(rf.flows, rf.link_capacity_Bps)
+            flows = rf.flows
+            if demand is not None:
+                fl = flows
+                lengths = np.diff(fl.flow_link_indptr)
+                per_flow = demand[rf.flow_of_connection]
+                flows = FlowSet(fl.flow_link_indptr, fl.flow_link_indices,
+                                fl.flow_link_weights * np.repeat(per_flow, lengths),
+                                fl.n_links, max_weight=np.inf)
+            sol = solve_maxmin(flows, rf.link_capacity_Bps)
             conn = np.full(rf.n_connections, np.inf)
             np.minimum.at(conn, rf.flow_of_connection, sol.rate_Bps / rf.flow_fraction)
             mins.append(conn.min())
@@ -235,7 +255,8 @@ class FabricContext:
         up = order[indptr[:n_e]].astype(np.int64)
         return up, up ^ 1, g.link_dst[up].astype(np.int64)
 
-    def solve_all_to_all(self, components: list[np.ndarray]) -> tuple[PatternResult, int]:
+    def solve_all_to_all(self, components: list[np.ndarray],
+                         dst_weight: np.ndarray | None = None) -> tuple[PatternResult, int]:
         """Solve a uniform all-to-all by flow classes, without listing its connections.
 
         Each component is a set of NIC endpoints that exchange equal amounts all-to-all (every
@@ -246,7 +267,10 @@ class FabricContext:
         links replaced by the group's aggregate links (the sum of the members' NIC
         capacities), its weights multiplied by the member count - whose rate is the
         per-member rate. An endpoint whose NIC runs below nominal (a degraded-link what-if)
-        keeps a group of its own. Static ECMP and D-mod-k spread a uniform pattern's many
+        keeps a group of its own. With ``dst_weight`` (each endpoint's received traffic
+        relative to the mean, for skewed patterns) endpoints of different weight never share
+        a group, and each class's weights also carry its destination's weight (progress-fair,
+        see :meth:`solve`). Static ECMP and D-mod-k spread a uniform pattern's many
         flows evenly over equal-cost paths (in expectation, by construction), so classes
         route them adaptively. ``tests/test_collectives.py`` holds the result equal to the
         per-connection solve where both run.
@@ -259,6 +283,9 @@ class FabricContext:
         n_nodes = self.topology.graph.n_nodes
         odd = (cap[up] < nominal) | (cap[down] < nominal)
         group_of = np.where(odd, n_nodes + np.arange(up.size), attach)
+        if dst_weight is not None:  # hot and cold endpoints behind one switch: two groups
+            levels, level = np.unique(dst_weight, return_inverse=True)
+            group_of = group_of * levels.size + level
         gpu_domain = np.arange(self.topology.n_endpoints) // self.nics // \
             self.scenario.cluster.nvlink_domain
         # members per (source group, destination group), summed over components: classes
@@ -279,6 +306,10 @@ class FabricContext:
         if a.size > MAX_CLASSES:
             raise ValueError(f"{a.size:,} flow classes (at most {MAX_CLASSES:,})")
         rep_s, rep_d, n_members = rep[a], rep[b], members[a, b]
+        demand = np.ones(rep_d.size) if dst_weight is None else dst_weight[rep_d]
+        if dst_weight is not None:  # classes with nothing to send are not in the phase
+            keep = demand > 0
+            rep_s, rep_d, n_members, demand = rep_s[keep], rep_d[keep], n_members[keep], demand[keep]
         # static per-destination choices (ecmp hashing, D-mod-k, dragonfly+ minimal) spread a
         # class's many members evenly over the equal-cost paths: route the class adaptively
         spread = ("ecmp", "dmodk", "minimal", "dor")
@@ -297,7 +328,8 @@ class FabricContext:
         up_cap = np.bincount(gi, weights=cap[up[all_ep]], minlength=groups.size)
         dn_cap = np.bincount(gi, weights=cap[down[all_ep]], minlength=groups.size)
         capacity = np.concatenate([rf.link_capacity_Bps, up_cap, dn_cap])
-        flows = FlowSet(fl.flow_link_indptr, idx, fl.flow_link_weights * n_members[row],
+        flows = FlowSet(fl.flow_link_indptr, idx,
+                        fl.flow_link_weights * (n_members * demand)[row],
                         capacity.size, max_weight=np.inf)
         sol = solve_maxmin(flows, capacity)
         rate = sol.rate_Bps
