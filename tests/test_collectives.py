@@ -299,9 +299,12 @@ def test_torus_falls_behind_a_fat_tree_past_a_few_thousand_gpus():
         s = sc(cluster__n_gpus=n, fabric__topology=topology)
         return collective(s, "allreduce", "auto", [16 * GIB])[0].busbw_GBps
 
-    # a few domains: the torus' direct links keep up; thousands: its bisection does not
-    assert busbw("torus-3d", 64) > 0.5 * busbw("fat-tree", 64)
-    assert busbw("torus-3d", 4096) < 0.25 * busbw("fat-tree", 4096)
+    # the torus' share of the fat-tree's bandwidth shrinks as the job grows: its bisection
+    # per GPU falls as 1/L while the non-blocking fat-tree's stays at line rate
+    small = busbw("torus-3d", 64) / busbw("fat-tree", 64)
+    large = busbw("torus-3d", 4096) / busbw("fat-tree", 4096)
+    assert large < small / 2
+    assert large < 0.25
 
 
 def test_nvls_allgather_inside_a_node_and_nvls_tree_latency_across():
