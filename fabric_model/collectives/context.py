@@ -213,6 +213,22 @@ class FabricContext:
         if demand is not None:  # connections with nothing to send are not in the phase
             keep = demand > 0
             src, dst, demand = src[keep], dst[keep], demand[keep]
+        # algorithms often share a pattern (tree and NVLS-Tree, ring and the shard ring)
+        key = (np.asarray(src, np.int64).tobytes(), np.asarray(dst, np.int64).tobytes(),
+               None if demand is None else demand.tobytes())
+        cached = self._solved.get(key)
+        if cached is not None:
+            return cached
+        result = self._solve(src, dst, demand)
+        self._solved[key] = result
+        return result
+
+    @cached_property
+    def _solved(self) -> dict[tuple[bytes, bytes, bytes | None], PatternResult]:
+        return {}
+
+    def _solve(self, src: np.ndarray, dst: np.ndarray,
+               demand: np.ndarray | None) -> PatternResult:
         policy = self.policy
         seeds = range(ECMP_SEEDS) if policy == "ecmp" else range(1)
         mins, means = [], []
