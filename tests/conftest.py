@@ -78,6 +78,16 @@ def app_pages() -> list[AppPage]:
     return pages
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-base-url (pulled in by pytest-playwright) defines its session fixture as a method,
+    # which pytest 9 deprecates; not ours to fix, and it would print on every run.
+    config.addinivalue_line(
+        "filterwarnings",
+        "ignore:Session-scoped fixtures defined as instance methods"
+        ":pytest.PytestRemovedIn10Warning",
+    )
+
+
 def in_ci() -> bool:
     """Whether this run is a CI run (``CI`` set to anything but empty/0/false)."""
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")

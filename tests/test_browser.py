@@ -29,9 +29,9 @@ PAGES = {p.url: p for p in app_pages()}
 N_CHARTS = {"/topology": 2, "/cost": 3}
 CHART = "[data-testid=stPlotlyChart] .js-plotly-plot"
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
-PAGE_TIMEOUT_MS = 30_000
+PAGE_TIMEOUT_MS = 60_000
 
-expect.set_options(timeout=20_000)
+expect.set_options(timeout=30_000)
 
 
 # --------------------------------------------------------------------------------------
