@@ -272,6 +272,45 @@ def _collective(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_nccl_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("log", metavar="LOG", help="nccl-tests output (all_reduce_perf, ...)")
+    p.add_argument("--op", default=None,
+                   help="collective, when the log does not name its binary")
+    p.add_argument("--tolerance", type=float, default=0.15,
+                   help="relative band around the model counted as expected (default 0.15)")
+
+
+@verb("check-nccl", "compare an nccl-tests log with the model of the scenario that describes "
+      "the cluster", add_arguments=_check_nccl_args)
+def _check_nccl(args: argparse.Namespace) -> int:
+    from fabric_model.units import format_size_bytes
+    from fabric_model.validate.compare import compare_log
+    from fabric_model.validate.nccl_log import parse_nccl_tests_file
+
+    scenario = scenario_from_args(args)
+    log = parse_nccl_tests_file(args.log) if args.op is None else \
+        _parse_with_op(args.log, args.op)
+    result = compare_log(log, scenario, tolerance=args.tolerance)
+    payload = [r.to_dict() for r in result.rows]
+    table = [{"size": format_size_bytes(r.size_bytes), "measured_GBps": round(r.measured_busbw_GBps, 2),
+              "model_GBps": round(r.model_busbw_GBps, 2), "ratio": round(r.ratio, 3),
+              "regime": r.regime, "model_algo": r.model_algo, "verdict": r.verdict}
+             for r in result.rows]
+    head = [f"# {log.op} on {result.n_ranks:,} ranks: measured (out-of-place busbw) vs model; "
+            f"median ratio {result.median_ratio:.2f}"]
+    head += [f"# note: {n}" for n in (*result.notes, *log.warnings)]
+    _emit(args, payload, "\n".join(head) + "\n" + format_table(table))
+    return 0
+
+
+def _parse_with_op(path: str, op: str) -> Any:
+    from fabric_model.validate.nccl_log import parse_nccl_tests, parse_nccl_tests_file
+
+    parse_nccl_tests_file(path)  # file checks (exists, size) with their messages
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return parse_nccl_tests(fh.read(), op=op)
+
+
 # --------------------------------------------------------------------------------------
 # entry point
 # --------------------------------------------------------------------------------------

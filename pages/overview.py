@@ -16,7 +16,7 @@ f, c = scenario.fabric, scenario.cluster
 st.title("Overview")
 st.caption(
     f"{c.n_gpus:,} {c.gpu.upper()} GPUs ({c.nvlink_domain}-GPU NVLink domains, "
-    f"{c.nics_per_gpu} x {f.link_gbps}G NIC per GPU) on a {VENDOR_LABELS[f.vendor]} "
+    f"{c.nics_per_gpu} x {f.link_gbps}G NIC per GPU), {VENDOR_LABELS[f.vendor]} "
     f"{TOPOLOGY_LABELS[f.topology].lower()}"
     + (f", {f.oversubscription:g}:1 at the leaf" if f.oversubscription > 1 else "")
     + (", scattered placement" if scenario.what_if.placement == "scattered" else "")
