@@ -26,17 +26,17 @@ from fabric_model.errors import ScenarioError
 from fabric_model.scenario import Scenario
 
 __all__ = [
-    "OPS",
     "ALGOS",
+    "AUTO_CANDIDATES",
+    "OPS",
     "AlgoModel",
-    "CollectiveTime",
     "AlgorithmUnavailableError",
+    "CollectiveTime",
     "FabricContext",
     "algo_models",
     "collective",
-    "times_from_models",
     "nccl_constants",
-    "AUTO_CANDIDATES",
+    "times_from_models",
 ]
 
 #: Algorithms ``auto`` considers per operation (SHARP only when ``fabric.sharp`` is on).
@@ -49,7 +49,7 @@ AUTO_CANDIDATES = {
 
 
 def algo_models(ctx: FabricContext, op: str, algo: str) -> list[AlgoModel]:
-    """The models ``algo`` stands for: itself, or every available candidate for ``auto``.
+    """Return the models ``algo`` stands for: itself, or every available ``auto`` candidate.
 
     Raises
     ------

@@ -39,7 +39,7 @@ import numpy as np
 from fabric_model.collectives.context import FabricContext, PatternResult
 from fabric_model.collectives.model import AlgoModel, AlgorithmUnavailableError, bus_factor
 
-__all__ = ["MODELS", "ALLTOALL_MAX_CONNECTIONS"]
+__all__ = ["ALLTOALL_MAX_CONNECTIONS", "MODELS"]
 
 #: All-to-all is solved per connection up to this many concurrent connections, and by flow
 #: classes (uniform traffic, see ``FabricContext.solve_classes``) beyond.
@@ -94,7 +94,7 @@ def _nvlink_ring_Bps(ctx: FabricContext) -> float:
 
 
 def _ring_pattern(ctx: FabricContext, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Connections domain d -> d+1 (logical ring order) on each given NIC slot."""
+    """Build connections domain d -> d+1 (logical ring order) on each given NIC slot."""
     m = ctx.n_domains
     d = np.repeat(np.arange(m, dtype=np.int64), slots.size)
     s = np.tile(slots, m)
@@ -343,7 +343,6 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
     skewed = bool(gpu_w.max() > 1.0)
     intra = (bus_factor(op, n) / nvl_fraction * _nvlink_ring_Bps(ctx) / gpu_w.max()) \
         if d > 1 else math.inf
-    protos = ("Simple",)
     if m == 1:
         lat = {"Simple": c["base_latency_us"]["ring"]["Simple"]
                + c["hw_latency_us"]["nvlink"]["ring"]["Simple"]
@@ -358,7 +357,7 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
         conn_bytes_fraction = 1 / n / ctx.nics
     if n_conn > ALLTOALL_MAX_CONNECTIONS:  # uniform: solve by flow classes
         if rail_aligned:
-            components = [ctx.endpoint(np.arange(m), k) for k in slots]
+            components = [ctx.endpoint(np.arange(m), np.full(m, k)) for k in slots]
         else:
             gpu = np.arange(n, dtype=np.int64)
             components = [ctx.endpoint(gpu // d, (gpu % d) * ctx.nics + k)

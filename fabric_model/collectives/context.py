@@ -25,7 +25,7 @@ from fabric_model.scenario import Scenario
 from fabric_model.topology import Topology, build_topology_from_request
 from fabric_model.units import FIBER_NS_PER_M, gbps_to_Bps
 
-__all__ = ["FabricContext", "PatternResult", "nccl_constants", "ECMP_SEEDS", "MAX_CLASSES"]
+__all__ = ["ECMP_SEEDS", "MAX_CLASSES", "FabricContext", "PatternResult", "nccl_constants"]
 
 CONSTANTS_PATH = Path(__file__).resolve().parents[2] / "assets" / "nccl_constants.yaml"
 #: Seeds over which static ECMP hashing is averaged (the spread is reported too).
@@ -36,7 +36,7 @@ MAX_CLASSES = 1_500_000
 
 @lru_cache(maxsize=1)
 def nccl_constants() -> dict[str, Any]:
-    """The versioned NCCL-like constants (``assets/nccl_constants.yaml``)."""
+    """Load the versioned NCCL-like constants (``assets/nccl_constants.yaml``)."""
     data: dict[str, Any] = yaml.safe_load(CONSTANTS_PATH.read_text(encoding="utf-8"))
     return data
 
@@ -325,7 +325,8 @@ class FabricContext:
         demand = np.ones(rep_d.size) if dst_weight is None else dst_weight[rep_d]
         if dst_weight is not None:  # classes with nothing to send are not in the phase
             keep = demand > 0
-            rep_s, rep_d, n_members, demand = rep_s[keep], rep_d[keep], n_members[keep], demand[keep]
+            rep_s, rep_d = rep_s[keep], rep_d[keep]
+            n_members, demand = n_members[keep], demand[keep]
         # static per-destination choices (ecmp hashing, D-mod-k, dragonfly+ minimal) spread a
         # class's many members evenly over the equal-cost paths: route the class adaptively
         spread = ("ecmp", "dmodk", "minimal", "dor")

@@ -19,8 +19,14 @@ from typing import Any
 
 from fabric_model.errors import FabricModelError
 
-__all__ = ["OPS", "ALGOS", "AlgorithmUnavailableError", "AlgoModel", "CollectiveTime",
-           "bus_factor"]
+__all__ = [
+    "ALGOS",
+    "OPS",
+    "AlgoModel",
+    "AlgorithmUnavailableError",
+    "CollectiveTime",
+    "bus_factor",
+]
 
 OPS = ("allreduce", "allgather", "reducescatter", "alltoall")
 ALGOS = ("ring", "tree", "nvls", "sharp", "hierarchical", "direct", "auto")
@@ -103,7 +109,7 @@ class AlgoModel:
         return lat + bus_factor(self.op, self.n_ranks) * size_bytes / bw * 1e6
 
     def best_protocol(self, size_bytes: float) -> str:
-        """The protocol with the least time for this size (NCCL's choice among its enabled ones)."""
+        """Return the protocol with the least time for this size (NCCL's choice)."""
         return min(self.protocols, key=lambda p: self.time_us(size_bytes, p))
 
 

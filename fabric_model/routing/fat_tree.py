@@ -127,7 +127,9 @@ def _adaptive(topo: Topology, lay: dict, src: np.ndarray, dst: np.ndarray,
     leaf_of_e = lay["leaf_of_e"]
     a, b = leaf_of_e[src], leaf_of_e[dst]
     # bundle capacities: sum of member cable capacities (capacity-aware spraying)
-    up_cls, leaf_up_cap, leaf_down_cap = 1, np.zeros(n_leaves), np.zeros(n_leaves)
+    up_cls = 1
+    leaf_up_cap: np.ndarray = np.zeros(n_leaves)
+    leaf_down_cap: np.ndarray = np.zeros(n_leaves)
     is_up = (g.link_class == up_cls)
     if topo.tiers >= 2:
         up_links = np.flatnonzero(is_up & (np.arange(n_links) % 2 == 0))

@@ -16,8 +16,13 @@ from fabric_model.errors import FabricModelError
 from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.validate.nccl_log import NcclTestsLog
 
-__all__ = ["SizeComparison", "LogComparison", "compare_log", "COMPARABLE_OPS",
-           "DEFAULT_TOLERANCE"]
+__all__ = [
+    "COMPARABLE_OPS",
+    "DEFAULT_TOLERANCE",
+    "LogComparison",
+    "SizeComparison",
+    "compare_log",
+]
 
 #: nccl-tests collectives the model covers.
 COMPARABLE_OPS = ("allreduce", "allgather", "reducescatter", "alltoall")
@@ -109,10 +114,11 @@ def compare_log(log: NcclTestsLog, scenario: Scenario, *,
         raise FabricModelError("the log has no out-of-place timings to compare")
     model = collective(scenario, log.op, "auto", [max(r.size_bytes, 1) for r in rows_in])
     out = []
-    for meas, mod in zip(rows_in, model):
+    for meas, mod in zip(rows_in, model, strict=True):
         mod_busbw = mod.busbw_GBps
-        ratio = (meas.oop_busbw_GBps / mod_busbw) if mod_busbw > 0 else float("nan")
-        if meas.oop_busbw_GBps == 0 or mod_busbw < 0.01:  # tiny sizes print 0.00 busbw
+        meas_busbw = float(meas.oop_busbw_GBps or 0.0)
+        ratio = (meas_busbw / mod_busbw) if mod_busbw > 0 else float("nan")
+        if meas_busbw == 0 or mod_busbw < 0.01:  # tiny sizes print 0.00 busbw
             ratio = mod.time_us / meas.oop_time_us if meas.oop_time_us else float("nan")
         regime = "latency-bound" if mod.latency_us > mod.bandwidth_us else "bandwidth-bound"
         out.append(SizeComparison(
