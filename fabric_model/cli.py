@@ -303,6 +303,38 @@ def _check_nccl(args: argparse.Namespace) -> int:
     return 0
 
 
+def _acceptance_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tolerance", type=float, default=0.15,
+                   help="band around the expected busbw (default 0.15)")
+    p.add_argument("--script", metavar="FILE",
+                   help="also write a bash script that runs nccl-tests against the floors")
+
+
+@verb("acceptance", "what a healthy fabric of this design shows in nccl-tests (one node, one "
+      "rail group, the whole cluster), with a tolerance band", add_arguments=_acceptance_args)
+def _acceptance(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from fabric_model.units import format_size_bytes
+    from fabric_model.validate.acceptance import acceptance_expectations
+
+    table = acceptance_expectations(scenario_from_args(args), args.tolerance)
+    if args.script:
+        try:
+            Path(args.script).write_text(table.to_shell_script(), encoding="utf-8")
+        except OSError as exc:
+            raise FabricModelError(f"--script {args.script}: {exc.strerror or exc}") from None
+    rows = [{"scope": r.scope, "gpus": r.n_gpus, "op": r.op,
+             "size": format_size_bytes(r.size_bytes), "expected_GBps": r.expected_busbw_GBps,
+             "floor_GBps": r.min_busbw_GBps, "ceiling_GBps": r.max_busbw_GBps,
+             "time_us": r.expected_time_us, "algo": r.algo} for r in table.rows]
+    notes = "".join(f"\n# not modelled: {s}" for s in table.skipped)
+    from dataclasses import asdict
+
+    _emit(args, [asdict(r) for r in table.rows], format_table(rows) + notes)
+    return 0
+
+
 def _parse_with_op(path: str, op: str) -> Any:
     from fabric_model.validate.nccl_log import parse_nccl_tests, parse_nccl_tests_file
 

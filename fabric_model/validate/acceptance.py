@@ -1,0 +1,162 @@
+"""Acceptance expectations: what a healthy fabric of this design shows in nccl-tests.
+
+For three scopes (one server, one rail group = one scalable unit of servers sharing their
+leaves, the whole cluster), three collectives (all-reduce, all-gather, all-to-all) and three
+sizes (8 KiB latency-bound, 64 MiB, 8 GiB bandwidth-bound) the model gives the expected
+nccl-tests bus bandwidth with NCCL's own algorithm choice, and a band around it. The band's
+floor uses the worst ECMP seed when the routing hashes. The table downloads as CSV and as a
+bash script that runs nccl-tests and fails a run below the floor.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from fabric_model import __version__
+from fabric_model.collectives import collective, nccl_constants
+from fabric_model.design import build_topology
+from fabric_model.errors import FabricModelError
+from fabric_model.scenario import Scenario, apply_overrides
+from fabric_model.units import format_size_bytes
+
+__all__ = [
+    "ACCEPTANCE_OPS",
+    "ACCEPTANCE_SIZES",
+    "NCCL_TESTS_BINARY",
+    "AcceptanceRow",
+    "AcceptanceTable",
+    "acceptance_expectations",
+]
+
+ACCEPTANCE_SIZES = (8 * 2**10, 64 * 2**20, 8 * 2**30)
+ACCEPTANCE_OPS = ("allreduce", "allgather", "alltoall")
+NCCL_TESTS_BINARY = {"allreduce": "all_reduce_perf", "allgather": "all_gather_perf",
+                     "reducescatter": "reduce_scatter_perf", "alltoall": "alltoall_perf"}
+
+
+@dataclass(frozen=True)
+class AcceptanceRow:
+    """One expected nccl-tests result."""
+
+    scope: str
+    n_gpus: int
+    op: str
+    size_bytes: int
+    expected_busbw_GBps: float
+    min_busbw_GBps: float
+    max_busbw_GBps: float
+    expected_time_us: float
+    algo: str
+
+
+@dataclass(frozen=True)
+class AcceptanceTable:
+    """The expectations for one design, with what could not be modelled."""
+
+    scenario_name: str
+    tolerance: float
+    rows: tuple[AcceptanceRow, ...]
+    skipped: tuple[str, ...]
+
+    def to_frame(self) -> Any:
+        """One row per expectation (pandas DataFrame)."""
+        import pandas as pd
+
+        return pd.DataFrame([asdict(r) for r in self.rows])
+
+    def to_csv(self) -> str:
+        """The table as CSV text."""
+        return str(self.to_frame().to_csv(index=False))
+
+    def to_shell_script(self) -> str:
+        """A bash script that runs nccl-tests and checks each floor.
+
+        Environment: ``NCCL_TESTS`` (the nccl-tests build directory, default ``./build``)
+        and ``MPIRUN`` (the launcher, default ``mpirun``; add a hostfile there). The
+        out-of-place bus bandwidth is column 8 of nccl-tests' (2.13 and later) result rows.
+        """
+        lines = [
+            "#!/usr/bin/env bash",
+            f"# nccl-tests acceptance run for scenario {self.scenario_name!r}: floors are the",
+            f"# fabric model's expected bus bandwidth minus {self.tolerance:.0%} (fabric_model "
+            f"{__version__}, {nccl_constants()['version']}).",
+            "# Usage: NCCL_TESTS=/path/to/nccl-tests/build MPIRUN='mpirun --hostfile hosts' "
+            "bash acceptance.sh",
+            "set -u",
+            'NCCL_TESTS="${NCCL_TESTS:-./build}"',
+            'MPIRUN="${MPIRUN:-mpirun}"',
+            "failed=0",
+            "check() {  # scope ranks binary bytes floor expected",
+            '  local out bw',
+            '  out=$($MPIRUN -np "$2" "$NCCL_TESTS/$3" -b "$4" -e "$4" -g 1 -n 20 -w 5 2>&1)',
+            "  bw=$(printf '%s\\n' \"$out\" | awk -v s=\"$4\" '$1 == s {print $8; exit}')",
+            '  if [ -z "$bw" ]; then echo "ERROR $1 $3 $4 B: no result row"; failed=1; return; fi',
+            "  if awk -v a=\"$bw\" -v b=\"$5\" 'BEGIN {exit !(a + 0 >= b + 0)}'; then",
+            '    echo "ok    $1 $3 $4 B: busbw $bw GB/s (expected $6, floor $5)"',
+            "  else",
+            '    echo "BELOW $1 $3 $4 B: busbw $bw GB/s (expected $6, floor $5)"; failed=1',
+            "  fi",
+            "}",
+        ]
+        for r in self.rows:
+            args = [r.scope.replace(" ", "-"), str(r.n_gpus), NCCL_TESTS_BINARY[r.op],
+                    str(r.size_bytes), f"{r.min_busbw_GBps:.2f}", f"{r.expected_busbw_GBps:.2f}"]
+            lines.append("check " + " ".join(shlex.quote(a) for a in args))
+        lines += ['if [ "$failed" -ne 0 ]; then echo "acceptance: FAILED"; exit 1; fi',
+                  'echo "acceptance: all results at or above their floors"']
+        return "\n".join(lines) + "\n"
+
+
+def _scopes(scenario: Scenario) -> list[tuple[str, int]]:
+    c = scenario.cluster
+    scopes = [("one node", min(c.gpus_per_node, c.n_gpus))]
+    try:
+        topo = build_topology(scenario)
+        down = int(topo.params.get("down_per_leaf", 0) or 0)
+    except FabricModelError:
+        down = 0
+    if down and topo.request.rail_optimized:
+        group = down * c.gpus_per_node  # a scalable unit: every rail of `down` servers
+        if scopes[0][1] < group < c.n_gpus:
+            scopes.append(("one rail group", group))
+    if c.n_gpus > scopes[-1][1]:
+        scopes.append(("whole cluster", c.n_gpus))
+    return [s for s in scopes if s[1] >= 2]
+
+
+def acceptance_expectations(scenario: Scenario, tolerance: float = 0.15) -> AcceptanceTable:
+    """What nccl-tests should show on a healthy fabric of this design, with a band.
+
+    Raises
+    ------
+    FabricModelError
+        If the tolerance is not between 0 and 1.
+    """
+    if not 0 < tolerance < 1:
+        raise FabricModelError(f"tolerance = {tolerance}: must be between 0 and 1")
+    rows, skipped = [], []
+    for scope, n in _scopes(scenario):
+        s = apply_overrides(scenario, {"cluster.n_gpus": n})
+        for op in ACCEPTANCE_OPS:
+            try:
+                results = collective(s, op, "auto", ACCEPTANCE_SIZES)
+            except FabricModelError as exc:
+                skipped.append(f"{scope} {op}: {exc}")
+                continue
+            for r in results:
+                rows.append(AcceptanceRow(
+                    scope=scope, n_gpus=n, op=op, size_bytes=r.size_bytes,
+                    expected_busbw_GBps=round(r.busbw_GBps, 2),
+                    min_busbw_GBps=round(r.busbw_min_GBps * (1 - tolerance), 2),
+                    max_busbw_GBps=round(r.busbw_max_GBps * (1 + tolerance), 2),
+                    expected_time_us=round(r.time_us, 1), algo=f"{r.algo}/{r.proto}"))
+    return AcceptanceTable(scenario.name, tolerance, tuple(rows), tuple(skipped))
+
+
+def describe(row: AcceptanceRow) -> str:
+    """One line for a row, as the CLI prints it."""
+    return (f"{row.scope} ({row.n_gpus:,} GPUs) {row.op} {format_size_bytes(row.size_bytes)}: "
+            f"{row.expected_busbw_GBps:.1f} GB/s [{row.min_busbw_GBps:.1f}, "
+            f"{row.max_busbw_GBps:.1f}]")
