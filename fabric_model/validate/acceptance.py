@@ -67,11 +67,11 @@ class AcceptanceTable:
         return pd.DataFrame([asdict(r) for r in self.rows])
 
     def to_csv(self) -> str:
-        """The table as CSV text."""
+        """Return the table as CSV text."""
         return str(self.to_frame().to_csv(index=False))
 
     def to_shell_script(self) -> str:
-        """A bash script that runs nccl-tests and checks each floor.
+        """Return a bash script that runs nccl-tests and checks each floor.
 
         Environment: ``NCCL_TESTS`` (the nccl-tests build directory, default ``./build``)
         and ``MPIRUN`` (the launcher, default ``mpirun``; add a hostfile there). The
@@ -127,7 +127,7 @@ def _scopes(scenario: Scenario) -> list[tuple[str, int]]:
 
 
 def acceptance_expectations(scenario: Scenario, tolerance: float = 0.15) -> AcceptanceTable:
-    """What nccl-tests should show on a healthy fabric of this design, with a band.
+    """Tabulate what nccl-tests should show on a healthy fabric of this design, with a band.
 
     Raises
     ------
