@@ -1,0 +1,1 @@
+"""Measured vs model: nccl-tests logs, comparison, acceptance expectations, golden figures."""

@@ -39,5 +39,5 @@ def load_golden(path: Path = GOLDEN_PATH) -> list[GoldenCase]:
 
 
 def predict(case: GoldenCase) -> float:
-    """The model's bus bandwidth for a case, GB/s."""
+    """Return the model's bus bandwidth for a case, GB/s."""
     return collective(case.scenario, case.op, case.algo, [case.size_bytes])[0].busbw_GBps
