@@ -14,6 +14,7 @@ pages = [
     st.Page("pages/topology.py", title="Topology", url_path="topology"),
     st.Page("pages/collectives.py", title="Collectives", url_path="collectives"),
     st.Page("pages/cost.py", title="Cost", url_path="cost"),
+    st.Page("pages/validate.py", title="Validate", url_path="validate"),
 ]
 # Each page draws the shared sidebar itself (ui.page_common.current_scenario), so the
 # scenario is rebuilt on every rerun of the page, in the browser and in AppTest alike.

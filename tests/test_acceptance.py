@@ -84,3 +84,11 @@ def test_cli_acceptance(tmp_path):
     assert {"scope", "n_gpus", "op", "size_bytes", "expected_busbw_GBps", "min_busbw_GBps"} \
         <= set(rows[0])
     assert script.read_text().startswith("#!/usr/bin/env bash")
+
+
+def test_impossible_design_raises_and_missing_scopes_are_explained():
+    s = load_preset("dgx-h100-ib-ndr")
+    with pytest.raises(FabricModelError, match=r"cluster\.n_gpus"):
+        acceptance_expectations(apply_overrides(s, {"cluster.n_gpus": 131072}))
+    torus = acceptance_expectations(load_preset("torus-3d-4k"))
+    assert any("one rail group" in n for n in torus.skipped)

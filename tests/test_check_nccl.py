@@ -29,8 +29,10 @@ def test_json_contract_and_rank_override():
     rows = json.loads(out.stdout)
     assert rows and {"bytes", "measured_busbw_GBps", "model_busbw_GBps", "ratio"} <= set(rows[0])
     for r in rows:
-        if r["model_busbw_GBps"] > 1:
-            assert r["ratio"] == pytest.approx(r["measured_busbw_GBps"] / r["model_busbw_GBps"])
+        assert r["ratio"] == pytest.approx(r["model_time_us"] / r["measured_time_us"])
+        if r["measured_busbw_GBps"] > 10:  # printed busbw agrees where rounding is small
+            assert r["ratio"] == pytest.approx(
+                r["measured_busbw_GBps"] / r["model_busbw_GBps"], rel=0.01)
         assert r["regime"] in ("latency-bound", "bandwidth-bound")
         assert r["verdict"].startswith(("within", "below", "above"))
 
@@ -59,7 +61,7 @@ def test_verdicts_follow_the_ratio_and_regime():
 
 
 @pytest.mark.parametrize(("name", "words"), [
-    ("sendrecv_perf_2gpu.log", "this log is 'sendrecv'"),
+    ("sendrecv_perf_2gpu.log", "this log is 'sendrecv'"),  # the model covers 4 collectives
     ("garbage.log", "no nccl-tests result table found"),
 ])
 def test_bad_logs_exit_2_with_one_line(name, words):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -28,6 +29,8 @@ from fabric_model.routing import POLICIES
 from fabric_model.scenario import Scenario
 from fabric_model.topology import BUILDERS, Topology
 from fabric_model.units import GIB
+from fabric_model.validate.compare import LogComparison, compare_log
+from fabric_model.validate.nccl_log import NcclTestsLog, parse_nccl_tests
 
 __all__ = [
     "COLLECTIVE_SIZES",
@@ -36,10 +39,13 @@ __all__ = [
     "EFFECT_SIZE_BYTES",
     "OP_ALGORITHMS",
     "CollectiveCurves",
+    "acceptance_table",
     "bom",
     "collective_curves",
     "default_algorithms",
     "fabric_effects",
+    "log_comparison",
+    "nccl_log",
     "topology",
     "vendor_comparison",
 ]
@@ -258,3 +264,28 @@ def fabric_effects(scenario: Scenario) -> pd.DataFrame:
                            proto=t.proto, bottleneck=t.bottleneck)
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- validate
+@st.cache_resource(max_entries=16, show_spinner=False)
+def nccl_log(text: str, op: str | None) -> NcclTestsLog:
+    """Parse an nccl-tests log (raises ``NcclLogError`` with the parser's message)."""
+    return parse_nccl_tests(text, op=op)
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def log_comparison(text: str, op: str | None, scenario: Scenario,
+                   tolerance: float) -> LogComparison:
+    """Compare the parsed log with the model of ``scenario`` (raises the model's errors)."""
+    return compare_log(nccl_log(text, op), scenario, tolerance=tolerance)
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def acceptance_table(scenario: Scenario, tolerance: float) -> Any:
+    """Return the design's nccl-tests acceptance thresholds (``validate.acceptance``).
+
+    Imported lazily so the rest of the dashboard runs while that module is absent.
+    """
+    from fabric_model.validate.acceptance import acceptance_expectations
+
+    return acceptance_expectations(scenario, tolerance=tolerance)

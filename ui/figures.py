@@ -52,6 +52,9 @@ __all__ = [
     "vendor_power_figure",
     "vendor_summary_frame",
     "vendor_tco_figure",
+    "validation_busbw_figure",
+    "validation_frame",
+    "validation_ratio_figure",
 ]
 
 #: Above this many boxes in a row, the diagram aggregates contiguous switches/servers.
@@ -625,3 +628,106 @@ def busbw_curve_figure(rows: Sequence[Any], title: str) -> go.Figure:
                    xaxis={"type": "log", "title": "message size (bytes)", "tickvals": ticks,
                           "ticktext": [format_size_bytes(v) for v in ticks]},
                    yaxis={"type": "log", "title": "bus bandwidth (GB/s)"})
+
+
+# --------------------------------------------------------------------------- validate
+def _size_ticks(sizes: Sequence[int], max_ticks: int = 12) -> dict[str, Any]:
+    """Tick values at powers of two spanning ``sizes``, labelled with binary suffixes."""
+    positive = [s for s in sizes if s > 0] or [1]
+    lo = math.floor(math.log2(min(positive)))
+    hi = math.ceil(math.log2(max(positive)))
+    step = max(1, math.ceil((hi - lo + 1) / max_ticks))
+    vals = [2**i for i in range(lo, hi + 1, step)]
+    return {"tickvals": vals, "ticktext": [size_label(v) for v in vals]}
+
+
+def _validation_hover(rows: Sequence[Any]) -> list[list[Any]]:
+    return [[size_label(r.size_bytes), r.measured_time_us, r.model_time_us, r.ratio,
+             r.model_algo, r.regime, r.verdict] for r in rows]
+
+
+_VALIDATION_HOVER = ("<b>%{customdata[0]}</b><br>measured %{customdata[1]:,.2f} us, "
+                     "model %{customdata[2]:,.2f} us<br>ratio %{customdata[3]:.2f} "
+                     "(model: %{customdata[4]}, %{customdata[5]})")
+
+
+def validation_busbw_figure(rows: Sequence[Any], tolerance: float, title: str = "") -> go.Figure:
+    """Measured (markers) vs model (line) bus bandwidth per size, log-log, with the band.
+
+    ``rows`` are ``fabric_model.validate.compare.SizeComparison``; the shaded band spans
+    model x (1 - tolerance) to model x (1 + tolerance). Measured sizes that nccl-tests printed
+    as ``0.00`` GB/s cannot sit on a log axis and are left out of the markers (their ratio
+    comes from the times; see the ratio figure).
+    """
+    x = [r.size_bytes for r in rows]
+    model = [r.model_busbw_GBps for r in rows]
+    color = ALGO_COLORS["ring"]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(
+        x=x, y=[m * (1 + tolerance) for m in model], mode="lines", line={"width": 0},
+        legendgroup="band", showlegend=False, hoverinfo="skip", name="band upper",
+    ))
+    fig.add_trace(go.Scatter(
+        x=x, y=[m * (1 - tolerance) for m in model], mode="lines", line={"width": 0},
+        fill="tonexty", fillcolor=_rgba(color, 0.18), legendgroup="band", hoverinfo="skip",
+        name=f"model ±{tolerance:.0%}",
+    ))
+    fig.add_trace(go.Scatter(
+        x=x, y=model, mode="lines", name="model (auto)", line={"width": 2.5, "color": color},
+        customdata=_validation_hover(rows),
+        hovertemplate=_VALIDATION_HOVER + "<br>model busbw %{y:,.4~r} GB/s<extra></extra>",
+    ))
+    fig.add_trace(go.Scatter(
+        x=x, y=[r.measured_busbw_GBps if r.measured_busbw_GBps > 0 else None for r in rows],
+        mode="markers", name="measured (out-of-place)",
+        marker={"size": 9, "color": OKABE_ITO["vermillion"], "symbol": "circle",
+                "line": {"width": 1, "color": "white"}},
+        customdata=_validation_hover(rows),
+        hovertemplate=_VALIDATION_HOVER + "<br>measured busbw %{y:,.4~r} GB/s<extra></extra>",
+    ))
+    return _layout(
+        fig, title, height=460, hovermode="closest",
+        legend={"orientation": "h", "y": -0.2, "x": 0.0},
+        xaxis={"type": "log", "title": "message size (bytes per GPU)", **_size_ticks(x)},
+        yaxis={"type": "log", "exponentformat": "power",
+               "title": "bus bandwidth (GB/s = 10^9 B/s)"},
+    )
+
+
+def validation_ratio_figure(rows: Sequence[Any], tolerance: float, title: str = "") -> go.Figure:
+    """Measured / model per size (log x), the band 1 ± tolerance shaded, 1 dotted."""
+    x = [r.size_bytes for r in rows]
+    colors = [OKABE_ITO["green"] if abs(r.ratio - 1) <= tolerance else OKABE_ITO["vermillion"]
+              for r in rows]
+    fig = go.Figure(go.Scatter(
+        x=x, y=[r.ratio for r in rows], mode="lines+markers", name="measured / model",
+        line={"width": 1.5, "color": OKABE_ITO["grey"]},
+        marker={"size": 8, "color": colors, "line": {"width": 1, "color": "white"}},
+        customdata=_validation_hover(rows),
+        hovertemplate=_VALIDATION_HOVER + "<br>%{customdata[6]}<extra></extra>",
+    ))
+    fig.add_hrect(y0=1 - tolerance, y1=1 + tolerance, fillcolor=_rgba(ALGO_COLORS["ring"], 0.15),
+                  line_width=0, layer="below")
+    fig.add_hline(y=1.0, line={"dash": "dot", "width": 1, "color": OKABE_ITO["grey"]})
+    return _layout(
+        fig, title, height=300, showlegend=False, hovermode="closest",
+        xaxis={"type": "log", "title": "message size (bytes per GPU)", **_size_ticks(x)},
+        yaxis={"title": "measured / model", "rangemode": "tozero"},
+    )
+
+
+def validation_frame(rows: Sequence[Any]) -> pd.DataFrame:
+    """Tabulate the comparison, one row per size (the page's table and its CSV)."""
+    return pd.DataFrame({
+        "size": [size_label(r.size_bytes) for r in rows],
+        "bytes": [r.size_bytes for r in rows],
+        "measured_busbw_GBps": [r.measured_busbw_GBps for r in rows],
+        "model_busbw_GBps": [r.model_busbw_GBps for r in rows],
+        "ratio": [r.ratio for r in rows],
+        "measured_time_us": [r.measured_time_us for r in rows],
+        "model_time_us": [r.model_time_us for r in rows],
+        "regime": [r.regime for r in rows],
+        "model_algo": [r.model_algo for r in rows],
+        "bottleneck": [r.bottleneck for r in rows],
+        "verdict": [r.verdict for r in rows],
+    })

@@ -109,18 +109,17 @@ class AcceptanceTable:
         return "\n".join(lines) + "\n"
 
 
-def _scopes(scenario: Scenario) -> list[tuple[str, int]]:
+def _scopes(scenario: Scenario, notes: list[str]) -> list[tuple[str, int]]:
     c = scenario.cluster
     scopes = [("one node", min(c.gpus_per_node, c.n_gpus))]
-    try:
-        topo = build_topology(scenario)
-        down = int(topo.params.get("down_per_leaf", 0) or 0)
-    except FabricModelError:
-        down = 0
+    topo = build_topology(scenario)  # an impossible design raises here, with its key
+    down = int(topo.params.get("down_per_leaf", 0) or 0)
     if down and topo.request.rail_optimized:
         group = down * c.gpus_per_node  # a scalable unit: every rail of `down` servers
         if scopes[0][1] < group < c.n_gpus:
             scopes.append(("one rail group", group))
+    else:
+        notes.append("one rail group: only rail-optimized designs with leaf switches have one")
     if c.n_gpus > scopes[-1][1]:
         scopes.append(("whole cluster", c.n_gpus))
     return [s for s in scopes if s[1] >= 2]
@@ -132,12 +131,13 @@ def acceptance_expectations(scenario: Scenario, tolerance: float = 0.15) -> Acce
     Raises
     ------
     FabricModelError
-        If the tolerance is not between 0 and 1.
+        If the tolerance is not between 0 and 1, or the design cannot be built.
     """
     if not 0 < tolerance < 1:
         raise FabricModelError(f"tolerance = {tolerance}: must be between 0 and 1")
-    rows, skipped = [], []
-    for scope, n in _scopes(scenario):
+    rows: list[AcceptanceRow] = []
+    skipped: list[str] = []
+    for scope, n in _scopes(scenario, skipped):
         s = apply_overrides(scenario, {"cluster.n_gpus": n})
         for op in ACCEPTANCE_OPS:
             try:
