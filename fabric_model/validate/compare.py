@@ -118,7 +118,7 @@ def compare_log(log: NcclTestsLog, scenario: Scenario, *,
         mod_busbw = mod.busbw_GBps
         # measured / model bus bandwidth, from the times: the same ratio (busbw is
         # bus_factor x S / t) without the 2-decimal rounding nccl-tests prints busbw with
-        ratio = mod.time_us / float(meas.oop_time_us)
+        ratio = mod.time_us / float(meas.oop_time_us or "nan")  # rows without times are dropped
         regime = "latency-bound" if mod.latency_us > mod.bandwidth_us else "bandwidth-bound"
         out.append(SizeComparison(
             size_bytes=meas.size_bytes, measured_time_us=float(meas.oop_time_us or 0.0),
