@@ -82,7 +82,7 @@ op = None if op_choice == _FROM_LOG else op_choice
 
 st.header("Measured vs model", divider="gray")
 if log_input is None:
-    st.info(
+    st.markdown(
         "Upload or paste the output of an nccl-tests run, e.g. "
         "`all_reduce_perf -b 8 -e 8G -f 2 -g 8`, to compare it size by size with the "
         "model of the design in the sidebar. all-reduce, all-gather, reduce-scatter and "
@@ -161,11 +161,7 @@ st.caption(
     "tolerance band as pass thresholds."
 )
 try:
-    facade.topology(scenario)  # acceptance drops the scopes it cannot build: check first
     table = facade.acceptance_table(scenario, tolerance)
-except ImportError:
-    st.info("Acceptance expectations are not available in this version of fabric_model "
-            "(fabric_model.validate.acceptance is missing).")
 except FabricModelError as exc:
     show_model_error(exc)
 except NotImplementedError as exc:  # a topology family without routing yet

@@ -130,7 +130,8 @@ def test_validation_frame_one_row_per_size() -> None:
 
 def test_page_without_a_log_shows_instructions() -> None:
     at = open_page()
-    assert any("nccl-tests" in i.value for i in at.info)
+    assert any("Upload or paste the output of an nccl-tests run" in m.value for m in at.markdown)
+    assert not at.info  # instructions are text, not an alert
     assert not at.error and not at.get("plotly_chart")
     assert any("overrides cluster.n_gpus" in c.value for c in at.caption)
 
@@ -171,7 +172,8 @@ def test_garbage_shows_one_error_and_the_page_keeps_working() -> None:
     assert len(at.error) == 1 and "nccl-tests" in at.error[0].value
     assert not at.get("plotly_chart")
     paste(at, "")  # emptied: back to the instructions
-    assert not at.error and at.info
+    assert not at.error
+    assert any("Upload or paste the output" in m.value for m in at.markdown)
     at.switch_page("pages/cost.py").run()  # the rest of the app is unaffected
     assert_no_exception(at)
 

@@ -282,10 +282,7 @@ def log_comparison(text: str, op: str | None, scenario: Scenario,
 
 @st.cache_resource(max_entries=32, show_spinner=False)
 def acceptance_table(scenario: Scenario, tolerance: float) -> Any:
-    """Return the design's nccl-tests acceptance thresholds (``validate.acceptance``).
-
-    Imported lazily so the rest of the dashboard runs while that module is absent.
-    """
+    """Return the design's nccl-tests acceptance thresholds (raises for an impossible design)."""
     from fabric_model.validate.acceptance import acceptance_expectations
 
     return acceptance_expectations(scenario, tolerance=tolerance)
