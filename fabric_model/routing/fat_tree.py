@@ -27,6 +27,7 @@ from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet
 from fabric_model.routing.base import RoutedFlows, hash_choices
 from fabric_model.topology import Topology
+from fabric_model.topology.fat_tree import spine_uplinks
 
 __all__ = ["route_fat_tree"]
 
@@ -49,10 +50,8 @@ def _layout(topo: Topology) -> dict[str, np.ndarray | int]:
         out["S"] = int(p["n_spines"])
     if topo.tiers == 3:
         lpp, u = int(p["leaves_per_pod"]), int(p["up_per_leaf"])
-        n_leaves, n_pods = int(p["n_leaves"]), int(p["n_pods"])
-        leaves_in_pod = np.bincount(np.arange(n_leaves) // lpp, minlength=n_pods)
-        r_spine = topo.request.spine_oversubscription
-        spine_up = np.ceil(leaves_in_pod / r_spine - 1e-9).astype(np.int64)
+        n_leaves = int(p["n_leaves"])
+        spine_up = spine_uplinks(n_leaves, lpp, topo.request.spine_oversubscription)
         out.update(lpp=lpp, C=int(p["cores_per_plane"]), spine_up=spine_up,
                    pod_off=np.cumsum(spine_up) - spine_up, base3=n_e + n_leaves * u)
     return out

@@ -40,7 +40,8 @@ from fabric_model.topology.base import (
 )
 from fabric_model.units import gbps_to_GBps
 
-__all__ = ["TIER_NAMES", "balanced_count", "build_fat_tree", "leaf_ports", "max_endpoints"]
+__all__ = ["TIER_NAMES", "balanced_count", "build_fat_tree", "leaf_ports", "max_endpoints",
+           "spine_uplinks"]
 
 TIER_NAMES = ("leaf", "spine", "core")
 
@@ -145,7 +146,7 @@ def build_fat_tree(req: TopologyRequest) -> Topology:
         if t == 2:
             return n_leaves <= k
         n_pods = -(-n_leaves // spine_down)
-        plane_up = _spine_uplinks(n_leaves, spine_down, req.spine_oversubscription).sum()
+        plane_up = spine_uplinks(n_leaves, spine_down, req.spine_oversubscription).sum()
         return n_pods <= k and -(-int(plane_up) // k) <= spine_up_full
 
     if req.tiers == "auto":
@@ -174,7 +175,7 @@ def _too_big(req: TopologyRequest, tiers: int, k: int, down: int, up: int) -> st
     )
 
 
-def _spine_uplinks(n_leaves: int, spine_down: int, r_spine: float) -> np.ndarray:
+def spine_uplinks(n_leaves: int, spine_down: int, r_spine: float) -> np.ndarray:
     """Uplinks of one spine in each pod (pods of ``spine_down`` leaves, the last partial)."""
     n_pods = -(-n_leaves // spine_down)
     leaves_in_pod = np.full(n_pods, spine_down, dtype=np.int64)
@@ -305,7 +306,7 @@ def _three_tier(req: TopologyRequest, k: int, down: int, up: int, spine_down: in
     n_pods = -(-n_leaves // spine_down)
     pod_of_leaf = np.arange(n_leaves, dtype=np.int64) // spine_down
     leaves_in_pod = np.bincount(pod_of_leaf, minlength=n_pods)
-    spine_up = _spine_uplinks(n_leaves, spine_down, req.spine_oversubscription)  # per pod
+    spine_up = spine_uplinks(n_leaves, spine_down, req.spine_oversubscription)  # per pod
     plane_up = int(spine_up.sum())
     cores_per_plane = balanced_count(-(-plane_up // k), int(spine_up.max()))
     n_spines, n_cores = n_pods * up, cores_per_plane * up
