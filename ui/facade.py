@@ -24,10 +24,10 @@ from fabric_model.collectives import (
 )
 from fabric_model.cost import BillOfMaterials, VendorComparison, bill_of_materials, compare_vendors
 from fabric_model.design import build_topology
-from fabric_model.errors import FabricModelError, InfeasibleDesignError
+from fabric_model.errors import FabricModelError
 from fabric_model.routing import POLICIES
 from fabric_model.scenario import Scenario
-from fabric_model.topology import BUILDERS, Topology
+from fabric_model.topology import Topology
 from fabric_model.units import GIB
 from fabric_model.validate.compare import LogComparison, compare_log
 from fabric_model.validate.nccl_log import NcclTestsLog, parse_nccl_tests
@@ -51,38 +51,21 @@ __all__ = [
 ]
 
 
-def _require_builder(scenario: Scenario) -> None:
-    """Turn a topology family without a registered builder into an explained, infeasible design.
-
-    ``fabric.topology`` accepts every planned family, but only the registered ones can be
-    built; the model's lookup would otherwise escape as a bare ``KeyError``.
-    """
-    family = scenario.fabric.topology
-    if family not in BUILDERS:
-        raise InfeasibleDesignError(
-            "fabric.topology",
-            f"{family} cannot be built yet; available: {', '.join(sorted(BUILDERS))}",
-        )
-
-
 @st.cache_resource(max_entries=64, show_spinner=False)
 def topology(scenario: Scenario) -> Topology:
     """The scenario's topology (raises the model's errors)."""
-    _require_builder(scenario)
     return build_topology(scenario)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def bom(scenario: Scenario) -> BillOfMaterials:
     """The scenario's bill of materials."""
-    _require_builder(scenario)
     return bill_of_materials(scenario)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def vendor_comparison(scenario: Scenario) -> list[VendorComparison]:
     """The scenario's design priced on InfiniBand, Spectrum-X and RoCE."""
-    _require_builder(scenario)
     return compare_vendors(scenario)
 
 
@@ -155,7 +138,6 @@ class CollectiveCurves:
 @st.cache_resource(max_entries=16, show_spinner=False)
 def _fabric_context(scenario: Scenario) -> FabricContext:
     """Build the scenario's fabric, ready to solve patterns on (raises the model's errors)."""
-    _require_builder(scenario)
     return FabricContext.from_scenario(scenario)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from fabric_model.errors import InfeasibleDesignError
 from fabric_model.topology.base import (
     FabricGraph,
     LinkClass,
@@ -37,5 +38,15 @@ BUILDERS: dict[str, Callable[[TopologyRequest], Topology]] = {
 
 
 def build_topology_from_request(family: str, req: TopologyRequest) -> Topology:
-    """Build the topology of ``family`` for ``req`` (see each family's module)."""
-    return BUILDERS[family](req)
+    """Build the topology of ``family`` for ``req`` (see each family's module).
+
+    Raises
+    ------
+    InfeasibleDesignError
+        For a family without a builder (naming ``fabric.topology`` and the available ones).
+    """
+    builder = BUILDERS.get(family)
+    if builder is None:
+        raise InfeasibleDesignError(
+            "fabric.topology", f"{family} cannot be built; available: {', '.join(BUILDERS)}")
+    return builder(req)
