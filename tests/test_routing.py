@@ -15,6 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from fabric_model.design import SWITCHLESS
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet, solve_maxmin
 from fabric_model.routing import POLICIES, RoutedFlows, degraded_capacities, route
@@ -30,7 +31,6 @@ from fabric_model.units import gbps_to_Bps
 
 LINE_Bps = gbps_to_Bps(400)
 GB200 = {"gpus_per_node": 4, "nvlink_domain": 72}
-SWITCHLESS = ("torus-3d", "hypercube")
 MEMBERS: dict[str, Callable[[Topology], tuple[np.ndarray, np.ndarray]]] = {
     "rail-only": ro_router.bundle_members,
     "dragonfly-plus": df_router.bundle_members,

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fabric_model.design import SWITCHLESS
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.topology.base import Topology, TopologyRequest
 from fabric_model.topology.dragonfly_plus import (
@@ -33,7 +34,6 @@ BUILD = {
     "torus-3d": build_torus3d,
     "hypercube": build_hypercube,
 }
-SWITCHLESS = ("torus-3d", "hypercube")
 RATE_GBPS = 400 / 8  # 400G link, GB/s one direction
 H100 = {"gpus_per_node": 8, "nvlink_domain": 8}
 GB200 = {"gpus_per_node": 4, "nvlink_domain": 72}

@@ -42,7 +42,7 @@ from fabric_model.collectives.model import AlgoModel, AlgorithmUnavailableError,
 __all__ = ["ALLTOALL_MAX_CONNECTIONS", "MODELS"]
 
 #: All-to-all is solved per connection up to this many concurrent connections, and by flow
-#: classes (uniform traffic, see ``FabricContext.solve_classes``) beyond.
+#: classes (uniform traffic, see ``FabricContext.solve_all_to_all``) beyond.
 ALLTOALL_MAX_CONNECTIONS = 300_000
 
 
