@@ -8,7 +8,6 @@ from fabric_model.errors import FabricModelError
 from ui import facade
 from ui.figures import busbw_curve_figure, vendor_summary_frame
 from ui.page_common import current_scenario, show_model_error
-from ui.summary import collective_summary
 from ui.theme import TOPOLOGY_LABELS, VENDOR_LABELS
 
 scenario = current_scenario()
@@ -24,7 +23,7 @@ st.caption(
 try:
     topo = facade.topology(scenario)
     bom = facade.bom(scenario)
-    summary = collective_summary(scenario)
+    summary = facade.collective_summary(scenario)
 except FabricModelError as exc:
     show_model_error(exc)
     st.stop()

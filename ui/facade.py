@@ -20,6 +20,7 @@ from fabric_model.collectives import (
     CollectiveTime,
     FabricContext,
     algo_models,
+    collective,
     times_from_models,
 )
 from fabric_model.cost import BillOfMaterials, VendorComparison, bill_of_materials, compare_vendors
@@ -38,10 +39,14 @@ __all__ = [
     "EFFECT_CASES",
     "EFFECT_SIZE_BYTES",
     "OP_ALGORITHMS",
+    "CURVE_SIZES",
+    "SUMMARY_SIZES",
     "CollectiveCurves",
+    "CollectiveSummary",
     "acceptance_table",
     "bom",
     "collective_curves",
+    "collective_summary",
     "default_algorithms",
     "fabric_effects",
     "log_comparison",
@@ -268,3 +273,35 @@ def acceptance_table(scenario: Scenario, tolerance: float) -> Any:
     from fabric_model.validate.acceptance import acceptance_expectations
 
     return acceptance_expectations(scenario, tolerance=tolerance)
+
+
+# ----------------------------------------------------------------------- Overview
+
+#: Message sizes the Overview quotes: a latency-bound and a bandwidth-bound call.
+SUMMARY_SIZES = (2**20, 2**30)
+#: The Overview's curve: 8 B to 16 GiB, powers of four.
+CURVE_SIZES = tuple(2**i for i in range(3, 35, 2))
+
+
+@dataclass(frozen=True)
+class CollectiveSummary:
+    """All-reduce and all-to-all at the summary sizes, or why they could not be computed."""
+
+    allreduce: tuple[CollectiveTime, ...]
+    alltoall: tuple[CollectiveTime, ...]
+    alltoall_error: str | None
+    allreduce_curve: tuple[CollectiveTime, ...]
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def collective_summary(scenario: Scenario) -> CollectiveSummary:
+    """NCCL-like ``auto`` all-reduce and all-to-all at 1 MiB and 1 GiB."""
+    allreduce = tuple(collective(scenario, "allreduce", "auto", SUMMARY_SIZES))
+    try:
+        a2a: tuple[CollectiveTime, ...] = tuple(
+            collective(scenario, "alltoall", "auto", SUMMARY_SIZES))
+        error = None
+    except FabricModelError as exc:
+        a2a, error = (), str(exc)
+    curve = tuple(collective(scenario, "allreduce", "auto", CURVE_SIZES))
+    return CollectiveSummary(allreduce, a2a, error, curve)
