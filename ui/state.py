@@ -37,8 +37,10 @@ SIDEBAR_KEYS = (
     "cluster.nvlink_domain",
 )
 
-#: Cluster sizes offered by the GPU slider (powers of two plus the presets' sizes).
-GPU_COUNT_STEPS = sorted({2**i for i in range(3, 18)} | {4608, 24576, 98304})
+#: Cluster sizes offered by the GPU slider: powers of two from 8 to 131,072 plus every
+#: preset's size (read from the presets, so a new preset's size appears by itself).
+GPU_COUNT_STEPS = sorted({2**i for i in range(3, 18)}
+                         | {load_preset(p.name).cluster.n_gpus for p in list_presets()})
 
 _W = "w:"  # widget key prefix
 _VALUES = "sidebar_values"  # canonical values: plain session keys survive page switches
