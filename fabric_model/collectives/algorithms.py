@@ -291,7 +291,7 @@ def sharp_model(ctx: FabricContext, op: str) -> AlgoModel:
     else:
         intra = bus_factor(op, n) / (2.0 * (d - 1) / d) * _nvlink_ring_Bps(ctx) if d > 1 \
             else math.inf
-    ep = np.arange(ctx.topology.n_endpoints, dtype=np.int64)
+    ep = ctx.endpoints()
     res = ctx.solve(ep, ep)  # each NIC: its shard up to the leaf and the result back
     scale = bus_factor(op, n) * d * ctx.nics * c["sharp_efficiency"]
     hops = 2.0 * ctx.topology.max_switch_hops / 2 if ctx.topology.max_switch_hops else 1.0

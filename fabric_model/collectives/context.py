@@ -25,13 +25,16 @@ from fabric_model.scenario import Scenario
 from fabric_model.topology import Topology, build_topology_from_request
 from fabric_model.units import FIBER_NS_PER_M, gbps_to_Bps
 
-__all__ = ["ECMP_SEEDS", "MAX_CLASSES", "FabricContext", "PatternResult", "nccl_constants"]
+__all__ = ["CLASS_MIN_CONNECTIONS", "ECMP_SEEDS", "MAX_CLASSES", "FabricContext", "PatternResult",
+           "nccl_constants"]
 
 CONSTANTS_PATH = Path(__file__).resolve().parents[2] / "assets" / "nccl_constants.yaml"
 #: Seeds over which static ECMP hashing is averaged (the spread is reported too).
 ECMP_SEEDS = 5
 #: Most flow classes a class-aggregated solve takes.
 MAX_CLASSES = 1_500_000
+#: Patterns of at least this many connections are solved by classes where that is exact.
+CLASS_MIN_CONNECTIONS = 2048
 
 
 @lru_cache(maxsize=1)
@@ -170,6 +173,10 @@ class FabricContext:
         gpu = phys * self.domain + np.asarray(slot) // self.nics
         return gpu * self.nics + np.asarray(slot) % self.nics
 
+    def endpoints(self) -> np.ndarray:
+        """Every NIC endpoint of the communicator (the whole cluster here)."""
+        return np.arange(self.topology.n_endpoints, dtype=np.int64)
+
     def slots_spread(self, n: int) -> np.ndarray:
         """``n`` NIC slots of a domain, spread over GPUs (and so over rails)."""
         total = self.domain * self.nics
@@ -219,9 +226,72 @@ class FabricContext:
         cached = self._solved.get(key)
         if cached is not None:
             return cached
-        result = self._solve(src, dst, demand)
+        result = None
+        if demand is None and np.asarray(src).size >= CLASS_MIN_CONNECTIONS:
+            result = self._solve_by_class(np.asarray(src, np.int64), np.asarray(dst, np.int64))
+        if result is None:
+            result = self._solve(src, dst, demand)
         self._solved[key] = result
         return result
+
+    def _solve_by_class(self, src: np.ndarray, dst: np.ndarray) -> PatternResult | None:
+        """Solve a one-connection-per-NIC pattern by (source leaf, destination leaf) classes.
+
+        On a fat-tree with adaptive routing a connection's route depends only on its two
+        leaves. When every endpoint sends at most one connection and receives at most one
+        (rings, pipeline sends, SHARP's up-and-down), the members of a class share every
+        switch link and each owns its NIC links, so by symmetry max-min fairness gives them
+        one rate: the class is solved as one flow whose shared-link weights are multiplied
+        by the member count and whose NIC links are the members' links summed. A NIC below
+        nominal rate (a degraded-link what-if) keeps a class of its own. The result equals
+        the per-connection solve (``tests/test_training.py`` checks it); patterns outside
+        these conditions return None and are solved per connection.
+        """
+        topo = self.topology
+        if topo.family != "fat-tree" or (self.policy != "adaptive" and topo.tiers > 1):
+            return None
+        if np.unique(src).size != src.size or np.unique(dst).size != dst.size:
+            return None
+        up, down, attach = self._endpoint_links
+        cap = self.capacity_Bps
+        nominal = float(np.median(cap[up]))
+        n_nodes = topo.graph.n_nodes
+        key_s = np.where(cap[up[src]] != nominal, n_nodes + src, attach[src])
+        key_d = np.where(cap[down[dst]] != nominal, n_nodes + dst, attach[dst])
+        span = n_nodes + topo.n_endpoints
+        _, first, members = np.unique(key_s * span + key_d, return_index=True,
+                                      return_counts=True)
+        rep_s, rep_d = src[first], dst[first]
+        n_cls = rep_s.size
+        rf = route(topo, rep_s, rep_d, "adaptive", cap)
+        fl = rf.flows
+        lengths = np.diff(fl.flow_link_indptr)
+        row = np.repeat(np.arange(lengths.size), lengths)
+        conn = rf.flow_of_connection[row]
+        idx = fl.flow_link_indices.astype(np.int64).copy()
+        n_base = rf.link_capacity_Bps.size
+        is_up = idx == up[rep_s][conn]
+        is_dn = idx == down[rep_d][conn]
+        idx[is_up] = n_base + conn[is_up]
+        idx[is_dn] = n_base + n_cls + conn[is_dn]
+        capacity = np.concatenate([rf.link_capacity_Bps, members * cap[up[rep_s]],
+                                   members * cap[down[rep_d]]])
+        flows = FlowSet(fl.flow_link_indptr, idx, fl.flow_link_weights * members[conn],
+                        capacity.size, max_weight=np.inf)
+        sol = solve_maxmin(flows, capacity)
+        rate = np.full(n_cls, np.inf)
+        np.minimum.at(rate, rf.flow_of_connection, sol.rate_Bps / rf.flow_fraction)
+        worst = int(np.argmin(sol.rate_Bps))
+        link = int(sol.bottleneck_link[worst])
+        if link >= n_base or link < 0:
+            bottleneck = "nic-leaf"
+        else:
+            cls = int(rf.link_class[link])
+            bottleneck = rf.class_names[cls] if 0 <= cls < len(rf.class_names) else "nic"
+        hops = rf.switch_hops
+        return PatternResult(np.array([rate.min()]), float(np.average(rate, weights=members)),
+                             bottleneck, float(np.average(hops, weights=members)),
+                             int(hops.max()))
 
     @cached_property
     def _solved(self) -> dict[tuple[bytes, bytes, bytes | None], PatternResult]:
