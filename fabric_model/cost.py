@@ -285,7 +285,8 @@ def _bom_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec,
 
 
 def bill_of_materials(scenario: Scenario, catalog: Catalog | None = None, *,
-                      own_vendor: bool = True) -> BillOfMaterials:
+                      own_vendor: bool = True,
+                      topology: Topology | None = None) -> BillOfMaterials:
     """Build the scenario's fabric and price it.
 
     Parameters
@@ -297,6 +298,8 @@ def bill_of_materials(scenario: Scenario, catalog: Catalog | None = None, *,
     own_vendor
         Whether ``costs.switch_usd``/``costs.nic_usd`` apply (False when this is another
         vendor's variant of the design in a comparison).
+    topology
+        The scenario's already built topology, to save building it again.
 
     Raises
     ------
@@ -305,7 +308,8 @@ def bill_of_materials(scenario: Scenario, catalog: Catalog | None = None, *,
     """
     cat = catalog or load_catalog()
     hw = resolve_hardware(scenario, cat)
-    topo = build_topology_from_request(scenario.fabric.topology, topology_request(scenario, hw))
+    topo = topology or build_topology_from_request(scenario.fabric.topology,
+                                                   topology_request(scenario, hw))
     lines = _bom_lines(topo, hw, cat, scenario.costs, own_vendor)
     server = hw.server
     n_servers = -(-scenario.cluster.n_gpus // server.gpus_per_server)

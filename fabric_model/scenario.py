@@ -125,6 +125,11 @@ def _f(default: Any, spec: FieldSpec) -> Any:
 
 GPU_COUNT_MAX = 1_048_576
 
+#: Published model shapes (``model.name``), from ``assets/models.yaml``.
+MODELS_PATH = Path(__file__).resolve().parents[1] / "assets" / "models.yaml"
+MODEL_SHAPES: dict[str, dict[str, Any]] = yaml.safe_load(MODELS_PATH.read_text(encoding="utf-8"))
+MODEL_NAMES: tuple[str, ...] = tuple(MODEL_SHAPES)
+
 
 @dataclass(frozen=True)
 class ClusterSpec:
@@ -275,9 +280,27 @@ class FabricSpec:
 class ModelSpec:
     """What is trained: a dense or mixture-of-experts transformer."""
 
+    name: str = _f(
+        "llama3-70b",
+        FieldSpec(
+            "choice",
+            "published model shape (assets/models.yaml); setting it sets the shape keys, "
+            "keys given alongside it win; custom = the shape keys as given",
+            choices=("custom", *MODEL_NAMES),
+        ),
+    )
     kind: str = _f("dense", FieldSpec("choice", "dense or MoE", choices=("dense", "moe")))
-    params_b: float = _f(
-        70.0, FieldSpec("float", "total parameters", "billions", min=0.01, max=100_000.0)
+    params_b: float | str = _f(
+        "auto",
+        FieldSpec(
+            "float",
+            "total parameters; auto = counted from the shape (a number must agree with the "
+            "shape within 5%)",
+            "billions",
+            min=0.01,
+            max=100_000.0,
+            auto=True,
+        ),
     )
     layers: int = _f(80, FieldSpec("int", "transformer layers", "layers", min=1, max=1024))
     hidden: int = _f(8192, FieldSpec("int", "hidden size", "", min=64, max=131_072))
@@ -291,6 +314,32 @@ class ModelSpec:
     n_experts: int = _f(1, FieldSpec("int", "routed experts per MoE layer", "", min=1, max=4096))
     top_k: int = _f(1, FieldSpec("int", "experts chosen per token", "", min=1, max=64))
     shared_experts: int = _f(0, FieldSpec("int", "always-on shared experts", "", min=0, max=64))
+    dense_layers: int = _f(
+        0, FieldSpec("int", "leading dense (non-MoE) layers of an MoE model", "layers",
+                     min=0, max=1024)
+    )
+    dense_ffn_hidden: int = _f(
+        0, FieldSpec("int", "feed-forward hidden size of those dense layers; 0 = ffn_hidden", "",
+                     min=0, max=524_288)
+    )
+    head_dim: int = _f(
+        0, FieldSpec("int", "attention head size; 0 = hidden / heads", "", min=0, max=1024)
+    )
+    q_lora_rank: int = _f(
+        0, FieldSpec("int", "MLA query compression rank; 0 = none", "", min=0, max=65_536)
+    )
+    kv_lora_rank: int = _f(
+        0, FieldSpec("int", "MLA key/value compression rank; 0 = grouped-query attention", "",
+                     min=0, max=65_536)
+    )
+    rope_head_dim: int = _f(
+        0, FieldSpec("int", "MLA decoupled rotary key size per head; 0 with GQA", "",
+                     min=0, max=1024)
+    )
+    gated_mlp: bool = _f(True, FieldSpec("bool", "gated (SwiGLU, 3 matrices) feed-forward"))
+    tied_embeddings: bool = _f(
+        False, FieldSpec("bool", "output layer shares the input embedding's weights")
+    )
     routing_skew: float = _f(
         1.0,
         FieldSpec(
@@ -379,6 +428,38 @@ class TrainingSpec:
         FieldSpec(
             "float",
             "fraction of the backward pass that can hide data-parallel communication",
+            "",
+            min=0.0,
+            max=1.0,
+            step=0.05,
+        ),
+    )
+    flash_attention: bool = _f(
+        True,
+        FieldSpec(
+            "bool",
+            "fused attention kernels (FlashAttention): the s x s score matrix is never "
+            "written to memory",
+        ),
+    )
+    tp_overlap: float = _f(
+        0.0,
+        FieldSpec(
+            "float",
+            "fraction of tensor-parallel communication hidden behind GEMMs (0 = Megatron's "
+            "default, 1 = perfect communication-GEMM overlap)",
+            "",
+            min=0.0,
+            max=1.0,
+            step=0.05,
+        ),
+    )
+    ep_overlap: float = _f(
+        0.0,
+        FieldSpec(
+            "float",
+            "fraction of the MoE all-to-all hidden behind computation (0 = none; schedules "
+            "such as DeepSeek's DualPipe approach 1)",
             "",
             min=0.0,
             max=1.0,
@@ -613,7 +694,45 @@ def _build_section(section: str, data: Any) -> Any:
         if name not in names:
             raise ScenarioError(key, ScenarioError.NO_VALUE, _unknown_key_hint(key))
         values[name] = coerce_value(key, raw)
+    if section == "model":
+        values = _expand_model_name(values)
     return cls(**values)
+
+
+#: ModelSpec keys a published shape (``model.name``) sets.
+SHAPE_KEYS = (
+    "kind", "layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "seq_len",
+    "n_experts", "top_k", "shared_experts", "dense_layers", "dense_ffn_hidden", "head_dim",
+    "q_lora_rank", "kv_lora_rank", "rope_head_dim", "gated_mlp", "tied_embeddings",
+)
+
+
+def _expand_model_name(values: dict[str, Any]) -> dict[str, Any]:
+    """With ``name`` among ``values``: the named shape's keys, then the given keys.
+
+    Shape keys the named shape leaves out take their defaults (so picking Llama after
+    DeepSeek clears the MLA keys), and ``params_b`` goes back to ``auto`` unless given.
+    """
+    name = values.get("name")
+    if name is None or name == "custom":
+        return values
+    defaults = ModelSpec()
+    shape = {k: getattr(defaults, k) for k in SHAPE_KEYS}
+    shape.update(MODEL_SHAPES[name]["shape"])
+    shape["params_b"] = "auto"
+    return {**shape, **values}
+
+
+def _shape_name(model: ModelSpec) -> str:
+    """The published shape ``model`` has, or ``custom``."""
+    mine = {k: getattr(model, k) for k in SHAPE_KEYS}
+    defaults = ModelSpec.__dataclass_fields__
+    for name, entry in MODEL_SHAPES.items():
+        shape = {k: defaults[k].default for k in SHAPE_KEYS}
+        shape.update(entry["shape"])
+        if shape == mine:
+            return name
+    return "custom"
 
 
 @dataclass(frozen=True)
@@ -634,6 +753,10 @@ class Scenario:
     costs: CostSpec = field(default_factory=CostSpec)
 
     def __post_init__(self) -> None:
+        # the name follows the shape: a changed layer count makes it a custom model
+        named = _shape_name(self.model)
+        if named != self.model.name:
+            object.__setattr__(self, "model", dataclasses.replace(self.model, name=named))
         _check_cross_fields(self)
 
     @classmethod
@@ -709,10 +832,38 @@ def _check_cross_fields(s: Scenario) -> None:
             f"must be at most 1 / model.hot_fraction = {1 / s.model.hot_fraction:g} (the hot "
             f"GPUs cannot receive more than all of the traffic)",
         )
-    if s.model.top_k > s.model.n_experts:
+    m = s.model
+    if m.top_k > m.n_experts:
         raise ScenarioError(
-            "model.top_k", s.model.top_k, f"must be at most model.n_experts = {s.model.n_experts}"
+            "model.top_k", m.top_k, f"must be at most model.n_experts = {m.n_experts}"
         )
+    if m.kind == "moe" and m.n_experts < 2:
+        raise ScenarioError("model.n_experts", m.n_experts,
+                            "must be at least 2 for an MoE model (model.kind = moe)")
+    if m.kind == "dense" and (m.n_experts > 1 or m.top_k > 1 or m.shared_experts):
+        key = "model.n_experts" if m.n_experts > 1 else (
+            "model.top_k" if m.top_k > 1 else "model.shared_experts")
+        raise ScenarioError(key, s.get(key), "a dense model (model.kind = dense) has no "
+                            "experts: n_experts 1, top_k 1, shared_experts 0; or set "
+                            "model.kind = moe")
+    if m.kind == "moe" and m.dense_layers >= m.layers:
+        raise ScenarioError("model.dense_layers", m.dense_layers,
+                            f"must be less than model.layers = {m.layers} for an MoE model")
+    if not m.head_dim and m.hidden % m.heads:
+        raise ScenarioError("model.heads", m.heads,
+                            f"must divide model.hidden = {m.hidden} (or set model.head_dim)")
+    if m.kv_heads > m.heads or m.heads % m.kv_heads:
+        raise ScenarioError("model.kv_heads", m.kv_heads,
+                            f"must divide model.heads = {m.heads}")
+    if m.params_b != "auto":
+        from fabric_model.training.shapes import shape_counts  # noqa: PLC0415 (cycle)
+
+        counted_b = shape_counts(m).total / 1e9
+        if abs(float(m.params_b) - counted_b) > 0.05 * counted_b:
+            raise ScenarioError(
+                "model.params_b", m.params_b,
+                f"must agree within 5% with the shape's {counted_b:,.1f} B parameters "
+                f"(model.layers, hidden, ffn_hidden, ...), or be auto")
 
 
 def parse_assignment(text: str) -> tuple[str, str]:
@@ -745,6 +896,8 @@ def apply_overrides(scenario: Scenario, overrides: Mapping[str, Any]) -> Scenari
         value = coerce_value(key, raw)
         section, name = key.split(".", 1)
         sections.setdefault(section, {})[name] = value
+    if "model" in sections:
+        sections["model"] = _expand_model_name(sections["model"])
     replaced = {
         sec: dataclasses.replace(getattr(scenario, sec), **vals) for sec, vals in sections.items()
     }
