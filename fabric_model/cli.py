@@ -348,6 +348,142 @@ def _parse_with_op(path: str, op: str) -> Any:
 # --------------------------------------------------------------------------------------
 
 
+# ---------------------------------------------------------------------------- training
+
+
+def _step_text(d: dict[str, Any], plan_label: str) -> str:
+    lines = [f"# one training step: {plan_label}",
+             format_table([{"term": k, "seconds": d[k]} for k in
+                           ("step_time_s", "compute_s", "imbalance_s", "bubble_s",
+                            "exposed_comm_s")]),
+             "",
+             format_table([{"dimension": k, "comm_s": d["comm_s"][k],
+                            "exposed_s": d["exposed_s"][k],
+                            "how": d["comm_detail"].get(k, "")}
+                           for k in d["comm_s"] if d["comm_s"][k] > 0]
+                          or [{"dimension": "-", "comm_s": 0.0, "exposed_s": 0.0, "how": ""}]),
+             "",
+             f"MFU {d['mfu']:.3f}   tokens/s {d['tokens_per_s']:,.0f}   "
+             f"memory {d['memory_gib_per_gpu']:.1f} GiB per GPU"]
+    return "\n".join(lines)
+
+
+@verb("step", "one training step: compute, pipeline bubble and exposed communication per "
+      "parallel dimension, MFU, memory")
+def _step(args: argparse.Namespace) -> int:
+    from fabric_model.training import training_step
+
+    result = training_step(scenario_from_args(args))
+    payload = result.to_dict()
+    if not result.feasible:
+        if args.json:
+            print(json.dumps(payload, indent=2, default=str))
+        raise FabricModelError("infeasible plan: " + result.reason)
+    assert result.plan is not None
+    _emit(args, payload, _step_text(payload, result.plan.label()))
+    return 0
+
+
+def _parse_gpus(text: str) -> list[int]:
+    out = []
+    for item in text.split(","):
+        item = item.strip().replace("_", "")
+        if not item.isdigit() or int(item) < 2:
+            raise FabricModelError(f"--gpus: {item!r} is not a GPU count >= 2 "
+                                   f"(give a list such as 8,64,1024)")
+        out.append(int(item))
+    return out
+
+
+def _workers_map(workers: int) -> Any:
+    if workers <= 1:
+        return map, None
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(max_workers=workers)
+    return pool.map, pool
+
+
+def _progress(args: argparse.Namespace, what: str) -> Any:
+    if args.json or not sys.stderr.isatty():
+        return None
+
+    def report(done: int, total: int) -> None:
+        sys.stderr.write(f"\r{what}: {done}/{total}")
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+    return report
+
+
+def _sweep_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gpus", default=",".join(str(2**i) for i in range(3, 18)), metavar="LIST",
+                   help="cluster sizes (default powers of two 8..131072)")
+    p.add_argument("--scaling", default="weak", choices=("weak", "strong"),
+                   help="weak: tokens per replica fixed (default); strong: global batch fixed")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="processes to spread the sizes over (default 1)")
+
+
+@verb("sweep", "training step and network cost across cluster sizes (scaling efficiency)",
+      add_arguments=_sweep_args)
+def _sweep(args: argparse.Namespace) -> int:
+    from fabric_model.training import sweep
+
+    scenario = scenario_from_args(args)
+    map_fn, pool = _workers_map(args.workers)
+    try:
+        points = sweep(scenario, _parse_gpus(args.gpus), scaling=args.scaling, map_fn=map_fn,
+                       progress=_progress(args, "sweep"))
+    finally:
+        if pool:
+            pool.shutdown()
+    payload = [p.to_dict() for p in points]
+    table = [{"n_gpus": p.n_gpus,
+              "step_time_s": p.step.step_time_s if p.feasible else "-",
+              "mfu": p.step.mfu if p.feasible else "-",
+              "scaling_eff": p.scaling_efficiency if p.feasible else "-",
+              "network_capex_usd": p.network_capex_usd if p.feasible else "-",
+              "plan": p.step.plan.label() if p.feasible and p.step.plan else "",
+              "note": "" if p.feasible else p.reason[:90]} for p in points]
+    head = (f"# {args.scaling} scaling of {scenario.model.name} on {scenario.fabric.topology}, "
+            f"{scenario.fabric.vendor} {scenario.fabric.link_gbps}G\n")
+    _emit(args, payload, head + format_table(table))
+    return 0
+
+
+def _plan_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--top", type=int, default=5, metavar="N", help="plans to show (default 5)")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="processes to spread the candidates over (default 1)")
+
+
+@verb("plan", "search TP/PP/CP/EP/interleaving/recomputation for the fastest feasible plan",
+      add_arguments=_plan_args)
+def _plan(args: argparse.Namespace) -> int:
+    from fabric_model.training import search_plans
+
+    scenario = scenario_from_args(args)
+    map_fn, pool = _workers_map(args.workers)
+    try:
+        found = search_plans(scenario, top=args.top, map_fn=map_fn,
+                             progress=_progress(args, "plans"))
+    finally:
+        if pool:
+            pool.shutdown()
+    if not found:
+        raise FabricModelError("parallel: no plan fits this model on this cluster (memory or "
+                               "batch); add GPUs, raise training.global_batch_tokens or use "
+                               "a GPU with more memory")
+    payload = [{"overrides": c.overrides, **c.step.to_dict()} for c in found]
+    table = [{"plan": c.label, "step_time_s": c.step.step_time_s, "mfu": c.step.mfu,
+              "memory_gib": c.step.memory.total_gib if c.step.memory else 0.0,
+              "exposed_comm_s": c.step.exposed_comm_s, "bubble_s": c.step.bubble_s}
+             for c in found]
+    _emit(args, payload, format_table(table))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser with every registered verb."""
     parser = _Parser(

@@ -1,0 +1,199 @@
+"""Where each parallel dimension's ranks sit, and its collectives on the real fabric.
+
+Ranks are laid out as Megatron-LM orders its process groups, innermost first: tensor
+parallel (``tp``), context parallel (``cp``), expert parallel (``ep``), pipeline
+(``pp``), then the rest of data parallelism (``edp = dp / ep``)::
+
+    rank = tp_r + tp (cp_r + cp (ep_r + ep (pp_r + pp edp_r)))
+
+so TP fills the NVLink domain first, and data parallelism (``ep_r`` and ``edp_r``; the
+gradients of non-expert weights are also reduced across ``cp``) spans the scale-out fabric.
+
+A :class:`GroupContext` is a :class:`~fabric_model.collectives.FabricContext` for one such
+communicator: its ranks are group 0's GPUs, its "domain" is the group's members that share
+one NVLink domain, and every pattern it solves is replicated over the dimension's other
+groups, which run the same collective at the same time and share the fabric's links. The
+collective algorithms (ring, tree, NVLS, SHARP, all-to-all) run on it unchanged, so the
+topology, routing, oversubscription, placement and degraded links of the scenario shape every
+dimension's time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from fabric_model.collectives.context import FabricContext, PatternResult
+from fabric_model.scenario import Scenario
+
+__all__ = ["DIMENSIONS", "MAX_REPLICATED_CONNECTIONS", "GroupContext", "Layout"]
+
+#: Coordinates, innermost first.
+_COORDS = ("tp", "cp", "ep", "pp", "edp")
+#: Communicators: the coordinates that vary inside one group.
+DIMENSIONS: dict[str, tuple[str, ...]] = {
+    "tp": ("tp",),
+    "cp": ("cp",),
+    "ep": ("ep",),
+    "pp": ("pp",),
+    "dp": ("cp", "ep", "edp"),  # gradients of non-expert weights (data parallel with cp)
+    "edp": ("cp", "edp"),  # gradients of expert weights
+}
+#: A replicated pattern is solved over at most this many connections: beyond it, over the
+#: groups nearest group 0 (the result says how many of the concurrent groups were solved).
+MAX_REPLICATED_CONNECTIONS = 300_000
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Degrees of each coordinate; ``tp x cp x ep x pp x edp`` GPUs."""
+
+    tp: int
+    cp: int
+    ep: int
+    pp: int
+    edp: int
+
+    @property
+    def n_gpus(self) -> int:
+        """GPUs the layout covers."""
+        return self.tp * self.cp * self.ep * self.pp * self.edp
+
+    def _stride(self, coord: str) -> int:
+        s = 1
+        for c in _COORDS:
+            if c == coord:
+                return s
+            s *= getattr(self, c)
+        raise KeyError(coord)
+
+    def _span(self, coords: tuple[str, ...]) -> np.ndarray:
+        """Ranks reached by varying ``coords`` from rank 0 (group order: inner fastest)."""
+        ranks = np.zeros(1, dtype=np.int64)
+        for c in coords:
+            steps = np.arange(getattr(self, c), dtype=np.int64) * self._stride(c)
+            ranks = (ranks[None, :] + steps[:, None]).ravel()
+        return ranks
+
+    def members(self, dim: str) -> np.ndarray:
+        """Ranks of group 0 of communicator ``dim``, in group-rank order."""
+        return self._span(DIMENSIONS[dim])
+
+    def offsets(self, dim: str) -> np.ndarray:
+        """First rank of every group of ``dim`` (group ``g`` = members + offsets[g])."""
+        rest = tuple(c for c in _COORDS if c not in DIMENSIONS[dim])
+        return np.sort(self._span(rest))
+
+    def size(self, dim: str) -> int:
+        """Ranks in one group of ``dim``."""
+        return math.prod(getattr(self, c) for c in DIMENSIONS[dim])
+
+
+@dataclass(frozen=True, eq=False)
+class GroupContext(FabricContext):
+    """The fabric as one communicator of a parallel dimension sees it (see module docstring).
+
+    Endpoint ids handed to and returned by the algorithms are *logical*: ``gpu x nics +
+    nic`` with ``gpu`` a rank of group 0 before placement; :meth:`solve` shifts them to every
+    concurrent group and applies the scenario's placement (scattered domains) before routing.
+    """
+
+    members: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    group_offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64), repr=False)
+    cluster_domain_order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64),
+                                             repr=False)
+
+    @classmethod
+    def for_dimension(cls, base: FabricContext, layout: Layout, dim: str,
+                      scenario: Scenario | None = None) -> GroupContext:
+        """The context of communicator ``dim`` on ``base``'s (whole-cluster) fabric.
+
+        ``scenario`` (default ``base``'s) supplies what the fabric does not fix, such as the
+        MoE routing skew, when ``base`` is shared between scenarios of one fabric.
+        """
+        return cls(scenario or base.scenario, base.topology, base.hardware, base.policy, base.capacity_Bps,
+                   base.constants, members=layout.members(dim),
+                   group_offsets=layout.offsets(dim), cluster_domain_order=base.domain_order)
+
+    # shape ------------------------------------------------------------------------------
+    @property
+    def n_ranks(self) -> int:
+        """Ranks in the communicator."""
+        return int(self.members.size)
+
+    @cached_property
+    def _per_domain(self) -> int:
+        """Members sharing one NVLink domain; 1 when uneven (all traffic on the network)."""
+        dom = self.scenario.cluster.nvlink_domain
+        counts = np.unique(self.members // dom, return_counts=True)[1]
+        if counts.size and np.all(counts == counts[0]):
+            # members of one domain must be consecutive in group order for the algorithms
+            blocks = (self.members // dom).reshape(-1, int(counts[0]))
+            if np.all(blocks == blocks[:, :1]):
+                return int(counts[0])
+        return 1
+
+    @property
+    def domain(self) -> int:
+        """Members of the communicator in one NVLink domain."""
+        return self._per_domain
+
+    @property
+    def n_domains(self) -> int:
+        """NVLink domains the communicator spans."""
+        return self.n_ranks // self.domain
+
+    @property
+    def concurrent_groups(self) -> int:
+        """Groups of this dimension that run the same collective at the same time."""
+        return int(self.group_offsets.size)
+
+    # endpoints --------------------------------------------------------------------------
+    def endpoint(self, logical_domain: np.ndarray, slot: np.ndarray) -> np.ndarray:
+        """Logical NIC endpoint of NIC ``slot`` of a logical domain of the group."""
+        idx = (np.asarray(logical_domain) % self.n_domains) * self.domain \
+            + np.asarray(slot) // self.nics
+        return self.members[idx] * self.nics + np.asarray(slot) % self.nics
+
+    def endpoints(self) -> np.ndarray:
+        """Every logical NIC endpoint of the communicator."""
+        return (self.members[:, None] * self.nics + np.arange(self.nics)).ravel()
+
+    def _physical(self, logical: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """Physical endpoints of ``logical`` shifted to each group of ``offsets`` (row-major)."""
+        nics = self.nics
+        gpu = (np.asarray(logical, np.int64) // nics)[None, :] + offsets[:, None]
+        dom = self.scenario.cluster.nvlink_domain
+        phys_gpu = self.cluster_domain_order[gpu // dom] * dom + gpu % dom
+        return (phys_gpu * nics + np.asarray(logical, np.int64) % nics).ravel()
+
+    def replicated_groups(self, n_connections: int) -> int:
+        """Concurrent groups a pattern of ``n_connections`` per group is solved over."""
+        cap = max(1, MAX_REPLICATED_CONNECTIONS // max(1, n_connections))
+        return int(min(self.concurrent_groups, cap))
+
+    # solving ----------------------------------------------------------------------------
+    def solve(self, src: np.ndarray, dst: np.ndarray,
+              demand: np.ndarray | None = None) -> PatternResult:
+        """Solve the pattern in every concurrent group at once (see the class docstring)."""
+        src = np.asarray(src, np.int64)
+        groups = self.replicated_groups(src.size)
+        offsets = self.group_offsets[:groups]
+        rep_demand = None if demand is None else np.tile(demand, groups)
+        return super().solve(self._physical(src, offsets), self._physical(dst, offsets),
+                             rep_demand)
+
+    def solve_all_to_all(self, components: list[np.ndarray],
+                         dst_weight: np.ndarray | None = None) -> tuple[PatternResult, int]:
+        """Flow-class all-to-all of group 0 alone (a group this large fills the fabric)."""
+        zero = self.group_offsets[:1]
+        phys = [self._physical(c, zero) for c in components]
+        weight = None
+        if dst_weight is not None:
+            weight = np.zeros(self.topology.n_endpoints)
+            ep = self.endpoints()
+            weight[self._physical(ep, zero)] = dst_weight[ep]
+        return super().solve_all_to_all(phys, weight)

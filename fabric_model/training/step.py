@@ -1,0 +1,431 @@
+"""One training step: compute, pipeline bubble and exposed communication per dimension.
+
+``step_time = compute + bubble + exposed communication`` for the slowest pipeline stage:
+
+- **compute**: hardware FLOPs (model FLOPs plus what recomputation reruns) of one micro-batch
+  on one GPU of the heaviest stage, divided by the GPU's dense BF16 peak times
+  ``training.compute_efficiency``, plus the memory-bound kernels' HBM traffic
+  (:func:`~fabric_model.training.memory.activation_traffic_bytes_per_layer`) divided by
+  :data:`HBM_EFFICIENCY` of the GPU's HBM bandwidth; ``m`` micro-batches per step. With MoE expert
+  parallelism the GPUs hosting hot experts (``model.routing_skew``) compute their share of
+  expert work ``skew`` times over, and the step waits for them (``imbalance_s``).
+- **bubble**: 1F1B pipelining idles ``(pp - 1) / vpp`` micro-batch times (Narayanan et al.
+  2021): a bubble fraction ``(p - 1) / (m + p - 1)``, or ``(p - 1) / (v m + p - 1)``
+  interleaved.
+- **communication**, each term timed on the scenario's fabric by the collective layer
+  (:mod:`fabric_model.training.fabric`), per step:
+
+  ========  ==============================================================================
+  ``tp``    Megatron sequence parallelism: per layer and micro-batch 2 all-gathers and 2
+            reduce-scatters of the ``b s h`` activation forward, the same backward (and
+            again when full recomputation reruns the forward); hidden by
+            ``training.tp_overlap``.
+  ``cp``    ring attention: per layer an all-gather of the keys and values forward, an
+            all-gather and a reduce-scatter of their gradients backward; hidden behind the
+            attention math, only the excess is exposed.
+  ``ep``    per MoE layer a dispatch and a combine all-to-all forward and backward (top-k
+            copies of each token's hidden state); hidden by ``training.ep_overlap``.
+  ``pp``    a send of the ``b s h / tp`` activation per micro-batch, virtual stage and
+            direction, plus the fill and drain: ``2 (v m + p - 1)`` sends, all exposed.
+  ``dp``    gradient reduction in Megatron-core buckets of ``max(40M, 1M x dp)``
+            parameters (bf16): all-reduce (ZeRO-0), reduce-scatter plus the parameter
+            all-gather (ZeRO-1/2), or per micro-batch two all-gathers and a
+            reduce-scatter (ZeRO-3/FSDP); hidden behind ``training.dp_overlap`` of the last
+            micro-batch's backward (the all-gather behind the next forward), except the
+            last bucket. Expert weights reduce over their own (``dp / ep``) groups.
+  ========  ==============================================================================
+
+MFU = model FLOPs (:mod:`fabric_model.training.shapes`) per step / (GPUs x dense BF16 peak x
+step time), as the command-line contract defines it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fabric_model.catalog import Catalog, load_catalog
+from fabric_model.collectives.algorithms import receive_weights
+from fabric_model.errors import FabricModelError
+from fabric_model.scenario import Scenario
+from fabric_model.training.fabric import CommTime, DimensionFabric
+from fabric_model.training.layout import Layout
+from fabric_model.training.memory import (
+    MemoryBreakdown,
+    activation_traffic_bytes_per_layer,
+    memory_per_gpu,
+)
+from fabric_model.training.shapes import ShapeCounts, shape_counts
+
+__all__ = ["DIMS", "Plan", "Problem", "StepResult", "resolve_plan", "training_step"]
+
+#: Communication dimensions, in the order the breakdown shows them.
+DIMS = ("dp", "tp", "pp", "ep", "cp")
+#: Bytes per gradient / activation element (bf16).
+BF16 = 2
+#: Achievable fraction of HBM bandwidth for streaming elementwise kernels (estimate:
+#: STREAM-like copies reach 80-90% of the datasheet rate on A100/H100).
+HBM_EFFICIENCY = 0.8
+#: Megatron-core DDP bucket: max(40M, 1M x data-parallel size) parameters
+#: (megatron/core/distributed/distributed_data_parallel.py, ``bucket_size``).
+BUCKET_MIN_PARAMS = 40_000_000
+BUCKET_PARAMS_PER_DP = 1_000_000
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why a plan cannot run: the key to change and the rule it breaks."""
+
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Resolved parallel degrees and batch shape of one step."""
+
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+    cp: int
+    vpp: int
+    zero_stage: int
+    micro_batch: int
+    micro_batches: int
+    layers_per_stage: int
+    recompute: str
+
+    @property
+    def layout(self) -> Layout:
+        """The rank layout (``dp = ep x edp``)."""
+        return Layout(tp=self.tp, cp=self.cp, ep=self.ep, pp=self.pp, edp=self.dp // self.ep)
+
+    def label(self) -> str:
+        """Short text such as ``TP8 PP16 DP128`` (degrees above 1, DP always)."""
+        parts = [f"TP{self.tp}" if self.tp > 1 else "", f"CP{self.cp}" if self.cp > 1 else "",
+                 f"EP{self.ep}" if self.ep > 1 else "",
+                 f"PP{self.pp}" + (f"x{self.vpp}" if self.vpp > 1 else "") if self.pp > 1 else "",
+                 f"DP{self.dp}"]
+        return " ".join(p for p in parts if p)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One training step of a scenario (see the module docstring for every term).
+
+    ``feasible`` is False when the plan cannot run (``problems`` says why, with the key to
+    change); the memory figures are still filled in where the plan could be resolved.
+    """
+
+    n_gpus: int
+    feasible: bool
+    problems: tuple[Problem, ...]
+    plan: Plan | None = None
+    step_time_s: float = math.nan
+    compute_s: float = math.nan
+    imbalance_s: float = 0.0
+    bubble_s: float = math.nan
+    exposed_comm_s: float = math.nan
+    comm_s: dict[str, float] = field(default_factory=dict)
+    exposed_s: dict[str, float] = field(default_factory=dict)
+    comm_detail: dict[str, str] = field(default_factory=dict)
+    mfu: float = math.nan
+    tokens_per_s: float = math.nan
+    tokens_per_step: float = math.nan
+    model_flops_per_step: float = math.nan
+    memory: MemoryBreakdown | None = None
+
+    @property
+    def reason(self) -> str:
+        """The problems as one line ('' when feasible)."""
+        return "; ".join(str(p) for p in self.problems)
+
+    @property
+    def bubble_fraction(self) -> float:
+        """Share of the step the pipeline idles."""
+        return self.bubble_s / self.step_time_s if self.feasible else math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``step`` JSON contract, plus plan, breakdown and feasibility."""
+        mem = self.memory
+        out: dict[str, Any] = {
+            "n_gpus": self.n_gpus,
+            "feasible": self.feasible,
+            "reason": self.reason,
+            "step_time_s": self.step_time_s,
+            "compute_s": self.compute_s,
+            "imbalance_s": self.imbalance_s,
+            "bubble_s": self.bubble_s,
+            "exposed_comm_s": self.exposed_comm_s,
+            "comm_s": {d: self.comm_s.get(d, 0.0) for d in DIMS},
+            "exposed_s": {d: self.exposed_s.get(d, 0.0) for d in DIMS},
+            "comm_detail": dict(self.comm_detail),
+            "mfu": self.mfu,
+            "tokens_per_s": self.tokens_per_s,
+            "tokens_per_step": self.tokens_per_step,
+            "model_flops_per_step": self.model_flops_per_step,
+            "memory_gib_per_gpu": mem.total_gib if mem else math.nan,
+            "memory": asdict(mem) if mem else None,
+            "plan": asdict(self.plan) if self.plan else None,
+        }
+        return out
+
+
+# ------------------------------------------------------------------------------ plan
+
+
+def resolve_plan(scenario: Scenario) -> tuple[Plan | None, list[Problem]]:
+    """Resolve ``parallel.dp = auto`` and the micro-batch count; list every broken rule."""
+    s, par, m, tr = scenario, scenario.parallel, scenario.model, scenario.training
+    n = s.cluster.n_gpus
+    problems: list[Problem] = []
+    inner = par.tp * par.pp * par.cp
+    if par.dp == "auto":
+        if n % inner:
+            problems.append(Problem("cluster.n_gpus", f"{n:,} GPUs is not a multiple of "
+                                    f"parallel.tp x pp x cp = {inner:,}"))
+            return None, problems
+        dp = n // inner
+    else:
+        dp = int(par.dp)
+        if dp * inner != n:
+            problems.append(Problem("parallel.dp", f"tp x pp x cp x dp = {dp * inner:,} must "
+                                    f"equal cluster.n_gpus = {n:,} (or set dp to auto)"))
+            return None, problems
+    if par.tp > s.cluster.nvlink_domain:
+        problems.append(Problem("parallel.tp", f"{par.tp} exceeds the NVLink domain of "
+                                f"{s.cluster.nvlink_domain} GPUs (tensor parallelism "
+                                f"needs NVLink bandwidth)"))
+    if m.heads % par.tp:
+        problems.append(Problem("parallel.tp", f"must divide model.heads = {m.heads}"))
+    if m.layers < par.pp * par.vpp:
+        problems.append(Problem("parallel.pp", f"pp x vpp = {par.pp * par.vpp} exceeds "
+                                f"model.layers = {m.layers}"))
+    if par.vpp > 1 and par.pp == 1:
+        problems.append(Problem("parallel.vpp", "interleaving needs pipeline stages "
+                                "(parallel.pp > 1)"))
+    if m.seq_len % par.cp:
+        problems.append(Problem("parallel.cp", f"must divide model.seq_len = {m.seq_len:,}"))
+    if par.ep > 1:
+        if m.kind != "moe":
+            problems.append(Problem("parallel.ep", "expert parallelism needs an MoE model "
+                                    "(model.kind = moe)"))
+        elif m.n_experts % par.ep:
+            problems.append(Problem("parallel.ep",
+                                    f"must divide model.n_experts = {m.n_experts}"))
+        if dp % par.ep:
+            problems.append(Problem("parallel.ep", f"must divide the data-parallel degree "
+                                    f"{dp:,} (experts are spread over data-parallel ranks)"))
+    seqs = tr.global_batch_tokens / m.seq_len
+    per_step = dp * tr.micro_batch
+    if seqs < per_step:
+        problems.append(Problem("training.global_batch_tokens",
+                                f"{tr.global_batch_tokens:,} tokens = {seqs:,.1f} sequences "
+                                f"of {m.seq_len:,}, fewer than dp x micro_batch = "
+                                f"{per_step:,} (each replica needs a micro-batch)"))
+    micro_batches = max(1, math.ceil(seqs / per_step - 1e-9))
+    layers_per_stage = math.ceil(m.layers / (par.pp * par.vpp)) * par.vpp
+    plan = Plan(tp=par.tp, pp=par.pp, dp=dp, ep=par.ep, cp=par.cp, vpp=par.vpp,
+                zero_stage=par.zero_stage, micro_batch=tr.micro_batch,
+                micro_batches=micro_batches, layers_per_stage=layers_per_stage,
+                recompute=tr.recompute)
+    return plan, problems
+
+
+# ------------------------------------------------------------------------------ step
+
+
+def _layer_flops_per_token(c: ShapeCounts, seq_len: int) -> tuple[float, float, float]:
+    """Model FLOPs of an average layer per token: (total, attention scores, routed experts)."""
+    layers = c.moe_layers + c.dense_layers
+    matmul = 6.0 * (c.non_expert_layer_params + c.moe_layers * c.top_k * c.ffn_per_expert)
+    attn = c.attention_flops_per_token(seq_len)
+    experts = 6.0 * c.moe_layers * c.top_k * c.ffn_per_expert
+    return (matmul + attn) / layers, attn / layers, experts / layers
+
+
+def _bucketed(fab: DimensionFabric, dim: str, op: str, params: float,
+              group_size: int) -> tuple[float, float, CommTime | None]:
+    """Time of ``op`` over ``params`` bf16 gradients in buckets: (total, last bucket, call)."""
+    if params <= 0 or group_size <= 1:
+        return 0.0, 0.0, None
+    bucket = max(BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_DP * group_size)
+    full, rest = divmod(params, bucket)
+    t_full = fab.collective(dim, op, bucket * BF16) if full else None
+    t_rest = fab.collective(dim, op, rest * BF16) if rest > 0 else None
+    total = full * (t_full.time_s if t_full else 0.0) + (t_rest.time_s if t_rest else 0.0)
+    last = (t_rest or t_full).time_s if (t_rest or t_full) else 0.0
+    return total, last, t_full or t_rest
+
+
+def _describe(call: CommTime | None, count: float, size: float) -> str:
+    if call is None:
+        return ""
+    return (f"{count:,.0f} x {call.algo}/{call.proto} of {size / 2**20:,.1f} MiB at "
+            f"{call.busbw_GBps:,.1f} GB/s busbw ({call.bottleneck})")
+
+
+def training_step(scenario: Scenario, catalog: Catalog | None = None) -> StepResult:
+    """Model one optimizer step of ``scenario`` (see the module docstring).
+
+    Never raises for an infeasible plan: the result says why. Raises
+    :class:`~fabric_model.errors.FabricModelError` for a design that cannot be built at all.
+    """
+    s = scenario
+    cat = catalog or load_catalog()
+    gpu = cat.gpu(s.cluster.gpu)
+    plan, problems = resolve_plan(s)
+    n = s.cluster.n_gpus
+    if plan is None:
+        return StepResult(n, False, tuple(problems))
+    m, tr = s.model, s.training
+    counts = shape_counts(m)
+    mem = memory_per_gpu(s, plan, counts, gpu.hbm_gib)
+    if not mem.fits:
+        problems.append(Problem(
+            "parallel.pp" if plan.pp < m.layers else "training.recompute",
+            f"needs {mem.total_gib:,.1f} GiB per GPU (weights {mem.weights_gib:,.1f}, "
+            f"gradients {mem.grads_gib:,.1f}, optimizer {mem.optimizer_gib:,.1f}, "
+            f"activations {mem.activations_gib:,.1f}); {s.cluster.gpu} has "
+            f"{mem.capacity_gib:,.1f} GiB usable. Raise parallel.tp/pp/cp, the ZeRO stage, "
+            f"or set training.recompute = full"))
+    if problems:
+        return StepResult(n, False, tuple(problems), plan=plan, memory=mem)
+
+    # ---- compute ------------------------------------------------------------------------
+    peak = gpu.bf16_dense_tflops * 1e12 * tr.compute_efficiency
+    seq = m.seq_len
+    tokens_mb = plan.micro_batch * seq
+    layer_flops, layer_attn, layer_experts = _layer_flops_per_token(counts, seq)
+    out_flops = 6.0 * counts.output_layer
+    stage_model = plan.layers_per_stage * layer_flops + out_flops  # per token, heaviest stage
+    recompute = {"none": 0.0, "selective": layer_attn / 3.0,
+                 "full": layer_flops / 3.0}[plan.recompute] * plan.layers_per_stage
+    split = plan.tp * plan.cp
+    # memory-bound kernels (norms, activations, softmax, dropout): HBM bytes / bandwidth
+    moe_share = counts.moe_layers / m.layers
+    traffic = plan.layers_per_stage * (
+        moe_share * activation_traffic_bytes_per_layer(s, plan, True)
+        + (1 - moe_share) * activation_traffic_bytes_per_layer(s, plan, False))
+    t_mem = traffic / (gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY)
+    t_fwd = stage_model / 3.0 * tokens_mb / split / peak + t_mem / 2
+    t_mb = (stage_model + recompute) * tokens_mb / split / peak + t_mem
+    t_bwd = t_mb - t_fwd
+    mb = plan.micro_batches
+    compute = mb * t_mb
+    imbalance = 0.0
+    if plan.ep > 1 and m.routing_skew > 1.0:
+        hottest = float(receive_weights(plan.ep, m.routing_skew, m.hot_fraction).max())
+        expert_share = plan.layers_per_stage * layer_experts / (stage_model + recompute)
+        imbalance = mb * t_mb * expert_share * (hottest - 1.0)
+    bubble = (plan.pp - 1) / plan.vpp * (t_mb + imbalance / mb)
+
+    # ---- communication ------------------------------------------------------------------
+    fab = DimensionFabric(s, plan.layout)
+    comm: dict[str, float] = {}
+    exposed: dict[str, float] = {}
+    detail: dict[str, str] = {}
+    h = m.hidden
+    act = plan.micro_batch * (seq / plan.cp) * h * BF16
+    full_rc = plan.recompute == "full"
+    if plan.tp > 1:
+        n_each = (4 + (2 if full_rc else 0)) * plan.layers_per_stage * mb
+        ag = fab.collective("tp", "allgather", act)
+        rs = fab.collective("tp", "reducescatter", act)
+        comm["tp"] = n_each * (ag.time_s + rs.time_s)
+        exposed["tp"] = comm["tp"] * (1.0 - tr.tp_overlap)
+        detail["tp"] = _describe(ag, n_each, act) + "; " + _describe(rs, n_each, act)
+    if plan.cp > 1:
+        d_head = m.head_dim or h // m.heads
+        kv_width = (m.heads * (2 * d_head + m.rope_head_dim) if m.kv_lora_rank
+                    else 2 * m.kv_heads * d_head)
+        kv = plan.micro_batch * seq * kv_width * BF16 / plan.tp
+        ag = fab.collective("cp", "allgather", kv)
+        rs = fab.collective("cp", "reducescatter", kv)
+        per_layer = (2 + (1 if full_rc else 0)) * ag.time_s + rs.time_s
+        attn_time = layer_attn * (1 + (1 / 3 if plan.recompute != "none" else 0)) \
+            * tokens_mb / split / peak
+        comm["cp"] = per_layer * plan.layers_per_stage * mb
+        exposed["cp"] = max(0.0, per_layer - attn_time) * plan.layers_per_stage * mb
+        detail["cp"] = _describe(ag, plan.layers_per_stage * mb * (2 + full_rc), kv)
+    if plan.ep > 1:
+        moe_stage = plan.layers_per_stage * counts.moe_layers / m.layers
+        tokens_local = plan.micro_batch * seq / plan.cp / plan.tp
+        a2a_bytes = tokens_local * m.top_k * h * BF16
+        a2a = fab.collective("ep", "alltoall", a2a_bytes)
+        n_a2a = (4 + (2 if full_rc else 0)) * moe_stage * mb
+        comm["ep"] = n_a2a * a2a.time_s
+        exposed["ep"] = comm["ep"] * (1.0 - tr.ep_overlap)
+        detail["ep"] = _describe(a2a, n_a2a, a2a_bytes)
+    if plan.pp > 1:
+        p2p_bytes = act / plan.tp
+        p2p = fab.p2p(p2p_bytes)
+        n_p2p = 2 * (plan.vpp * mb + plan.pp - 1)
+        comm["pp"] = exposed["pp"] = n_p2p * p2p.time_s
+        detail["pp"] = _describe(p2p, n_p2p, p2p_bytes)
+    # data parallel: non-expert weights over dp x cp, expert weights over (dp / ep) x cp
+    dp_group = plan.dp * plan.cp
+    edp_group = plan.dp // plan.ep * plan.cp
+    p_dense, p_expert = mem.params_dense, mem.params_expert
+    dp_total = dp_exposed = 0.0
+    dp_detail = []
+    for dim, params, group in (("dp", p_dense, dp_group), ("edp", p_expert, edp_group)):
+        if params <= 0 or group <= 1:
+            continue
+        if plan.zero_stage == 0:
+            t, last, call = _bucketed(fab, dim, "allreduce", params, group)
+            dp_total += t
+            dp_exposed += max(last, t - tr.dp_overlap * t_bwd)
+            dp_detail.append(_describe(call, math.ceil(params / max(
+                BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_DP * group)), params * BF16))
+        elif plan.zero_stage in (1, 2):
+            t_rs, last_rs, call = _bucketed(fab, dim, "reducescatter", params, group)
+            t_ag, last_ag, _ = _bucketed(fab, dim, "allgather", params, group)
+            dp_total += t_rs + t_ag
+            dp_exposed += max(last_rs, t_rs - tr.dp_overlap * t_bwd) + \
+                max(last_ag, t_ag - tr.dp_overlap * t_fwd)
+            dp_detail.append("reduce-scatter + all-gather: " + _describe(call, 1, params * BF16))
+        else:  # ZeRO-3 / FSDP: gather weights twice and scatter gradients per micro-batch
+            t_rs, last_rs, call = _bucketed(fab, dim, "reducescatter", params, group)
+            t_ag, _, _ = _bucketed(fab, dim, "allgather", params, group)
+            t = mb * (2 * t_ag + t_rs)
+            dp_total += t
+            dp_exposed += max(last_rs, t - tr.dp_overlap * compute)
+            dp_detail.append("per micro-batch 2 all-gathers + reduce-scatter: "
+                             + _describe(call, 1, params * BF16))
+    if dp_total > 0:
+        comm["dp"], exposed["dp"] = dp_total, dp_exposed
+        detail["dp"] = "; ".join(dp_detail)
+
+    exposed_total = sum(exposed.values())
+    step = compute + imbalance + bubble + exposed_total
+    tokens = float(tr.global_batch_tokens)
+    flops = counts.model_flops_per_token(seq) * tokens
+    return StepResult(
+        n_gpus=n, feasible=True, problems=(), plan=plan, step_time_s=step, compute_s=compute,
+        imbalance_s=imbalance, bubble_s=bubble, exposed_comm_s=exposed_total, comm_s=comm,
+        exposed_s=exposed, comm_detail=detail,
+        mfu=flops / (n * gpu.bf16_dense_tflops * 1e12 * step), tokens_per_s=tokens / step,
+        tokens_per_step=tokens, model_flops_per_step=flops, memory=mem)
+
+
+def step_or_raise(scenario: Scenario) -> StepResult:
+    """:func:`training_step` that raises for an infeasible plan (for the command line)."""
+    result = training_step(scenario)
+    if not result.feasible:
+        first = result.problems[0]
+        raise InfeasiblePlanError(first.key, result.reason)
+    return result
+
+
+class InfeasiblePlanError(FabricModelError):
+    """The parallel plan cannot run on this cluster (the message lists every reason)."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(message)
