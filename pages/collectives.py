@@ -22,6 +22,7 @@ from ui.figures import (
 )
 from ui.page_common import current_scenario, show_model_error
 from ui.theme import OP_LABELS, TOPOLOGY_LABELS, VENDOR_LABELS
+from ui.widgets import chart, csv_download
 
 _CHOSEN = "coll_algos"  # the user's algorithm picks per operation (None = the defaults)
 _PLACEMENT_KEY = "what_if.placement"
@@ -88,11 +89,11 @@ else:
     )
     log_y = st.toggle("Logarithmic bus bandwidth axis", value=True, key="coll_log_y",
                       help="off: a linear axis, which shows the large-message plateau")
-    st.plotly_chart(
+    chart(
         collective_busbw_figure(
             curves.curves, curves.auto, ecmp=curves.ecmp, log_y=log_y,
             title=f"{OP_LABELS[op]} bus bandwidth vs message size ({n_gpus:,} GPUs)"),
-        width="stretch", key="collective_curves",
+        key="collective_curves", name=f"collectives {op} busbw",
     )
     st.caption(auto_summary_text(curves.auto)
                + (" SHARP is drawn but not in auto's choice: auto considers it only with "
@@ -102,11 +103,11 @@ else:
     st.subheader(f"Breakdown at {size_label(size)}")
     st.markdown(auto_pick_text(curves.auto, size))
     if curves.curves:
-        st.plotly_chart(collective_breakdown_figure(curves.curves, size), width="stretch",
-                        key="collective_breakdown")
+        chart(collective_breakdown_figure(curves.curves, size), key="collective_breakdown",
+              name=f"collectives {op} breakdown {size_label(size)}")
+        breakdown = collective_breakdown_frame(curves.curves, curves.models, size, curves.auto)
         st.dataframe(
-            collective_breakdown_frame(curves.curves, curves.models, size, curves.auto),
-            hide_index=True, width="stretch",
+            breakdown, hide_index=True, width="stretch",
             column_config={
                 "auto_pick": st.column_config.CheckboxColumn("auto's pick"),
                 "busbw_range_GBps": st.column_config.TextColumn(
@@ -127,6 +128,9 @@ else:
         st.caption("time = latency term + bandwidth term; the busbw range spans the "
                       "ECMP seeds (equal under deterministic routing); the two last columns "
                       "are the model's large-message bandwidths on each side of the minimum.")
+        csv_download(breakdown, label="Download breakdown (CSV)",
+                     name=f"collectives {op} breakdown {size_label(size)}",
+                     key="dl_collective_breakdown")
     curve_frame = collective_curve_frame(curves.curves, curves.auto)
     st.download_button("Download curves (CSV)", curve_frame.to_csv(index=False).encode(),
                        file_name=f"{scenario.name}-{op}-curves.csv", mime="text/csv",
@@ -140,7 +144,7 @@ st.toggle("Scattered placement", key=_PLACEMENT_WIDGET, on_change=_on_placement_
                "above and is kept in the URL.")
 with st.spinner("Solving on InfiniBand, Spectrum-X and RoCE ..."):
     effects = facade.fabric_effects(scenario)
-st.plotly_chart(fabric_effects_figure(effects), width="stretch", key="fabric_effects")
+chart(fabric_effects_figure(effects), key="fabric_effects", name="collectives fabric effects")
 st.caption(
     "The same design on each vendor's parts with its default routing. InfiniBand and "
     "Spectrum-X route adaptively, spreading every flow's packets over the free uplinks; "

@@ -15,6 +15,7 @@ from ui.figures import (
 from ui.page_common import current_scenario, show_model_error
 from ui.state import cost_controls
 from ui.theme import VENDOR_LABELS
+from ui.widgets import chart
 
 scenario = current_scenario()
 st.title("Cost")
@@ -41,8 +42,10 @@ cols[2].metric(f"TCO, {scenario.costs.years:g} years", f"${own.tco_usd / 1e6:,.2
 comparisons = facade.vendor_comparison(scenario)
 per_gpu = st.toggle("Per GPU", key="cost_per_gpu", help="divide by the number of GPUs")
 left, right = st.columns(2)
-left.plotly_chart(vendor_capex_figure(comparisons, per_gpu), width="stretch", key="capex_chart")
-right.plotly_chart(vendor_power_figure(comparisons, per_gpu), width="stretch", key="power_chart")
+with left:
+    chart(vendor_capex_figure(comparisons, per_gpu), key="capex_chart", name="cost capex")
+with right:
+    chart(vendor_power_figure(comparisons, per_gpu), key="power_chart", name="cost power")
 for c in comparisons:
     if c.error:
         st.info(f"{VENDOR_LABELS[c.vendor]} cannot build this design: {c.error}")
@@ -50,7 +53,7 @@ for c in comparisons:
 st.subheader("Side by side")
 summary = vendor_summary_frame(comparisons)
 st.dataframe(summary, hide_index=True, width="stretch")
-st.plotly_chart(vendor_tco_figure(comparisons), width="stretch", key="tco_chart")
+chart(vendor_tco_figure(comparisons), key="tco_chart", name="cost tco")
 
 st.subheader(f"Bill of materials ({label})")
 bom_frame = own.to_frame()

@@ -9,6 +9,7 @@ from ui import facade
 from ui.figures import busbw_curve_figure, vendor_summary_frame
 from ui.page_common import current_scenario, show_model_error
 from ui.theme import TOPOLOGY_LABELS, VENDOR_LABELS
+from ui.widgets import chart, csv_download
 
 scenario = current_scenario()
 f, c = scenario.fabric, scenario.cluster
@@ -65,12 +66,13 @@ if f.sharp and f.vendor != "infiniband":
     st.info("fabric.sharp is on, but only InfiniBand switches reduce in the network; "
             "SHARP is left out of the all-reduce choice.")
 
-st.plotly_chart(
-    busbw_curve_figure(summary.allreduce_curve,
-                       f"All-reduce across {c.n_gpus:,} GPUs (NCCL-like algorithm choice)"),
-    width="stretch", key="overview_busbw")
+chart(busbw_curve_figure(summary.allreduce_curve,
+                         f"All-reduce across {c.n_gpus:,} GPUs (NCCL-like algorithm choice)"),
+      key="overview_busbw", name="overview allreduce busbw")
 
 st.subheader("The same design on each vendor")
-st.dataframe(vendor_summary_frame(facade.vendor_comparison(scenario)), hide_index=True,
-             width="stretch")
+vendors = vendor_summary_frame(facade.vendor_comparison(scenario))
+st.dataframe(vendors, hide_index=True, width="stretch")
+csv_download(vendors, label="Download comparison (CSV)", name="overview vendor comparison",
+             key="dl_overview_vendors")
 st.caption("Details: Topology (diagram, counts, hops), Cost (bill of materials, power, TCO).")

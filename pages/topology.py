@@ -8,6 +8,7 @@ from fabric_model.errors import FabricModelError
 from ui import facade
 from ui.figures import hop_histogram_figure, topology_counts_frame, topology_figure
 from ui.page_common import current_scenario, show_model_error
+from ui.widgets import chart
 
 scenario = current_scenario()
 st.title("Topology")
@@ -30,7 +31,7 @@ bottom[1].metric("Hops max / mean", f"{topo.max_switch_hops} / {topo.mean_switch
 bottom[2].metric("Bisection per GPU", f"{topo.bisection_per_gpu_GBps:,.1f} GB/s",
                  help=f"bisection bandwidth / (GPUs / 2); line rate is {gbps / 8:g} GB/s per NIC")
 
-st.plotly_chart(topology_figure(topo), width="stretch", key="topology_diagram")
+chart(topology_figure(topo), key="topology_diagram", name="topology diagram")
 left, right = st.columns([3, 2])
 with left:
     st.subheader("Counts")
@@ -43,6 +44,6 @@ with left:
         st.caption(note)
 with right:
     if topo.hop_histogram:
-        st.plotly_chart(hop_histogram_figure(topo), width="stretch", key="hop_histogram")
+        chart(hop_histogram_figure(topo), key="hop_histogram", name="topology hops")
     else:
         st.info("All GPUs share one NVLink domain: no traffic crosses the scale-out fabric.")

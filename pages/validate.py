@@ -17,6 +17,7 @@ from ui.figures import (
 )
 from ui.page_common import current_scenario, show_model_error
 from ui.theme import OP_LABELS
+from ui.widgets import chart
 
 _FROM_LOG = "from the log"
 _OP_CHOICES = [_FROM_LOG, *(op for op in NCCL_TESTS_OPS if op != "unknown")]
@@ -117,10 +118,10 @@ else:
             st.caption(f"Note: {note}.")
         title = (f"{_op_label(comparison.op)} on {comparison.n_ranks:,} ranks "
                  f"({source}): measured vs model")
-        st.plotly_chart(validation_busbw_figure(rows, tolerance, title), width="stretch",
-                        key="validate_busbw")
-        st.plotly_chart(validation_ratio_figure(rows, tolerance, "measured / model per size"),
-                        width="stretch", key="validate_ratio")
+        chart(validation_busbw_figure(rows, tolerance, title), key="validate_busbw",
+              name=f"validate {comparison.op} busbw")
+        chart(validation_ratio_figure(rows, tolerance, "measured / model per size"),
+              key="validate_ratio", name=f"validate {comparison.op} ratio")
         st.caption(
             f"Shaded: the model ±{tolerance:.0%}. A ratio above 1 is faster than the model. "
             "Sizes nccl-tests printed as 0.00 GB/s have no marker on the log axis; their "

@@ -390,7 +390,9 @@ def test_page_runs_on_every_preset(preset: str) -> None:
     assert f"{scenario.cluster.n_gpus:,} GPUs" in fig["layout"]["title"]["text"]
     assert fig["layout"]["xaxis"]["type"] == "log" and fig["layout"]["yaxis"]["type"] == "log"
     assert auto_markers(fig)["y"] == pytest.approx([r.busbw_GBps for r in auto])
-    assert [d.label for d in at.get("download_button")] == ["Download curves (CSV)"]
+    assert [d.label for d in at.main.get("download_button")
+            if d.label.startswith("Download")] == ["Download breakdown (CSV)",
+                                                   "Download curves (CSV)"]
     figure(at, "Fabric effects")
     figure(at, "Time of one call")
 
@@ -505,4 +507,6 @@ def test_infeasible_design_is_a_warning() -> None:
 @pytest_app
 def test_download_button() -> None:
     at = open_page()
-    assert [d.label for d in at.get("download_button")] == ["Download curves (CSV)"]
+    assert [d.label for d in at.main.get("download_button")
+            if d.label.startswith("Download")] == ["Download breakdown (CSV)",
+                                                   "Download curves (CSV)"]

@@ -15,12 +15,28 @@ from typing import Any
 import streamlit as st
 
 from fabric_model.catalog import load_catalog
-from fabric_model.errors import FabricModelError
+from fabric_model.errors import FabricModelError, ScenarioFileError
 from fabric_model.presets import DEFAULT_PRESET, list_presets, load_preset
-from fabric_model.scenario import Scenario, apply_overrides, coerce_value, field_spec
+from fabric_model.scenario import (
+    MAX_SCENARIO_BYTES,
+    Scenario,
+    apply_overrides,
+    coerce_value,
+    dump_scenario,
+    field_spec,
+    scenario_from_text,
+)
+from ui.exports import export_file_name
 from ui.theme import TOPOLOGY_LABELS, VENDOR_LABELS
 
-__all__ = ["GPU_COUNT_STEPS", "SIDEBAR_KEYS", "ScenarioState", "sidebar_scenario"]
+__all__ = [
+    "GPU_COUNT_STEPS",
+    "SIDEBAR_KEYS",
+    "ScenarioState",
+    "apply_scenario",
+    "read_scenario_file",
+    "sidebar_scenario",
+]
 
 #: Keys that have a sidebar widget, in display order.
 SIDEBAR_KEYS = (
@@ -47,6 +63,9 @@ _VALUES = "sidebar_values"  # canonical values: plain session keys survive page 
 _EXTRA = "url_extra_overrides"
 _PRESET = "w:preset"
 _PRESET_VALUE = "preset_value"
+_UPLOAD = "scenario_upload"  # + a counter: a new key empties the uploader after each load
+_UPLOAD_N = "scenario_upload_n"
+_FILE_MESSAGE = "scenario_file_message"
 
 
 @dataclass(frozen=True)
@@ -215,9 +234,115 @@ def sidebar_scenario() -> ScenarioState:
     try:
         scenario = apply_overrides(load_preset(preset), overrides)
     except FabricModelError as exc:
+        _scenario_file_controls(preset, None)
         return ScenarioState(preset, None, str(exc))
+    _scenario_file_controls(preset, scenario)
     _write_url(preset, scenario)
     return ScenarioState(preset, scenario, None)
+
+
+# --------------------------------------------------------------------------------------
+# Scenario files: download the current scenario, load one (YAML or JSON)
+# --------------------------------------------------------------------------------------
+
+
+def read_scenario_file(data: bytes, source: str) -> Scenario:
+    """Parse an uploaded scenario file (YAML or JSON, ``yaml.safe_load``: data only).
+
+    Raises
+    ------
+    FabricModelError
+        ``ScenarioFileError`` for a file over ``MAX_SCENARIO_BYTES``, not UTF-8, or not a
+        YAML/JSON mapping; ``ScenarioError`` naming the key and what is allowed.
+    """
+    if len(data) > MAX_SCENARIO_BYTES:
+        raise ScenarioFileError(f"{source}: {len(data) / 1024:,.0f} KiB, larger than the "
+                                f"{MAX_SCENARIO_BYTES // 1024} KiB limit; a scenario is a few "
+                                f"lines")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioFileError(f"{source}: not UTF-8 text (byte {exc.start}); a scenario is "
+                                f"a YAML or JSON file") from None
+    return scenario_from_text(text, source=source)
+
+
+def _base_preset(scenario: Scenario, current: str) -> str:
+    """Return the preset to show a loaded scenario against.
+
+    Its own name if that is a preset, else the preset it differs from in the fewest keys
+    (the current preset on a tie), so the URL stays short.
+    """
+    names = [p.name for p in list_presets()]
+    if scenario.name in names:
+        return scenario.name
+    return min(names, key=lambda n: (len(scenario.diff(load_preset(n))), n != current))
+
+
+def apply_scenario(scenario: Scenario) -> str:
+    """Make ``scenario`` the session's state (sidebar widgets, other keys, preset).
+
+    The URL follows on the next run: the preset plus the keys that differ from it.
+    Returns the preset chosen as the base. The file's name and description are not kept:
+    the state is exactly what the URL can carry.
+    """
+    preset = _base_preset(scenario, st.session_state.get(_PRESET_VALUE, DEFAULT_PRESET))
+    diff = scenario.diff(load_preset(preset))
+    st.session_state[_PRESET_VALUE] = preset
+    st.session_state[_EXTRA] = {k: v for k, v in diff.items() if k not in SIDEBAR_KEYS}
+    _set_widgets(scenario)
+    return preset
+
+
+def _on_scenario_upload(key: str) -> None:
+    uploaded = st.session_state.get(key)
+    # a new uploader key on the next run: the uploader empties, so the same file can be
+    # loaded again later, and a stale file never re-applies itself
+    st.session_state[_UPLOAD_N] = st.session_state.get(_UPLOAD_N, 0) + 1
+    if uploaded is None:
+        return
+    try:
+        scenario = read_scenario_file(uploaded.getvalue(), uploaded.name)
+        preset = apply_scenario(scenario)
+    except FabricModelError as exc:
+        problem = str(exc).rstrip(".")  # file-level errors start with the file's name
+        where = "" if problem.startswith(f"{uploaded.name}:") else f"{uploaded.name}: "
+        st.session_state[_FILE_MESSAGE] = (
+            "error", f"Could not load {where}{problem}. The scenario is unchanged.")
+        return
+    n = len(scenario.diff(load_preset(preset)))
+    st.session_state[_FILE_MESSAGE] = (
+        "info", f"Loaded {uploaded.name}: preset {preset}"
+                + (f" with {n} changed key{'s' * (n != 1)}" if n else "") + ".")
+
+
+def _scenario_file_controls(preset: str, scenario: Scenario | None) -> None:
+    """Draw the sidebar's scenario file section: download the scenario, load one."""
+    key = f"{_UPLOAD}_{st.session_state.get(_UPLOAD_N, 0)}"
+    with st.sidebar:
+        st.divider()
+        st.download_button(
+            "Download scenario (YAML)",
+            dump_scenario(scenario).encode() if scenario is not None else b"",
+            file_name=export_file_name("scenario", preset, "yaml"),
+            mime="application/x-yaml", key="dl_scenario", on_click="ignore",
+            disabled=scenario is None, width="stretch",
+            help="every key of the current scenario (what the URL says, spelled out); "
+                 "python -m fabric_model bom --scenario FILE reads it",
+        )
+        st.file_uploader(
+            "Load scenario (YAML/JSON)", type=["yaml", "yml", "json"], key=key,
+            on_change=_on_scenario_upload, args=(key,),
+            help=f"a scenario file (at most {MAX_SCENARIO_BYTES // 1024} KiB); keys it leaves "
+                 "out take their defaults. It replaces the sidebar's scenario",
+        )
+        message = st.session_state.pop(_FILE_MESSAGE, None)
+        if message is not None:
+            kind, text = message
+            if kind == "error":
+                st.error(text)
+            else:
+                st.caption(text)
 
 
 _COST_KEYS = (
