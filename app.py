@@ -13,6 +13,8 @@ pages = [
     st.Page("pages/overview.py", title="Overview", default=True),
     st.Page("pages/topology.py", title="Topology", url_path="topology"),
     st.Page("pages/collectives.py", title="Collectives", url_path="collectives"),
+    st.Page("pages/scaling.py", title="Scaling", url_path="scaling"),
+    st.Page("pages/moe.py", title="MoE", url_path="moe"),
     st.Page("pages/cost.py", title="Cost", url_path="cost"),
     st.Page("pages/validate.py", title="Validate", url_path="validate"),
 ]

@@ -237,6 +237,13 @@ def test_dp_group_busbw_is_one_nic_and_tp_stays_on_nvlink() -> None:
     {"cluster.n_gpus": 4096, "fabric.tiers": 3, "fabric.rail_optimized": False,
      "what_if.degraded_link": "leaf-spine", "what_if.degraded_link_factor": 0.3},
     {"cluster.n_gpus": 4096, "fabric.spine_oversubscription": 4.0},
+    {"cluster.n_gpus": 4096, "fabric.topology": "rail-only", "fabric.tiers": "auto"},
+    {"cluster.n_gpus": 2048, "fabric.topology": "rail-only", "fabric.tiers": "auto",
+     "what_if.placement": "scattered", "what_if.degraded_link_factor": 0.5},
+    {"cluster.n_gpus": 4096, "fabric.topology": "dragonfly-plus", "fabric.tiers": "auto"},
+    {"cluster.n_gpus": 2048, "fabric.topology": "dragonfly-plus", "fabric.tiers": "auto",
+     "what_if.placement": "scattered", "what_if.degraded_link": "leaf-spine",
+     "what_if.degraded_link_factor": 0.5},
 ])
 def test_class_solve_equals_per_connection_solve(over: dict[str, object],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:

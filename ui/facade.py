@@ -7,6 +7,7 @@ resources (``st.cache_resource``) keyed by the frozen scenario, not pickled copi
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,11 +28,14 @@ from fabric_model.cost import BillOfMaterials, VendorComparison, bill_of_materia
 from fabric_model.design import build_topology
 from fabric_model.errors import FabricModelError
 from fabric_model.routing import POLICIES
-from fabric_model.scenario import Scenario
+from fabric_model.scenario import Scenario, apply_overrides
+from fabric_model.training import Problem, StepResult, SweepPoint, sweep
+from fabric_model.training import training_step as _training_step
 from fabric_model.topology import Topology
 from fabric_model.units import GIB
 from fabric_model.validate.compare import LogComparison, compare_log
 from fabric_model.validate.nccl_log import NcclTestsLog, parse_nccl_tests
+from ui.training_figures import MoePoint
 
 __all__ = [
     "COLLECTIVE_SIZES",
@@ -43,6 +47,7 @@ __all__ = [
     "SUMMARY_SIZES",
     "CollectiveCurves",
     "CollectiveSummary",
+    "SCALING_SIZES",
     "acceptance_table",
     "bom",
     "collective_curves",
@@ -50,8 +55,11 @@ __all__ = [
     "default_algorithms",
     "fabric_effects",
     "log_comparison",
+    "moe_points",
     "nccl_log",
+    "scaling_line",
     "topology",
+    "training_step",
     "vendor_comparison",
 ]
 
@@ -305,3 +313,61 @@ def collective_summary(scenario: Scenario) -> CollectiveSummary:
         a2a, error = (), str(exc)
     curve = tuple(collective(scenario, "allreduce", "auto", CURVE_SIZES))
     return CollectiveSummary(allreduce, a2a, error, curve)
+
+
+# --------------------------------------------------------------------------- training
+
+#: Cluster sizes the Scaling page offers: powers of two, 8 to 131,072.
+SCALING_SIZES = tuple(2**i for i in range(3, 18))
+
+
+@st.cache_resource(max_entries=128, show_spinner=False)
+def training_step(scenario: Scenario) -> StepResult:
+    """One training step of the scenario (never raises for an infeasible plan)."""
+    return _training_step(scenario)
+
+
+def _variant(scenario: Scenario, **over: Any) -> Scenario:
+    return apply_overrides(scenario, {k.replace("__", "."): v for k, v in over.items()})
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def scaling_line(scenario: Scenario, topology: str, vendor: str, gpus: tuple[int, ...],
+                 scaling: str) -> tuple[SweepPoint, ...]:
+    """The scenario's model and plan on another topology/vendor, swept over ``gpus``.
+
+    The vendor's default routing applies (adaptive for InfiniBand and Spectrum-X, ECMP for
+    RoCE) unless the scenario's vendor is the one asked for.
+    """
+    over: dict[str, Any] = {"fabric.topology": topology, "fabric.vendor": vendor}
+    if vendor != scenario.fabric.vendor:
+        over["fabric.routing"] = "auto"
+    if topology != "fat-tree":
+        over["fabric.tiers"] = "auto"
+    try:
+        variant = apply_overrides(scenario, over)
+    except FabricModelError as exc:
+        return tuple(SweepPoint(n, StepResult(n, False, ()), math.nan, error=str(exc))
+                     for n in gpus)
+    return tuple(sweep(variant, list(gpus), scaling=scaling))
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def moe_points(scenario: Scenario, topology: str, eps: tuple[int, ...],
+               skews: tuple[float, ...]) -> tuple[MoePoint, ...]:
+    """MoE steps over EP degrees (at the scenario's skew) and skews (at its EP degree)."""
+    out = []
+    base_over: dict[str, Any] = {"fabric.topology": topology}
+    if topology != "fat-tree":
+        base_over["fabric.tiers"] = "auto"
+    for ep in eps:
+        for skew in skews:
+            try:
+                s = apply_overrides(scenario, {**base_over, "parallel.ep": ep,
+                                               "model.routing_skew": skew})
+                step = _training_step(s)
+            except FabricModelError as exc:
+                step = StepResult(scenario.cluster.n_gpus, False,
+                                  (Problem("fabric.topology", str(exc)),))
+            out.append(MoePoint(topology, ep, skew, step))
+    return tuple(out)

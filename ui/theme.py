@@ -91,3 +91,28 @@ OP_LABELS = {
     "reducescatter": "reduce-scatter",
     "alltoall": "all-to-all",
 }
+
+#: Step-time terms (Scaling, MoE and Overview breakdowns): compute in neutral tones,
+#: each communication dimension in its own colour.
+STEP_TERM_COLORS = {
+    "compute": "#7f7f7f",
+    "imbalance": OKABE_ITO["yellow"],
+    "bubble": "#bdbdbd",
+    "dp": OKABE_ITO["blue"],
+    "tp": OKABE_ITO["green"],
+    "pp": OKABE_ITO["orange"],
+    "ep": OKABE_ITO["vermillion"],
+    "cp": OKABE_ITO["purple"],
+}
+STEP_TERM_LABELS = {
+    "compute": "compute",
+    "imbalance": "MoE load imbalance",
+    "bubble": "pipeline bubble",
+    "dp": "data-parallel comm (exposed)",
+    "tp": "tensor-parallel comm (exposed)",
+    "pp": "pipeline sends (exposed)",
+    "ep": "expert all-to-all (exposed)",
+    "cp": "context-parallel comm (exposed)",
+}
+#: Line dash per vendor where colour already encodes the topology.
+VENDOR_DASHES = {"infiniband": "solid", "spectrum-x": "dash", "roce": "dot"}

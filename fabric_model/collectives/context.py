@@ -35,6 +35,9 @@ ECMP_SEEDS = 5
 MAX_CLASSES = 1_500_000
 #: Patterns of at least this many connections are solved by classes where that is exact.
 CLASS_MIN_CONNECTIONS = 2048
+#: Families whose adaptive routes depend only on the two ends' first-hop switches (the
+#: class solve's condition; ``tests/test_training.py`` checks each against the full solve).
+CLASS_FAMILIES = ("fat-tree", "rail-only", "dragonfly-plus")
 
 
 @lru_cache(maxsize=1)
@@ -237,8 +240,8 @@ class FabricContext:
     def _solve_by_class(self, src: np.ndarray, dst: np.ndarray) -> PatternResult | None:
         """Solve a one-connection-per-NIC pattern by (source leaf, destination leaf) classes.
 
-        On a fat-tree with adaptive routing a connection's route depends only on its two
-        leaves. When every endpoint sends at most one connection and receives at most one
+        On a fat-tree, rail-only or dragonfly+ fabric with adaptive routing a connection's
+        route depends only on its two leaves. When every endpoint sends at most one connection and receives at most one
         (rings, pipeline sends, SHARP's up-and-down), the members of a class share every
         switch link and each owns its NIC links, so by symmetry max-min fairness gives them
         one rate: the class is solved as one flow whose shared-link weights are multiplied
@@ -248,9 +251,10 @@ class FabricContext:
         these conditions return None and are solved per connection.
         """
         topo = self.topology
-        if topo.family != "fat-tree" or (self.policy != "adaptive" and topo.tiers > 1):
+        if topo.family not in CLASS_FAMILIES or (self.policy != "adaptive" and topo.tiers > 1):
             return None
-        if np.unique(src).size != src.size or np.unique(dst).size != dst.size:
+        n_e = topo.n_endpoints
+        if np.bincount(src, minlength=n_e).max() > 1 or np.bincount(dst, minlength=n_e).max() > 1:
             return None
         up, down, attach = self._endpoint_links
         cap = self.capacity_Bps
@@ -258,9 +262,13 @@ class FabricContext:
         n_nodes = topo.graph.n_nodes
         key_s = np.where(cap[up[src]] != nominal, n_nodes + src, attach[src])
         key_d = np.where(cap[down[dst]] != nominal, n_nodes + dst, attach[dst])
-        span = n_nodes + topo.n_endpoints
-        _, first, members = np.unique(key_s * span + key_d, return_index=True,
-                                      return_counts=True)
+        span = n_nodes + n_e
+        key = key_s * span + key_d
+        order = np.argsort(key, kind="stable")
+        ks = key[order]
+        starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+        first = order[starts]
+        members = np.diff(np.r_[starts, ks.size])
         rep_s, rep_d = src[first], dst[first]
         n_cls = rep_s.size
         rf = route(topo, rep_s, rep_d, "adaptive", cap)

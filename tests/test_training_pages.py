@@ -1,0 +1,68 @@
+"""AppTest tests of the Scaling and MoE pages: they draw, controls change the figures."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from conftest import ROOT
+from streamlit.testing.v1 import AppTest
+
+pytestmark = pytest.mark.app
+
+APP = str(ROOT / "app.py")
+TIMEOUT_S = 300
+
+
+def _open(page: str, **query: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _fig(at: AppTest, i: int) -> dict[str, Any]:
+    return json.loads(at.get("plotly_chart")[i].proto.spec)
+
+
+def test_scaling_page_draws_lines_per_design_and_mode_changes_them() -> None:
+    at = _open("pages/scaling.py", **{"cluster.n_gpus": "1024"})
+    eff = _fig(at, 0)
+    names = [t["name"] for t in eff["data"]]
+    assert names[0].endswith("(this design)") and len(names) == 6  # 3 topologies x 2 vendors
+    assert "strong" in eff["layout"]["title"]["text"]
+    strong_y = eff["data"][0]["y"]
+    feasible = [y for y in strong_y if y is not None]
+    assert feasible[0] == pytest.approx(1.0) and feasible[-1] < 0.9  # the batch wall
+    at.radio(key="scal_mode").set_value("weak").run()
+    assert not at.exception
+    weak = _fig(at, 0)
+    assert "weak" in weak["layout"]["title"]["text"]
+    assert weak["data"][0]["y"] != strong_y
+    # the breakdown stacks to 100% at every size
+    bars = _fig(at, 2)["data"]
+    totals = [sum(t["y"][i] for t in bars) for i in range(len(bars[0]["y"]))]
+    assert totals == pytest.approx([1.0] * len(totals))
+
+
+def test_scaling_page_explains_sizes_the_design_cannot_build() -> None:
+    at = _open("pages/scaling.py")
+    texts = " ".join(m.value for m in at.markdown)
+    assert "131,072 GPUs" in texts and "65,536 NIC ports" in texts
+
+
+def test_moe_page_skew_raises_the_step() -> None:
+    at = _open("pages/moe.py", **{"model.name": "mixtral-8x7b", "parallel.tp": "2",
+                                  "parallel.pp": "1"})
+    assert [t.value for t in at.title] == ["MoE"]
+    skew = _fig(at, 1)
+    totals = [sum(t["y"][i] for t in skew["data"]) for i in range(len(skew["data"][0]["y"]))]
+    assert totals == sorted(totals) and totals[-1] > totals[0]
+    share = _fig(at, 0)
+    assert {t["name"] for t in share["data"]} >= {"Fat-tree", "Rail-only"}
+    at.multiselect(key="moe_skews").set_value([1.0, 8.0]).run()
+    assert not at.exception
+    assert len(_fig(at, 1)["data"][0]["x"]) == 2
