@@ -24,7 +24,10 @@ from fabric_model.errors import ScenarioError, ScenarioFileError
 
 __all__ = [
     "MAX_SCENARIO_BYTES",
+    "MODEL_NAMES",
+    "MODEL_SHAPES",
     "SECTIONS",
+    "SHAPE_KEYS",
     "ClusterSpec",
     "CostSpec",
     "FabricSpec",

@@ -9,6 +9,7 @@ from ui import facade
 from ui.figures import busbw_curve_figure, vendor_summary_frame
 from ui.page_common import current_scenario, show_model_error
 from ui.theme import TOPOLOGY_LABELS, VENDOR_LABELS
+from ui.training_figures import step_breakdown_figure
 from ui.widgets import chart, csv_download
 
 scenario = current_scenario()
@@ -29,6 +30,44 @@ except FabricModelError as exc:
     show_model_error(exc)
     st.stop()
 
+m, par = scenario.model, scenario.parallel
+st.subheader(f"Training {m.name if m.name != 'custom' else 'a custom model'}"
+             f" ({'MoE' if m.kind == 'moe' else 'dense'})")
+step = facade.training_step(scenario)
+if step.feasible and step.plan is not None:
+    eff = facade.replica_scaling_efficiency(scenario)
+    row0 = st.columns(4)
+    row0[0].metric("Step time", f"{step.step_time_s:,.2f} s",
+                   help=f"{step.plan.label()}: compute {step.compute_s:,.2f} s + bubble "
+                        f"{step.bubble_s:,.2f} s + exposed communication "
+                        f"{step.exposed_comm_s:,.2f} s"
+                        + (f" + MoE imbalance {step.imbalance_s:,.2f} s"
+                           if step.imbalance_s else ""))
+    row0[1].metric("MFU", f"{step.mfu:.1%}",
+                   help="model FLOPs (6N per token + attention, Megatron-LM formula) / "
+                        "(GPUs x dense BF16 peak x step time)")
+    row0[2].metric("Tokens per second", f"{step.tokens_per_s:,.0f}",
+                   help=f"{step.tokens_per_step:,.0f} tokens per step")
+    row0[3].metric("Scaling efficiency", "n/a" if eff is None else f"{eff[0]:.0%}",
+                   help="tokens/s per GPU at this size vs the smallest size this plan runs "
+                        + ("at" if eff is None else f"at ({eff[1]:,} GPUs)")
+                        + ", same tokens per data-parallel replica (weak scaling); the "
+                        "Scaling page sweeps every size")
+    chart(step_breakdown_figure([facade.as_point(step)], "Where the step goes"),
+          key="overview_step", name="overview step breakdown")
+    if step.bubble_fraction > 0.25:
+        st.warning(f"The pipeline bubble is {step.bubble_fraction:.0%} of the step: each "
+                   f"data-parallel replica gets only {step.plan.micro_batches} micro-batch"
+                   f"{'es' * (step.plan.micro_batches != 1)} for {step.plan.pp} stages. Raise "
+                   f"training.global_batch_tokens, lower parallel.pp or interleave "
+                   f"(parallel.vpp) - the batch-size wall of large clusters.")
+    if step.exposed_comm_s > 0.25 * step.step_time_s:
+        st.warning(f"Exposed communication is {step.exposed_comm_s / step.step_time_s:.0%} "
+                   f"of the step: see the Scaling page and the plan in the sidebar.")
+else:
+    st.warning("This parallel plan cannot run: " + step.reason)
+
+st.subheader("Fabric")
 small, large = summary.allreduce
 row1 = st.columns(3)
 row1[0].metric("All-reduce busbw, 1 GiB", f"{large.busbw_GBps:,.0f} GB/s",

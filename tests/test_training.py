@@ -129,6 +129,7 @@ def test_plan_that_does_not_fit_is_reported_with_numbers() -> None:
     ({"parallel.tp": 16}, "parallel.tp"),
     ({"training.global_batch_tokens": 8192}, "training.global_batch_tokens"),
     ({"parallel.vpp": 2, "parallel.pp": 1}, "parallel.vpp"),
+    ({"model.name": "mixtral-8x7b", "parallel.ep": 8, "cluster.n_gpus": 64}, "parallel.ep"),
 ])
 def test_infeasible_plans_name_the_key(over: dict[str, object], key: str) -> None:
     res = training_step(apply_overrides(Scenario(), over))

@@ -49,6 +49,7 @@ __all__ = [
     "CollectiveSummary",
     "SCALING_SIZES",
     "acceptance_table",
+    "as_point",
     "bom",
     "collective_curves",
     "collective_summary",
@@ -57,6 +58,7 @@ __all__ = [
     "log_comparison",
     "moe_points",
     "nccl_log",
+    "replica_scaling_efficiency",
     "scaling_line",
     "topology",
     "training_step",
@@ -371,3 +373,29 @@ def moe_points(scenario: Scenario, topology: str, eps: tuple[int, ...],
                                   (Problem("fabric.topology", str(exc)),))
             out.append(MoePoint(topology, ep, skew, step))
     return tuple(out)
+
+
+def as_point(step: StepResult) -> SweepPoint:
+    """One step as a sweep point (for the per-size breakdown chart)."""
+    return SweepPoint(step.n_gpus, step, math.nan, scaling_efficiency=math.nan)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def replica_scaling_efficiency(scenario: Scenario) -> tuple[float, int] | None:
+    """Weak-scaling efficiency vs the smallest size the plan runs at, and that size.
+
+    Sizes tried: one data-parallel replica (``tp x pp x cp`` GPUs, times ``ep``) doubled
+    until it fits (memory shrinks with ZeRO sharding as data parallelism grows).
+    """
+    par = scenario.parallel
+    n0 = par.tp * par.pp * par.cp * max(1, par.ep)
+    n = scenario.cluster.n_gpus
+    sizes = []
+    while n0 < n:
+        sizes.append(n0)
+        n0 *= 2
+    pts = sweep(scenario, [*sizes, n], scaling="weak")
+    base = next((p for p in pts if p.feasible), None)
+    if base is None or not pts[-1].feasible:
+        return None
+    return pts[-1].scaling_efficiency, base.n_gpus

@@ -19,6 +19,8 @@ from fabric_model.errors import FabricModelError, ScenarioFileError
 from fabric_model.presets import DEFAULT_PRESET, list_presets, load_preset
 from fabric_model.scenario import (
     MAX_SCENARIO_BYTES,
+    MODEL_SHAPES,
+    SHAPE_KEYS,
     Scenario,
     apply_overrides,
     coerce_value,
@@ -51,7 +53,19 @@ SIDEBAR_KEYS = (
     "cluster.nics_per_gpu",
     "cluster.gpus_per_node",
     "cluster.nvlink_domain",
+    # model and parallelism (their own expander)
+    "model.name",
+    "parallel.tp",
+    "parallel.pp",
+    "parallel.cp",
+    "parallel.ep",
+    "training.recompute",
+    "model.routing_skew",
 )
+#: How many of SIDEBAR_KEYS are drawn at the top, and where the model section starts.
+_N_TOP, _N_FABRIC = 8, 11
+#: Parallel degrees offered (the current value is always added).
+_DEGREES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 #: Cluster sizes offered by the GPU slider: powers of two from 8 to 131,072 plus every
 #: preset's size (read from the presets, so a new preset's size appears by itself).
@@ -85,6 +99,10 @@ def _on_widget_change(key: str) -> None:
     st.session_state[_VALUES][key] = st.session_state[_W + key]
     if key == "cluster.gpu":
         _on_gpu_change()
+    if key == "model.name":  # a picked model brings its whole shape: drop edited shape keys
+        st.session_state[_EXTRA] = {
+            k: v for k, v in st.session_state.get(_EXTRA, {}).items()
+            if not (k.startswith("model.") and k.split(".", 1)[1] in (*SHAPE_KEYS, "params_b"))}
 
 
 def _on_preset_change() -> None:
@@ -138,7 +156,12 @@ def _read_url_once() -> None:
 
 def _write_url(preset: str, scenario: Scenario) -> None:
     wanted = {"preset": preset}
-    for key, value in scenario.diff(load_preset(preset)).items():
+    diff = scenario.diff(load_preset(preset))
+    if scenario.model.name != "custom":  # the name implies its shape
+        diff = {k: v for k, v in diff.items()
+                if k.split(".", 1)[1] not in (*SHAPE_KEYS, "params_b") or
+                not k.startswith("model.")}
+    for key, value in diff.items():
         wanted[key] = _url_value(value)
     current = {k: st.query_params.get_all(k)[-1] for k in st.query_params.keys()}
     if current != wanted:
@@ -183,6 +206,15 @@ def _widget(key: str, label: str, catalog_gpus: list[str]) -> None:
                              selection_mode="single")
     elif key == "fabric.rail_optimized":
         st.toggle(label, **common, help=help_text)
+    elif key == "model.name":
+        st.selectbox(label, list(spec.choices), **common, help=help_text,
+                     format_func=lambda n: MODEL_SHAPES[n]["description"]
+                     if n in MODEL_SHAPES else "custom (shape keys as set)")
+    elif key.startswith("parallel."):
+        options = sorted(set(_DEGREES) | {int(st.session_state[wkey])})
+        st.select_slider(label, options=options, **common, help=help_text)
+    elif spec.kind == "choice":
+        st.selectbox(label, list(spec.choices), **common, help=help_text)
     elif spec.kind == "float":
         st.slider(label, min_value=float(spec.min or 0), max_value=float(spec.max or 1),
                   step=float(spec.step or 0.1), **common, help=help_text)
@@ -203,6 +235,13 @@ _LABELS = {
     "cluster.nics_per_gpu": "NICs (rails) per GPU",
     "cluster.gpus_per_node": "GPUs per server",
     "cluster.nvlink_domain": "NVLink domain (GPUs)",
+    "model.name": "Model",
+    "parallel.tp": "Tensor parallel (TP)",
+    "parallel.pp": "Pipeline stages (PP)",
+    "parallel.cp": "Context parallel (CP)",
+    "parallel.ep": "Expert parallel (EP)",
+    "training.recompute": "Activation recomputation",
+    "model.routing_skew": "MoE routing skew (hot experts)",
 }
 
 
@@ -217,10 +256,13 @@ def sidebar_scenario() -> ScenarioState:
         st.selectbox("Preset", list(by_name), key=_PRESET, on_change=_on_preset_change,
                      help="a named design; the controls below start from it")
         st.caption(by_name[st.session_state[_PRESET_VALUE]])
-        for key in SIDEBAR_KEYS[:8]:
+        for key in SIDEBAR_KEYS[:_N_TOP]:
             _widget(key, _LABELS[key], catalog_gpus)
         with st.expander("Servers and rails"):
-            for key in SIDEBAR_KEYS[8:]:
+            for key in SIDEBAR_KEYS[_N_TOP:_N_FABRIC]:
+                _widget(key, _LABELS[key], catalog_gpus)
+        with st.expander("Model and parallelism"):
+            for key in SIDEBAR_KEYS[_N_FABRIC:]:
                 _widget(key, _LABELS[key], catalog_gpus)
     for message in st.session_state.pop("url_errors", []):
         st.error(message)

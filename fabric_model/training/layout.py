@@ -178,13 +178,34 @@ class GroupContext(FabricContext):
     # solving ----------------------------------------------------------------------------
     def solve(self, src: np.ndarray, dst: np.ndarray,
               demand: np.ndarray | None = None) -> PatternResult:
-        """Solve the pattern in every concurrent group at once (see the class docstring)."""
+        """Solve the pattern in every concurrent group at once (see the class docstring).
+
+        Members of one physical NVLink domain that the group treats as separate (its
+        members are spread unevenly over domains) talk over NVLink: those connections
+        leave the network pattern. On rail-only fabrics a connection first moves over
+        NVLink to the GPU on the destination's rail (PXN), as rails are not connected
+        (or, from a partial last domain without that rail, over NVLink at the far end).
+        """
         src = np.asarray(src, np.int64)
         groups = self.replicated_groups(src.size)
         offsets = self.group_offsets[:groups]
         rep_demand = None if demand is None else np.tile(demand, groups)
-        return super().solve(self._physical(src, offsets), self._physical(dst, offsets),
-                             rep_demand)
+        ps, pd_ = self._physical(src, offsets), self._physical(dst, offsets)
+        dom = self.scenario.cluster.nvlink_domain * self.nics
+        net = ps // dom != pd_ // dom
+        if not net.all():
+            if not net.any():
+                return PatternResult(np.array([np.inf]), np.inf, "nvlink", 0.0, 0)
+            ps, pd_ = ps[net], pd_[net]
+            rep_demand = None if rep_demand is None else rep_demand[net]
+        if self.topology.family == "rail-only":
+            moved = ps // dom * dom + pd_ % dom
+            # the last domain may be partial: without a GPU on the destination's rail there,
+            # send on the source's rail and forward over NVLink at the destination instead
+            short = moved >= self.topology.n_endpoints
+            pd_ = np.where(short, pd_ // dom * dom + ps % dom, pd_)
+            ps = np.where(short, ps, moved)
+        return super().solve(ps, pd_, rep_demand)
 
     def solve_all_to_all(self, components: list[np.ndarray],
                          dst_weight: np.ndarray | None = None) -> tuple[PatternResult, int]:

@@ -134,7 +134,7 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts,
     p_dense = (counts.non_expert_layer_params * stage + embed) / plan.tp
     p_expert = counts.expert_params * stage / (plan.ep * plan.tp)
     dp_dense = plan.dp * plan.cp
-    dp_expert = plan.dp // plan.ep * plan.cp
+    dp_expert = max(1, plan.dp // plan.ep) * plan.cp  # an EP not dividing DP is reported
     weights = grads = optim = 0.0
     for p, n in ((p_dense, dp_dense), (p_expert, dp_expert)):
         if plan.zero_stage == 0:
