@@ -1,0 +1,118 @@
+"""Regenerate the README's page screenshots in ``assets/screenshots/`` (light theme).
+
+Run: ``python benchmarks/screenshots.py [--url URL] [--pages Overview,Cost]``.
+
+Starts ``streamlit run app.py`` (or uses ``--url``), reads the pages from the sidebar's
+navigation links, opens each page in Streamlit's light theme on the default scenario, waits
+until its charts have drawn, refuses a page that shows an exception or an error alert, and
+saves the top of the page (sidebar, title, metrics, first charts) as
+``assets/screenshots/<page>.png``: the viewport is the crop (cut above the first element the
+viewport's bottom edge would slice), so no image library is needed.
+Exits with status 1 if a page is broken or an image exceeds ``--max-kb``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from load_test import CHROME_ARGS, PROBLEMS_JS, chrome_path, open_page, streamlit_server
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "assets" / "screenshots"
+NAV_LINKS = "[data-testid=stSidebarNav] a[data-testid=stSidebarNavLink]"
+TIMEOUT_MS = 120_000
+#: Where to cut the picture: just above the first element that would be cut by the viewport's
+#: bottom edge (main area or sidebar), unless that would lose more than 40 % of the height.
+_CROP_JS = """(height) => {
+  let cut = height;
+  const sel = ['stMain', 'stSidebar'].map(
+      t => `[data-testid=${t}] [data-testid=stElementContainer]`).join(', ');
+  for (const e of document.querySelectorAll(sel)) {
+    const r = e.getBoundingClientRect();
+    if (r.height > 0 && r.bottom > height && r.top < cut && r.top > 0.6 * height)
+      cut = r.top;
+  }
+  return Math.floor(cut) - (cut < height ? 8 : 0);
+}"""
+
+
+def slug(title: str) -> str:
+    """File name of a page: its title in lower case, runs of other characters as '-'."""
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+async def discover_pages(page) -> list[tuple[str, str]]:
+    """``(title, URL path)`` of every page in the sidebar navigation, in its order."""
+    more = page.locator("[data-testid=stSidebarNavViewButton]")
+    if await more.count() and "more" in (await more.inner_text()).lower():
+        await more.click()  # Streamlit folds long navigations behind "View more"
+    links = page.locator(NAV_LINKS)
+    await links.first.wait_for()
+    pages = []
+    for link in await links.all():
+        title = (await link.inner_text()).strip()
+        pages.append((title, urlsplit(await link.get_attribute("href") or "/").path or "/"))
+    return pages
+
+
+async def take(base: str, args: argparse.Namespace) -> int:
+    from playwright.async_api import async_playwright
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    status = 0
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=chrome_path(), args=CHROME_ARGS)
+        context = await browser.new_context(
+            viewport={"width": args.width, "height": args.height}, color_scheme="light")
+        page = await context.new_page()
+        await open_page(page, base + "/?embed_options=light_theme", TIMEOUT_MS)
+        pages = await discover_pages(page)
+        wanted = {w.strip().lower() for w in args.pages.split(",")} if args.pages else None
+        for title, path in pages:
+            if wanted and title.lower() not in wanted and slug(title) not in wanted:
+                continue
+            await open_page(page, f"{base}{path}?embed_options=light_theme", TIMEOUT_MS)
+            problems = await page.evaluate(PROBLEMS_JS)
+            if problems:
+                print(f"{title}: not saved, the page shows {', '.join(problems)}")
+                status = 1
+                continue
+            out = OUT / f"{slug(title)}.png"
+            height = await page.evaluate(_CROP_JS, args.height)
+            await page.screenshot(path=str(out), clip={
+                "x": 0, "y": 0, "width": args.width, "height": height})
+            kb = out.stat().st_size / 1024
+            too_big = kb > args.max_kb
+            status |= too_big
+            print(f"{title:<14} {path:<16} -> {out.relative_to(ROOT)} ({kb:,.0f} KB"
+                  + (f", over {args.max_kb:g} KB)" if too_big else ")"))
+        if wanted and not any(title.lower() in wanted or slug(title) in wanted
+                              for title, _ in pages):
+            print(f"no page matches --pages {args.pages}; pages: "
+                  + ", ".join(t for t, _ in pages))
+            status = 1
+        await browser.close()
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--url", help="base URL of a running server (default: start one)")
+    p.add_argument("--pages", help="comma-separated page titles (default: every page)")
+    p.add_argument("--width", type=int, default=1280, help="viewport width in pixels")
+    p.add_argument("--height", type=int, default=900, help="viewport height, the largest crop")
+    p.add_argument("--max-kb", type=float, default=250, help="largest image allowed")
+    args = p.parse_args(argv)
+    if args.url:
+        return asyncio.run(take(args.url.rstrip("/"), args))
+    with streamlit_server("screenshots-streamlit.log") as (base, _pid):
+        return asyncio.run(take(base, args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
