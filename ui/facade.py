@@ -303,17 +303,29 @@ class CollectiveSummary:
     allreduce_curve: tuple[CollectiveTime, ...]
 
 
+#: Above this many GPUs the Overview's all-to-all is the rail-aligned (PXN) variant only:
+#: the direct one needs a flow-class solve of ~1 s there and is never faster on the
+#: rail-optimized designs (the Collectives page still offers both).
+SUMMARY_DIRECT_ALLTOALL_MAX_GPUS = 16_384
+
+
 @st.cache_resource(max_entries=64, show_spinner=False)
 def collective_summary(scenario: Scenario) -> CollectiveSummary:
-    """NCCL-like ``auto`` all-reduce and all-to-all at 1 MiB and 1 GiB."""
-    allreduce = tuple(collective(scenario, "allreduce", "auto", SUMMARY_SIZES))
+    """NCCL-like ``auto`` all-reduce and all-to-all at 1 MiB and 1 GiB (one fabric build)."""
+    ctx = _fabric_context(scenario)
+    ar_models = algo_models(ctx, "allreduce", "auto")
+    if not ar_models:
+        raise AlgorithmUnavailableError("no algorithm can run allreduce on this design")
+    allreduce = tuple(times_from_models(ar_models, SUMMARY_SIZES, "auto"))
+    a2a_algo = "auto" if scenario.cluster.n_gpus <= SUMMARY_DIRECT_ALLTOALL_MAX_GPUS \
+        else "hierarchical"
     try:
-        a2a: tuple[CollectiveTime, ...] = tuple(
-            collective(scenario, "alltoall", "auto", SUMMARY_SIZES))
-        error = None
+        a2a: tuple[CollectiveTime, ...] = tuple(times_from_models(
+            algo_models(ctx, "alltoall", a2a_algo), SUMMARY_SIZES, a2a_algo))
+        error = None if a2a else "no all-to-all algorithm can run on this design"
     except FabricModelError as exc:
         a2a, error = (), str(exc)
-    curve = tuple(collective(scenario, "allreduce", "auto", CURVE_SIZES))
+    curve = tuple(times_from_models(ar_models, CURVE_SIZES, "auto"))
     return CollectiveSummary(allreduce, a2a, error, curve)
 
 
@@ -390,12 +402,9 @@ def replica_scaling_efficiency(scenario: Scenario) -> tuple[float, int] | None:
     par = scenario.parallel
     n0 = par.tp * par.pp * par.cp * max(1, par.ep)
     n = scenario.cluster.n_gpus
-    sizes = []
-    while n0 < n:
-        sizes.append(n0)
+    while n0 < n:  # small sizes are cheap: try them one at a time, smallest first
+        pts = sweep(scenario, [n0, n], scaling="weak")
+        if pts[0].feasible:
+            return (pts[1].scaling_efficiency, n0) if pts[1].feasible else None
         n0 *= 2
-    pts = sweep(scenario, [*sizes, n], scaling="weak")
-    base = next((p for p in pts if p.feasible), None)
-    if base is None or not pts[-1].feasible:
-        return None
-    return pts[-1].scaling_efficiency, base.n_gpus
+    return (1.0, n) if n0 == n and training_step(scenario).feasible else None
