@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fabric_model.presets import load_preset  # noqa: E402
-from fabric_model.scenario import Scenario, apply_overrides  # noqa: E402
-from fabric_model.training import search_plans, sweep, training_step  # noqa: E402
-from fabric_model.training.fabric import clear_caches  # noqa: E402
+from fabric_model.presets import load_preset
+from fabric_model.scenario import Scenario, apply_overrides
+from fabric_model.training import search_plans, sweep, training_step
+from fabric_model.training.fabric import clear_caches
 
 GPUS = [2**i for i in range(3, 18)]
 DESIGNS = [(t, v) for t in ("fat-tree", "rail-only", "dragonfly-plus")
@@ -90,7 +90,7 @@ def main() -> None:
         s = apply_overrides(Scenario(), {"cluster.n_gpus": n})
         clear_caches()
         found: list = []
-        t = _time(lambda s=s: found.extend(search_plans(s)))
+        t = _time(lambda s=s, found=found: found.extend(search_plans(s)))
         best = found[0]
         print(f"plan search, Llama 3 70B on {n:,} GPUs: {t:.2f} s; best {best.label} "
               f"({best.step.step_time_s:.2f} s per step, MFU {best.step.mfu:.1%})")

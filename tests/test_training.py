@@ -72,12 +72,12 @@ def test_model_name_sets_shape_and_custom_follows_edits() -> None:
 
 
 def test_model_cross_checks() -> None:
-    with pytest.raises(ScenarioError, match="model.params_b"):
+    with pytest.raises(ScenarioError, match=r"model\.params_b"):
         apply_overrides(Scenario(), {"model.params_b": 100})
     assert apply_overrides(Scenario(), {"model.params_b": 70.6}).model.params_b == 70.6
-    with pytest.raises(ScenarioError, match="model.n_experts"):
+    with pytest.raises(ScenarioError, match=r"model\.n_experts"):
         apply_overrides(Scenario(), {"model.n_experts": 8})
-    with pytest.raises(ScenarioError, match="model.kv_heads"):
+    with pytest.raises(ScenarioError, match=r"model\.kv_heads"):
         apply_overrides(Scenario(), {"model.kv_heads": 7})
 
 

@@ -175,7 +175,7 @@ class MoePoint:
 
 
 def moe_frame(points: Sequence[MoePoint]) -> pd.DataFrame:
-    """The MoE sweep as a table: all-to-all time and share of the step."""
+    """Return the MoE sweep as a table: all-to-all time and share of the step."""
     rows = []
     for p in points:
         st = p.step

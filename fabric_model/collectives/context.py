@@ -241,14 +241,15 @@ class FabricContext:
         """Solve a one-connection-per-NIC pattern by (source leaf, destination leaf) classes.
 
         On a fat-tree, rail-only or dragonfly+ fabric with adaptive routing a connection's
-        route depends only on its two leaves. When every endpoint sends at most one connection and receives at most one
-        (rings, pipeline sends, SHARP's up-and-down), the members of a class share every
-        switch link and each owns its NIC links, so by symmetry max-min fairness gives them
-        one rate: the class is solved as one flow whose shared-link weights are multiplied
-        by the member count and whose NIC links are the members' links summed. A NIC below
-        nominal rate (a degraded-link what-if) keeps a class of its own. The result equals
-        the per-connection solve (``tests/test_training.py`` checks it); patterns outside
-        these conditions return None and are solved per connection.
+        route depends only on its two leaves. When every endpoint sends at most one
+        connection and receives at most one (rings, pipeline sends, SHARP's up-and-down),
+        the members of a class share every switch link and each owns its NIC links, so by
+        symmetry max-min fairness gives them one rate: the class is solved as one flow whose
+        shared-link weights are multiplied by the member count and whose NIC links are the
+        members' links summed. A NIC below nominal rate (a degraded-link what-if) keeps a
+        class of its own. The result equals the per-connection solve
+        (``tests/test_training.py`` checks it); patterns outside these conditions return
+        None and are solved per connection.
         """
         topo = self.topology
         if topo.family not in CLASS_FAMILIES or (self.policy != "adaptive" and topo.tiers > 1):

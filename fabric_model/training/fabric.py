@@ -103,7 +103,7 @@ class DimensionFabric:
                           lambda: FabricContext.from_scenario(self.scenario))
 
     def group(self, dim: str) -> GroupContext:
-        """The communicator context of ``dim`` (cached with its solved patterns)."""
+        """Return the communicator context of ``dim`` (cached with its solved patterns)."""
         return _MODELS.get((*self._key, dim),
                            lambda: GroupContext.for_dimension(self.base, self.layout, dim,
                                                               self.scenario))

@@ -109,12 +109,13 @@ class GroupContext(FabricContext):
     @classmethod
     def for_dimension(cls, base: FabricContext, layout: Layout, dim: str,
                       scenario: Scenario | None = None) -> GroupContext:
-        """The context of communicator ``dim`` on ``base``'s (whole-cluster) fabric.
+        """Return communicator ``dim``'s context on ``base``'s (whole-cluster) fabric.
 
         ``scenario`` (default ``base``'s) supplies what the fabric does not fix, such as the
         MoE routing skew, when ``base`` is shared between scenarios of one fabric.
         """
-        return cls(scenario or base.scenario, base.topology, base.hardware, base.policy, base.capacity_Bps,
+        return cls(scenario or base.scenario, base.topology, base.hardware, base.policy,
+                   base.capacity_Bps,
                    base.constants, members=layout.members(dim),
                    group_offsets=layout.offsets(dim), cluster_domain_order=base.domain_order)
 

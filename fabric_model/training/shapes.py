@@ -101,7 +101,7 @@ class ShapeCounts:
         return 6.0 * self.flop_params + 6.0 * seq_len * self.attn_dim * layers
 
     def attention_flops_per_token(self, seq_len: int) -> float:
-        """The attention score and value FLOPs of one token through every layer (fwd+bwd)."""
+        """Return the attention score and value FLOPs of a token through every layer."""
         return 6.0 * seq_len * self.attn_dim * (self.moe_layers + self.dense_layers)
 
 

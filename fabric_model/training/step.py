@@ -151,7 +151,7 @@ class StepResult:
         return self.bubble_s / self.step_time_s if self.feasible else math.nan
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``step`` JSON contract, plus plan, breakdown and feasibility."""
+        """Return the ``step`` JSON contract, plus plan, breakdown and feasibility."""
         mem = self.memory
         out: dict[str, Any] = {
             "n_gpus": self.n_gpus,
@@ -259,8 +259,8 @@ def _bucketed(fab: DimensionFabric, dim: str, op: str, params: float,
     t_full = fab.collective(dim, op, bucket * BF16) if full else None
     t_rest = fab.collective(dim, op, rest * BF16) if rest > 0 else None
     total = full * (t_full.time_s if t_full else 0.0) + (t_rest.time_s if t_rest else 0.0)
-    last = (t_rest or t_full).time_s if (t_rest or t_full) else 0.0
-    return total, last, t_full or t_rest
+    call = t_rest or t_full  # the last bucket is the remainder, if any
+    return total, call.time_s if call else 0.0, t_full or t_rest
 
 
 def _describe(call: CommTime | None, count: float, size: float) -> str:

@@ -64,7 +64,7 @@ class SweepPoint:
         return self.error or self.step.reason
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``sweep`` JSON contract plus feasibility and the step breakdown."""
+        """Return the ``sweep`` JSON contract plus feasibility and the step breakdown."""
         st = self.step
         return {
             "n_gpus": self.n_gpus,
@@ -114,7 +114,7 @@ def evaluate_point(scenario: Scenario) -> SweepPoint:
 
 def sweep_scenarios(scenario: Scenario, gpus: Sequence[int],
                     scaling: str = "weak") -> list[Scenario | str]:
-    """The scenario of each size (or why that size cannot be expressed)."""
+    """Return the scenario of each size (or why that size cannot be expressed)."""
     if scaling not in SCALING_MODES:
         raise ScenarioError("scaling", scaling, "must be one of " + ", ".join(SCALING_MODES))
     base_plan, _ = resolve_plan(scenario)
@@ -229,7 +229,7 @@ def _plan_of(st: StepResult) -> Plan | None:
 
 def search_plans(scenario: Scenario, *, top: int = 5, shortlist: int = 16,
                  map_fn: MapFn = map, progress: Progress | None = None) -> list[PlanCandidate]:
-    """The fastest feasible plans for the scenario's model and cluster, best first.
+    """Return the fastest feasible plans for the scenario's model and cluster, best first.
 
     Every candidate of :func:`plan_space` is screened by memory and a communication-free
     lower bound (compute and bubble); the ``shortlist`` best are modelled in full on the

@@ -99,7 +99,7 @@ def _with_efficiency(s: Scenario, eff: float) -> Scenario:
 
 
 def calibrate(case: TrainingCase) -> float:
-    """The compute efficiency at which the model reproduces ``case``'s step time.
+    """Return the compute efficiency at which the model reproduces ``case``'s step time.
 
     Step time falls monotonically with efficiency, so bisection on (0.05, 1] suffices.
     """
