@@ -66,3 +66,20 @@ def test_moe_page_skew_raises_the_step() -> None:
     at.multiselect(key="moe_skews").set_value([1.0, 8.0]).run()
     assert not at.exception
     assert len(_fig(at, 1)["data"][0]["x"]) == 2
+
+
+def test_sidebar_model_and_plan_drive_the_overview_and_the_url() -> None:
+    at = _open("pages/overview.py")
+    step_70b = next(m.value for m in at.metric if m.label == "Step time")
+    at.selectbox(key="w:model.name").set_value("llama3-8b").run()
+    assert not at.exception
+    step_8b = next(m.value for m in at.metric if m.label == "Step time")
+    assert step_8b != step_70b
+    assert at.query_params["model.name"] == "llama3-8b"
+    assert "model.layers" not in at.query_params  # the name implies the shape
+    at.select_slider(key="w:parallel.pp").set_value(1).run()
+    assert at.query_params["parallel.pp"] == "1"
+    # a plan that cannot run is explained, the page keeps working
+    at.select_slider(key="w:parallel.tp").set_value(256).run()
+    assert not at.exception
+    assert any("parallel.tp" in w.value for w in at.warning)
