@@ -484,6 +484,44 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------ report
+
+
+def _report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, metavar="FILE.html",
+                   help="where to write the report (one HTML file that opens offline)")
+
+
+@verb("report", "self-contained HTML report of the scenario: key numbers, charts, bill of "
+      "materials, vendor comparison, the scenario and the sources of its numbers",
+      add_arguments=_report_args)
+def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    out = Path(args.out)
+    if out.is_dir() or not out.parent.is_dir():
+        raise FabricModelError(f"--out {args.out}: " + ("is a directory" if out.is_dir() else
+                               f"no directory {out.parent}") + "; give a file path such as "
+                               "report.html")
+    scenario = scenario_from_args(args)
+    # Imported here, not at the top: the report draws with plotly (ui.report), and importing
+    # fabric_model or this CLI must never load plotly or streamlit (tests/test_report.py).
+    try:
+        from ui.report import build_report
+    except ImportError as exc:
+        raise FabricModelError(f"report needs the dashboard's ui package and plotly ({exc}); "
+                               "run it from the repository root with requirements.txt "
+                               "installed") from None
+    data = build_report(scenario).encode("utf-8")
+    try:
+        out.write_bytes(data)
+    except OSError as exc:
+        raise FabricModelError(f"--out {args.out}: {exc.strerror or exc}") from None
+    payload = {"path": str(out), "bytes": len(data)}
+    _emit(args, payload, f"{out} ({len(data) / 1e6:.1f} MB, {len(data):,} bytes)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser with every registered verb."""
     parser = _Parser(

@@ -202,7 +202,8 @@ def test_download_writes_the_full_scenario_and_reloads_to_the_same_state(
     at.number_input(key="cost:costs.switch_usd").set_value(30000.0).run()
     assert_no_exception(at)
     shown, shown_url = sidebar_state(at), url(at)
-    assert [b.label for b in at.sidebar.get("download_button")] == ["Download scenario (YAML)"]
+    assert [b.label for b in at.sidebar.get("download_button")] == [
+        "Download scenario (YAML)", "Download report (HTML)"]
 
     name = f"scenario_{DEFAULT_PRESET}.yaml"
     assert name in captured_downloads, sorted(captured_downloads)
