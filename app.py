@@ -15,6 +15,8 @@ pages = [
     st.Page("pages/collectives.py", title="Collectives", url_path="collectives"),
     st.Page("pages/scaling.py", title="Scaling", url_path="scaling"),
     st.Page("pages/moe.py", title="MoE", url_path="moe"),
+    st.Page("pages/whatif.py", title="What-if", url_path="whatif"),
+    st.Page("pages/compare.py", title="Compare", url_path="compare"),
     st.Page("pages/cost.py", title="Cost", url_path="cost"),
     st.Page("pages/validate.py", title="Validate", url_path="validate"),
 ]

@@ -35,6 +35,7 @@ from fabric_model.topology import Topology
 from fabric_model.units import GIB
 from fabric_model.validate.compare import LogComparison, compare_log
 from fabric_model.validate.nccl_log import NcclTestsLog, parse_nccl_tests
+from ui.compare_figures import ScenarioMetrics
 from ui.training_figures import MoePoint
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "nccl_log",
     "replica_scaling_efficiency",
     "scaling_line",
+    "scenario_metrics",
     "topology",
     "training_step",
     "vendor_comparison",
@@ -408,3 +410,33 @@ def replica_scaling_efficiency(scenario: Scenario) -> tuple[float, int] | None:
             return (pts[1].scaling_efficiency, n0) if pts[1].feasible else None
         n0 *= 2
     return (1.0, n) if n0 == n and training_step(scenario).feasible else None
+
+
+# ------------------------------------------------------------------ what-if and compare
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def scenario_metrics(scenario: Scenario) -> ScenarioMetrics:
+    """One scenario's headline results for the What-if and Compare pages (never raises).
+
+    The step, the 1 GiB all-reduce and all-to-all (NCCL-like choice, as the Overview quotes
+    them), the all-reduce curve, capex, power, switches and hops; a design that cannot be
+    built comes back with the model's message as ``error``.
+    """
+    try:
+        topo = topology(scenario)
+        bill = bom(scenario)
+        summary = collective_summary(scenario)
+        step = training_step(scenario)
+    except FabricModelError as exc:
+        return ScenarioMetrics(scenario, error=str(exc))
+    except NotImplementedError as exc:  # a family the routing layer does not route yet
+        return ScenarioMetrics(scenario, error=f"not modelled yet: {exc}")
+    big = SUMMARY_SIZES.index(GIB)
+    return ScenarioMetrics(
+        scenario, step=step, allreduce=summary.allreduce[big],
+        alltoall=summary.alltoall[big] if summary.alltoall else None,
+        alltoall_error=summary.alltoall_error or "", allreduce_curve=summary.allreduce_curve,
+        capex_usd=bill.capex_usd, capex_per_gpu_usd=bill.capex_per_gpu_usd,
+        power_per_gpu_w=bill.power_per_gpu_w, n_switches=float(topo.n_switches),
+        max_switch_hops=float(topo.max_switch_hops))

@@ -5,6 +5,11 @@ The URL holds ``preset=<name>`` plus only the dotted keys that differ from that 
 once: each bad parameter gets one ``st.error`` naming the key and what is allowed and is
 ignored (the preset's value stands; nothing is clamped). After that the widgets are the
 source of truth and the URL follows them on every run.
+
+Pages may own query parameters of their own, named with a prefix from
+:data:`PAGE_PARAM_PREFIXES` (What-if ``wi.``, Compare ``cmp.``): the sidebar neither reads
+them as scenario keys nor drops them when it rewrites the URL, and the page writes them with
+:func:`write_page_params` after the sidebar ran.
 """
 
 from __future__ import annotations
@@ -29,15 +34,18 @@ from fabric_model.scenario import (
     scenario_from_text,
 )
 from ui.exports import export_file_name
+from ui.report_button import report_download_button
 from ui.theme import TOPOLOGY_LABELS, VENDOR_LABELS
 
 __all__ = [
     "GPU_COUNT_STEPS",
+    "PAGE_PARAM_PREFIXES",
     "SIDEBAR_KEYS",
     "ScenarioState",
     "apply_scenario",
     "read_scenario_file",
     "sidebar_scenario",
+    "write_page_params",
 ]
 
 #: Keys that have a sidebar widget, in display order.
@@ -80,6 +88,8 @@ _PRESET_VALUE = "preset_value"
 _UPLOAD = "scenario_upload"  # + a counter: a new key empties the uploader after each load
 _UPLOAD_N = "scenario_upload_n"
 _FILE_MESSAGE = "scenario_file_message"
+#: Query-parameter prefixes owned by pages, not scenario keys (see the module docstring).
+PAGE_PARAM_PREFIXES = ("wi.", "cmp.")
 
 
 @dataclass(frozen=True)
@@ -127,7 +137,8 @@ def _read_url_once() -> None:
     if st.session_state.get("url_read"):
         return
     st.session_state["url_read"] = True
-    params = {k: st.query_params.get_all(k)[-1] for k in st.query_params.keys()}
+    params = {k: st.query_params.get_all(k)[-1] for k in st.query_params.keys()
+              if not k.startswith(PAGE_PARAM_PREFIXES)}  # the pages read their own
     preset = params.pop("preset", DEFAULT_PRESET)
     names = [p.name for p in list_presets()]
     if preset not in names:
@@ -164,6 +175,21 @@ def _write_url(preset: str, scenario: Scenario) -> None:
     for key, value in diff.items():
         wanted[key] = _url_value(value)
     current = {k: st.query_params.get_all(k)[-1] for k in st.query_params.keys()}
+    # a page's own parameters stay; that page rewrites them after the sidebar ran
+    wanted.update({k: v for k, v in current.items() if k.startswith(PAGE_PARAM_PREFIXES)})
+    if current != wanted:
+        st.query_params.from_dict(wanted)
+
+
+def write_page_params(prefix: str, params: dict[str, str]) -> None:
+    """Make ``params`` the URL's parameters under ``prefix`` (one of PAGE_PARAM_PREFIXES).
+
+    Call after the sidebar ran (``current_scenario``): the sidebar's parameters stay first,
+    the other pages' parameters are dropped, and the URL is rewritten only when it changes.
+    """
+    current = {k: st.query_params.get_all(k)[-1] for k in st.query_params.keys()}
+    wanted = {k: v for k, v in current.items() if not k.startswith(PAGE_PARAM_PREFIXES)}
+    wanted.update({k: v for k, v in params.items() if k.startswith(prefix)})
     if current != wanted:
         st.query_params.from_dict(wanted)
 
@@ -372,6 +398,7 @@ def _scenario_file_controls(preset: str, scenario: Scenario | None) -> None:
             help="every key of the current scenario (what the URL says, spelled out); "
                  "python -m fabric_model bom --scenario FILE reads it",
         )
+        report_download_button(preset, scenario)
         st.file_uploader(
             "Load scenario (YAML/JSON)", type=["yaml", "yml", "json"], key=key,
             on_change=_on_scenario_upload, args=(key,),
