@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -395,13 +396,16 @@ def _parse_gpus(text: str) -> list[int]:
     return out
 
 
-def _workers_map(workers: int) -> Any:
+@contextmanager
+def _mapper(workers: int) -> Iterator[Any]:
+    """``map``, or a process pool's ``map`` for ``workers > 1`` (shut down on exit)."""
     if workers <= 1:
-        return map, None
+        yield map
+        return
     from concurrent.futures import ProcessPoolExecutor
 
-    pool = ProcessPoolExecutor(max_workers=workers)
-    return pool.map, pool
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        yield pool.map
 
 
 def _progress(args: argparse.Namespace, what: str) -> Any:
@@ -431,13 +435,9 @@ def _sweep(args: argparse.Namespace) -> int:
     from fabric_model.training import sweep
 
     scenario = scenario_from_args(args)
-    map_fn, pool = _workers_map(args.workers)
-    try:
+    with _mapper(args.workers) as map_fn:
         points = sweep(scenario, _parse_gpus(args.gpus), scaling=args.scaling, map_fn=map_fn,
                        progress=_progress(args, "sweep"))
-    finally:
-        if pool:
-            pool.shutdown()
     payload = [p.to_dict() for p in points]
     table = [{"n_gpus": p.n_gpus,
               "step_time_s": p.step.step_time_s if p.feasible else "-",
@@ -464,13 +464,9 @@ def _plan(args: argparse.Namespace) -> int:
     from fabric_model.training import search_plans
 
     scenario = scenario_from_args(args)
-    map_fn, pool = _workers_map(args.workers)
-    try:
+    with _mapper(args.workers) as map_fn:
         found = search_plans(scenario, top=args.top, map_fn=map_fn,
                              progress=_progress(args, "plans"))
-    finally:
-        if pool:
-            pool.shutdown()
     if not found:
         raise FabricModelError("parallel: no plan fits this model on this cluster (memory or "
                                "batch); add GPUs, raise training.global_batch_tokens or use "

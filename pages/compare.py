@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from fabric_model.errors import FabricModelError
 from ui import compare, facade
 from ui.compare_figures import (
     compare_busbw_figure,
@@ -13,16 +12,12 @@ from ui.compare_figures import (
     compare_step_figure,
 )
 from ui.exports import export_file_name
-from ui.page_common import current_scenario, show_model_error
+from ui.page_common import current_scenario, require_buildable
 from ui.widgets import chart, csv_download, current_preset
 
 scenario = current_scenario()
 st.title("Compare")
-try:  # the sidebar's own design must build: it is the last column
-    facade.topology(scenario)
-except FabricModelError as exc:
-    show_model_error(exc)
-    st.stop()
+require_buildable(scenario)
 compare.read_url_once()
 preset = current_preset() or scenario.name
 st.caption(

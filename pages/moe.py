@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from fabric_model.errors import FabricModelError
 from fabric_model.scenario import MODEL_SHAPES, apply_overrides, field_spec
 from ui import facade
-from ui.page_common import current_scenario, show_model_error
+from ui.page_common import current_scenario, require_buildable
 from ui.theme import TOPOLOGY_LABELS
 from ui.training_figures import (
     dense_vs_moe_figure,
@@ -18,11 +17,7 @@ from ui.training_figures import (
 from ui.widgets import chart, csv_download
 
 scenario = current_scenario()
-try:  # the sidebar's own design must build; the sweep then explains other sizes
-    facade.topology(scenario)
-except FabricModelError as exc:
-    show_model_error(exc)
-    st.stop()
+require_buildable(scenario)
 st.title("MoE")
 
 moe_names = [n for n, e in MODEL_SHAPES.items() if e["shape"]["kind"] == "moe"]

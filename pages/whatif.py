@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from fabric_model.errors import FabricModelError
 from ui import facade, whatif
 from ui.compare_figures import (
     WHATIF_COLUMNS,
@@ -13,16 +12,12 @@ from ui.compare_figures import (
     whatif_frame,
     whatif_step_figure,
 )
-from ui.page_common import current_scenario, show_model_error
+from ui.page_common import current_scenario, require_buildable
 from ui.widgets import chart, csv_download
 
 scenario = current_scenario()
 st.title("What-if")
-try:  # the sidebar's own design must build: it is "before"
-    facade.topology(scenario)
-except FabricModelError as exc:
-    show_model_error(exc)
-    st.stop()
+require_buildable(scenario)
 whatif.read_url_once()
 st.caption(
     "Before: the sidebar's scenario. After: the same scenario with the changes below. Each "

@@ -23,7 +23,7 @@ from fabric_model.presets import list_presets, load_preset
 from fabric_model.scenario import SHAPE_KEYS, Scenario, apply_overrides, dump_scenario
 from ui import facade
 from ui.compare_figures import ScenarioMetrics, unique_labels
-from ui.state import write_page_params
+from ui.state import page_params, url_value, write_page_params
 from ui.theme import TOPOLOGY_LABELS
 
 __all__ = [
@@ -98,16 +98,6 @@ def _clean_label(label: str) -> str:
     return " ".join(label.replace(_SEP, "-").split())[:_MAX_LABEL_CHARS]
 
 
-def _text(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
 def scenario_diff(scenario: Scenario, preset: str) -> dict[str, str]:
     """Return the keys of ``scenario`` that differ from ``preset``, as URL text.
 
@@ -119,7 +109,7 @@ def scenario_diff(scenario: Scenario, preset: str) -> dict[str, str]:
         diff = {k: v for k, v in diff.items()
                 if not (k.startswith("model.") and k.split(".", 1)[1] in (*SHAPE_KEYS,
                                                                           "params_b"))}
-    return {k: _text(v) for k, v in diff.items()}
+    return {k: url_value(v) for k, v in diff.items()}
 
 
 def encode_pin(pin: Pin) -> str:
@@ -225,8 +215,7 @@ def read_url_once() -> None:
     if st.session_state.get(_URL_READ):
         return
     st.session_state[_URL_READ] = True
-    params = {k: st.query_params.get_all(k)[-1] for k in st.query_params.keys()
-              if k.startswith(PREFIX)}
+    params = page_params(PREFIX)
     found, errors = parse_params(params)
     if found:
         st.session_state[_PINS] = []

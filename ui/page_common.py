@@ -8,7 +8,7 @@ from fabric_model.errors import FabricModelError
 from fabric_model.scenario import Scenario
 from ui.state import sidebar_scenario
 
-__all__ = ["current_scenario", "show_model_error"]
+__all__ = ["current_scenario", "require_buildable", "show_model_error"]
 
 
 def _leave_legacy_multipage_mode() -> None:
@@ -44,3 +44,18 @@ def current_scenario() -> Scenario:
 def show_model_error(exc: FabricModelError) -> None:
     """An infeasible design is content: say which key to change and what is allowed."""
     st.warning(f"This design cannot be built: {exc}")
+
+
+def require_buildable(scenario: Scenario) -> None:
+    """Stop the page with the model's reason when the sidebar's design cannot be built.
+
+    Pages that also model other designs (other sizes, what-ifs, pins) still need the
+    sidebar's own design: it is their baseline.
+    """
+    from ui import facade  # the caching layer; imported late to keep this module light
+
+    try:
+        facade.topology(scenario)
+    except FabricModelError as exc:
+        show_model_error(exc)
+        st.stop()

@@ -45,6 +45,8 @@ __all__ = [
     "apply_scenario",
     "read_scenario_file",
     "sidebar_scenario",
+    "page_params",
+    "url_value",
     "write_page_params",
 ]
 
@@ -173,7 +175,7 @@ def _write_url(preset: str, scenario: Scenario) -> None:
                 if k.split(".", 1)[1] not in (*SHAPE_KEYS, "params_b") or
                 not k.startswith("model.")}
     for key, value in diff.items():
-        wanted[key] = _url_value(value)
+        wanted[key] = url_value(value)
     current = {k: st.query_params.get_all(k)[-1] for k in st.query_params.keys()}
     # a page's own parameters stay; that page rewrites them after the sidebar ran
     wanted.update({k: v for k, v in current.items() if k.startswith(PAGE_PARAM_PREFIXES)})
@@ -194,7 +196,14 @@ def write_page_params(prefix: str, params: dict[str, str]) -> None:
         st.query_params.from_dict(wanted)
 
 
-def _url_value(value: Any) -> str:
+def page_params(prefix: str) -> dict[str, str]:
+    """Return the URL parameters that start with a page's ``prefix`` (last value each)."""
+    return {k: st.query_params.get_all(k)[-1] for k in st.query_params.keys()
+            if k.startswith(prefix)}
+
+
+def url_value(value: Any) -> str:
+    """Spell a scenario value as the URL carries it (``true``, ``800``, ``null``)."""
     if value is None:
         return "null"
     if isinstance(value, bool):

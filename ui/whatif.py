@@ -21,7 +21,7 @@ from fabric_model.errors import FabricModelError
 from fabric_model.scenario import Scenario, apply_overrides, coerce_value, field_spec
 from ui import facade
 from ui.compare_figures import ScenarioMetrics, WhatIfRow
-from ui.state import write_page_params
+from ui.state import page_params, write_page_params
 
 __all__ = [
     "CHANGES",
@@ -202,8 +202,7 @@ def read_url_once() -> None:
     if st.session_state.get(_URL_READ):
         return
     st.session_state[_URL_READ] = True
-    params = {k: st.query_params.get_all(k)[-1] for k in st.query_params.keys()
-              if k.startswith(PREFIX)}
+    params = page_params(PREFIX)
     found, errors = parse_params(params)
     st.session_state[_OVERRIDES] = found
     for message in errors:
