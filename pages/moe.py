@@ -22,8 +22,9 @@ st.title("MoE")
 
 moe_names = [n for n, e in MODEL_SHAPES.items() if e["shape"]["kind"] == "moe"]
 if scenario.model.kind != "moe":
-    st.info(f"The sidebar's model ({scenario.model.name}) is dense. This page shows an MoE "
-            f"model on the same cluster; pick it here or in the sidebar's model section.")
+    st.caption(f"The sidebar's model ({scenario.model.name}) is dense, so this page shows an "
+               f"MoE model on the same cluster: pick it here or in the sidebar's model "
+               f"section.")
     default_moe = "deepseek-v3"
 else:
     default_moe = scenario.model.name if scenario.model.name in moe_names else "custom"
