@@ -9,7 +9,7 @@ from ui import facade
 from ui.figures import busbw_curve_figure, vendor_summary_frame
 from ui.page_common import current_scenario, show_model_error
 from ui.theme import TOPOLOGY_LABELS, VENDOR_LABELS
-from ui.training_figures import step_breakdown_figure
+from ui.training_figures import step_share_figure
 from ui.widgets import chart, csv_download
 
 scenario = current_scenario()
@@ -53,7 +53,7 @@ if step.feasible and step.plan is not None:
                         + ("at" if eff is None else f"at ({eff[1]:,} GPUs)")
                         + ", same tokens per data-parallel replica (weak scaling); the "
                         "Scaling page sweeps every size")
-    chart(step_breakdown_figure([facade.as_point(step)], "Where the step goes"),
+    chart(step_share_figure(step, f"Where the {step.step_time_s:,.2f} s step goes"),
           key="overview_step", name="overview step breakdown")
     if step.bubble_fraction > 0.25:
         st.warning(f"The pipeline bubble is {step.bubble_fraction:.0%} of the step: each "

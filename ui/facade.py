@@ -50,7 +50,6 @@ __all__ = [
     "CollectiveSummary",
     "SCALING_SIZES",
     "acceptance_table",
-    "as_point",
     "bom",
     "collective_curves",
     "collective_summary",
@@ -387,11 +386,6 @@ def moe_points(scenario: Scenario, topology: str, eps: tuple[int, ...],
                                   (Problem("fabric.topology", str(exc)),))
             out.append(MoePoint(topology, ep, skew, step))
     return tuple(out)
-
-
-def as_point(step: StepResult) -> SweepPoint:
-    """One step as a sweep point (for the per-size breakdown chart)."""
-    return SweepPoint(step.n_gpus, step, math.nan, scaling_efficiency=math.nan)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)

@@ -34,6 +34,7 @@ __all__ = [
     "scaling_figure",
     "scaling_frame",
     "step_breakdown_figure",
+    "step_share_figure",
     "step_terms",
 ]
 
@@ -59,7 +60,8 @@ class ScalingLine:
 
 
 def _layout(fig: go.Figure, title: str, **kw: Any) -> go.Figure:
-    fig.update_layout(**BASE_LAYOUT, title={"text": title, "x": 0.0, "xanchor": "left"}, **kw)
+    fig.update_layout(**{**BASE_LAYOUT, **kw},
+                      title={"text": title, "x": 0.0, "xanchor": "left"})
     return fig
 
 
@@ -118,7 +120,8 @@ def scaling_figure(lines: Sequence[ScalingLine], metric: str, scaling: str) -> g
     return _layout(fig, title, xaxis=_gpu_axis(sizes),
                    yaxis={"title": "scaling efficiency" if metric == "scaling_efficiency"
                           else "MFU", "tickformat": ".0%", "rangemode": "tozero"},
-                   legend={"orientation": "h", "y": -0.2}, height=460)
+                   legend={"orientation": "h", "y": -0.3}, height=500,
+                   margin={"l": 60, "r": 20, "t": 60, "b": 40})
 
 
 def step_breakdown_figure(points: Sequence[SweepPoint], title: str) -> go.Figure:
@@ -139,6 +142,27 @@ def step_breakdown_figure(points: Sequence[SweepPoint], title: str) -> go.Figure
     return _layout(fig, title, barmode="stack", xaxis={"title": "GPUs", "type": "category"},
                    yaxis={"title": "share of step time", "tickformat": ".0%"},
                    legend={"orientation": "h", "y": -0.25}, height=440)
+
+
+def step_share_figure(step: StepResult, title: str) -> go.Figure:
+    """One step as a single horizontal bar of its terms (share of the step, seconds on hover)."""
+    fig = go.Figure()
+    terms = step_terms(step)
+    for term in TERMS:
+        secs = terms[term]
+        if secs <= 0:
+            continue
+        fig.add_trace(go.Bar(
+            y=[""], x=[secs / step.step_time_s], orientation="h",
+            name=STEP_TERM_LABELS[term], marker_color=STEP_TERM_COLORS[term],
+            customdata=[secs],
+            hovertemplate="%{x:.1%} of the step (%{customdata:.3f} s)"
+                          f"<extra>{STEP_TERM_LABELS[term]}</extra>"))
+    return _layout(fig, title, barmode="stack", height=230,
+                   xaxis={"title": "share of step time", "tickformat": ".0%",
+                          "range": [0, 1]},
+                   legend={"orientation": "h", "y": -0.6},
+                   margin={"l": 20, "r": 20, "t": 50, "b": 40})
 
 
 def scaling_frame(lines: Sequence[ScalingLine]) -> pd.DataFrame:
