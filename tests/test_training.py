@@ -329,3 +329,16 @@ def test_cli_bad_input_exits_2_with_one_line(argv: list[str],
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and "\n" not in err and "Traceback" not in err
+
+
+def test_training_constants_each_carry_a_source_note() -> None:
+    import yaml
+
+    from fabric_model.training.constants import CONSTANTS_PATH, training_constants
+
+    raw = yaml.safe_load(CONSTANTS_PATH.read_text(encoding="utf-8"))["constants"]
+    assert set(training_constants()) == set(raw)
+    for name, entry in raw.items():
+        note = entry["note"]
+        assert note.startswith("estimate:") or "megatron" in note.lower() or \
+            "same source" in note, name

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fabric_model.scenario import Scenario
+from fabric_model.training.constants import training_constant
 from fabric_model.training.shapes import ShapeCounts
 
 if TYPE_CHECKING:
@@ -38,11 +39,11 @@ __all__ = ["RESERVED_FRACTION", "TRAFFIC_PASSES", "MemoryBreakdown",
            "activation_bytes_per_layer", "activation_traffic_bytes_per_layer",
            "attention_score_bytes_per_layer", "memory_per_gpu"]
 
-#: Share of HBM not available to the model (estimate, see the module docstring).
-RESERVED_FRACTION = 0.10
-#: Times each kept activation byte crosses HBM in a forward and backward pass (estimate,
-#: see :func:`activation_traffic_bytes_per_layer`).
-TRAFFIC_PASSES = 4.0
+#: Share of HBM not available to the model (``assets/training_constants.yaml``).
+RESERVED_FRACTION = training_constant("reserved_hbm_fraction")
+#: Times each kept activation byte crosses HBM in a forward and backward pass
+#: (``assets/training_constants.yaml``; see :func:`activation_traffic_bytes_per_layer`).
+TRAFFIC_PASSES = training_constant("traffic_passes")
 GIB = 2**30
 
 

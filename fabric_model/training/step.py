@@ -49,6 +49,7 @@ from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.collectives.algorithms import receive_weights
 from fabric_model.errors import FabricModelError
 from fabric_model.scenario import Scenario
+from fabric_model.training.constants import training_constant
 from fabric_model.training.fabric import CommTime, DimensionFabric
 from fabric_model.training.layout import Layout
 from fabric_model.training.memory import (
@@ -64,13 +65,12 @@ __all__ = ["DIMS", "Plan", "Problem", "StepResult", "resolve_plan", "training_st
 DIMS = ("dp", "tp", "pp", "ep", "cp")
 #: Bytes per gradient / activation element (bf16).
 BF16 = 2
-#: Achievable fraction of HBM bandwidth for streaming elementwise kernels (estimate:
-#: STREAM-like copies reach 80-90% of the datasheet rate on A100/H100).
-HBM_EFFICIENCY = 0.8
+#: Achievable fraction of HBM bandwidth for elementwise kernels (assets/training_constants.yaml).
+HBM_EFFICIENCY = training_constant("hbm_efficiency")
 #: Megatron-core DDP bucket: max(40M, 1M x data-parallel size) parameters
-#: (megatron/core/distributed/distributed_data_parallel.py, ``bucket_size``).
-BUCKET_MIN_PARAMS = 40_000_000
-BUCKET_PARAMS_PER_DP = 1_000_000
+#: (assets/training_constants.yaml, with the source).
+BUCKET_MIN_PARAMS = int(training_constant("bucket_min_params"))
+BUCKET_PARAMS_PER_DP = int(training_constant("bucket_params_per_dp"))
 
 
 @dataclass(frozen=True)
