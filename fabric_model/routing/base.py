@@ -34,7 +34,7 @@ from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet
 from fabric_model.topology import Topology
 
-__all__ = ["RoutedFlows", "degraded_capacities", "DEGRADED_CLASS", "hash_choices"]
+__all__ = ["DEGRADED_CLASS", "RoutedFlows", "check_policy", "degraded_capacities", "hash_choices"]
 
 #: ``what_if.degraded_link`` -> the link class whose first cable is degraded.
 DEGRADED_CLASS = {"nic": "nic-leaf", "leaf-spine": "leaf-spine", "spine-core": "spine-core"}
@@ -118,3 +118,16 @@ def hash_choices(rng: np.random.Generator, n: int, n_choices: np.ndarray | int) 
     """Pseudo-random ECMP hash results: one uniform choice in ``[0, n_choices)`` per item."""
     k = np.broadcast_to(np.asarray(n_choices, dtype=np.int64), (n,))
     return (rng.random(n) * k).astype(np.int64)
+
+
+def check_policy(family: str, policy: str, supported: tuple[str, ...]) -> None:
+    """Refuse a routing policy the family's router does not implement (names the key).
+
+    Raises
+    ------
+    InfeasibleDesignError
+        On ``fabric.routing``, listing what the family supports.
+    """
+    if policy not in supported:
+        raise InfeasibleDesignError(
+            "fabric.routing", f"{family} supports: {', '.join(supported)} (got {policy!r})")

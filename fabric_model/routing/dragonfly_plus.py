@@ -82,9 +82,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet
-from fabric_model.routing.base import RoutedFlows, hash_choices
+from fabric_model.routing.base import RoutedFlows, check_policy, hash_choices
 from fabric_model.topology import Topology
 from fabric_model.units import gbps_to_Bps
 
@@ -239,11 +238,7 @@ def route_dragonfly_plus(
     InfeasibleDesignError
         On ``fabric.routing`` for a policy the family does not support.
     """
-    if policy not in DRAGONFLY_PLUS_POLICIES:
-        raise InfeasibleDesignError(
-            "fabric.routing",
-            f"dragonfly-plus supports: {', '.join(DRAGONFLY_PLUS_POLICIES)} (got {policy!r})",
-        )
+    check_policy("dragonfly-plus", policy, DRAGONFLY_PLUS_POLICIES)
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     cap = np.asarray(capacity_Bps, dtype=np.float64)

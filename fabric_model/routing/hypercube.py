@@ -39,9 +39,8 @@ from __future__ import annotations
 import numpy as np
 
 from fabric_model._jit import jit
-from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet
-from fabric_model.routing.base import RoutedFlows, hash_choices
+from fabric_model.routing.base import RoutedFlows, check_policy, hash_choices
 from fabric_model.routing.torus3d import _result, _switchless_labels
 from fabric_model.topology import Topology
 
@@ -125,11 +124,7 @@ def route_hypercube(
     InfeasibleDesignError
         On ``fabric.routing`` for a policy the family does not support.
     """
-    if policy not in HYPERCUBE_POLICIES:
-        raise InfeasibleDesignError(
-            "fabric.routing",
-            f"hypercube supports: {', '.join(HYPERCUBE_POLICIES)} (got {policy!r})",
-        )
+    check_policy("hypercube", policy, HYPERCUBE_POLICIES)
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     cap = np.asarray(capacity_Bps, dtype=np.float64)

@@ -31,9 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet
-from fabric_model.routing.base import RoutedFlows
+from fabric_model.routing.base import RoutedFlows, check_policy
 from fabric_model.routing.fat_tree import _ADAPTIVE_CLASSES, route_fat_tree
 from fabric_model.topology import Topology
 from fabric_model.topology.fat_tree import build_fat_tree
@@ -238,11 +237,7 @@ def route_rail_only(
     ValueError
         If a connection joins endpoints on different rails.
     """
-    if policy not in RAIL_ONLY_POLICIES:
-        raise InfeasibleDesignError(
-            "fabric.routing",
-            f"rail-only supports: {', '.join(RAIL_ONLY_POLICIES)} (got {policy!r})",
-        )
+    check_policy("rail-only", policy, RAIL_ONLY_POLICIES)
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     rail_s, port_s = rail_and_port(topo, src)

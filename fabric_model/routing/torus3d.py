@@ -44,9 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabric_model._jit import jit
-from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet
-from fabric_model.routing.base import RoutedFlows, hash_choices
+from fabric_model.routing.base import RoutedFlows, check_policy, hash_choices
 from fabric_model.topology import Topology
 
 __all__ = ["TORUS_POLICIES", "bundle_members", "route_torus3d"]
@@ -196,10 +195,7 @@ def route_torus3d(
     InfeasibleDesignError
         On ``fabric.routing`` for a policy the family does not support.
     """
-    if policy not in TORUS_POLICIES:
-        raise InfeasibleDesignError(
-            "fabric.routing", f"torus-3d supports: {', '.join(TORUS_POLICIES)} (got {policy!r})"
-        )
+    check_policy("torus-3d", policy, TORUS_POLICIES)
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     cap = np.asarray(capacity_Bps, dtype=np.float64)
