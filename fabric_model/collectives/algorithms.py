@@ -63,9 +63,33 @@ def _latencies(ctx: FabricContext, algo_key: str, protocols: tuple[str, ...], st
     return out
 
 
+def _tree_channel_cap_Bps(ctx: FabricContext, key: str) -> float:
+    """NCCL's per-channel cap on tree / NVLS-Tree all-reduce bus bandwidth, bytes/s.
+
+    ``tuning.cc`` caps the tree at ``nChannels x perChMaxTreeBw`` (NVLS-Tree: its own
+    table), indexed by 1 node, 2 nodes, more. A tree channel needs two SMs where a ring
+    channel needs one, and NCCL gives the tree the ring's SM budget, so the tree runs with
+    ``tree_channels_fraction`` of the ring's channels (the NCCL maintainer: "Tree will
+    struggle to get better performance than ring without using 32 SMs (which we
+    disallow)", nccl-tests issue 196).
+    """
+    c = ctx.constants
+    per_channel = c[key].get(ctx.arch)
+    if per_channel is None:
+        return math.inf
+    m = ctx.n_domains
+    value = per_channel[0 if m == 1 else 1 if m == 2 else 2]
+    if value is None:
+        return math.inf
+    ring_channels = ctx.nics_used_per_domain * c["channels_per_nic"] if m > 1 else \
+        c["max_channels"] // c["channels_per_nic"]
+    return ring_channels * c["tree_channels_fraction"] * float(value) * 1e9
+
+
 def _common(ctx: FabricContext, op: str, algo: str, intra: float, inter: PatternResult | None,
-            inter_scale: float, latency: dict[str, float], **kw: object) -> AlgoModel:
-    """Assemble the model: busbw = min(NVLink side, network side x scale)."""
+            inter_scale: float, latency: dict[str, float], cap_Bps: float = math.inf,
+            **kw: object) -> AlgoModel:
+    """Assemble the model: busbw = min(NVLink side, network side x scale, protocol cap)."""
     c = ctx.constants
     if inter is None:
         inter_bw = math.inf
@@ -76,6 +100,9 @@ def _common(ctx: FabricContext, op: str, algo: str, intra: float, inter: Pattern
         seeds = inter.min_rate_Bps * inter_scale * eff
         inter_bw = float(seeds.mean())
         bottleneck = "nvlink" if intra <= inter_bw else inter.bottleneck
+    if cap_Bps < min(intra, inter_bw):
+        bottleneck = "tree channels (NCCL per-channel cap)"
+    intra = min(intra, cap_Bps)
     busbw = min(intra, inter_bw)
     lo, hi = float(min(intra, seeds.min())), float(min(intra, seeds.max()))
     arch = ctx.arch
@@ -171,9 +198,10 @@ def tree_model(ctx: FabricContext, op: str) -> AlgoModel:
     corr = dict(tree_correction=tuple(tuple(c["tree_correction"][p]) for p in protos),
                 tree_correction_protocols=protos)
     intra = _nvlink_ring_Bps(ctx) * c["tree_bw_factor"]
+    cap = _tree_channel_cap_Bps(ctx, "tree_per_channel_GBps")
     if m == 1:
         lat = _latencies(ctx, "tree", protos, 2 * (d - 1), 0, 0)
-        return _common(ctx, op, "tree", intra, None, 0, lat, **corr)
+        return _common(ctx, op, "tree", intra, None, 0, lat, cap_Bps=cap, **corr)
     edges = _dtree_edges(m)
     k = ctx.nics_used_per_domain
     slots = ctx.slots_spread(k)
@@ -184,7 +212,8 @@ def tree_model(ctx: FabricContext, op: str) -> AlgoModel:
     # each edge stream carries S / (2k); bus bandwidth = bus_factor x S / time
     scale = 2 * k * bus_factor(op, ctx.n_ranks)
     lat = _latencies(ctx, "tree", protos, 2 * (d - 1), 2 * math.log2(m), res.mean_switch_hops)
-    model = _common(ctx, op, "tree", intra, res, scale * c["tree_bw_factor"], lat, **corr)
+    model = _common(ctx, op, "tree", intra, res, scale * c["tree_bw_factor"], lat, cap_Bps=cap,
+                    **corr)
     return model
 
 
@@ -264,7 +293,8 @@ def nvls_model(ctx: FabricContext, op: str) -> AlgoModel:
     inter_lat = c["hw_latency_us"]["net"]["nvls_tree"]["Simple"] + \
         ctx.path_latency_us(res.mean_switch_hops)
     lat = {"Simple": intra_lat + 2 * math.log2(m) * inter_lat}
-    return _common(ctx, op, "nvls", intra, res, scale, lat)
+    return _common(ctx, op, "nvls", intra, res, scale, lat,
+                   cap_Bps=_tree_channel_cap_Bps(ctx, "nvls_tree_per_channel_GBps"))
 
 
 # ---------------------------------------------------------------------------- SHARP
