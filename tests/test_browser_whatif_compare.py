@@ -78,8 +78,10 @@ def test_whatif_control_updates_the_charts(page: Page, live_app: str) -> None:
     base = load_preset(DEFAULT_PRESET)
     before = training_step(base).step_time_s
     after = training_step(apply_overrides(base, {"cluster.nics_per_gpu": 2})).step_time_s
-    expect(page.locator(CHART + " .gtitle", has_text="Step time per term")).to_contain_text(
-        f"{before:,.2f} s → {after:,.2f} s")
+    # a redraw briefly shows the old chart beside the new one: wait for the new title
+    expect(page.locator(CHART + " .gtitle",
+                        has_text=f"Step time per term, before vs after: {before:,.2f} s → "
+                                 f"{after:,.2f} s").first).to_be_visible()
     page.wait_for_selector(IDLE)
     expect_no_error(page)
     expect(page.locator("[data-testid=stAlert]")).to_have_count(0)
