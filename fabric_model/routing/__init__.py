@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabric_model.routing.base import RoutedFlows, degraded_capacities
+from fabric_model.routing.base import RoutedFlows, Router, degraded_capacities
 from fabric_model.routing.dragonfly_plus import DRAGONFLY_PLUS_POLICIES, route_dragonfly_plus
 from fabric_model.routing.fat_tree import route_fat_tree
 from fabric_model.routing.hypercube import HYPERCUBE_POLICIES, route_hypercube
@@ -17,7 +17,7 @@ from fabric_model.routing.rail_only import RAIL_ONLY_POLICIES, route_rail_only
 from fabric_model.routing.torus3d import TORUS_POLICIES, route_torus3d
 from fabric_model.topology import Topology
 
-__all__ = ["POLICIES", "RoutedFlows", "degraded_capacities", "route"]
+__all__ = ["POLICIES", "RoutedFlows", "Router", "degraded_capacities", "route"]
 
 #: Policies each family understands (``auto`` resolves to the vendor's default first).
 POLICIES = {
@@ -28,7 +28,9 @@ POLICIES = {
     "hypercube": HYPERCUBE_POLICIES,
 }
 
-_ROUTERS = {
+#: One router per family, all with the :class:`~.base.Router` interface.
+_ROUTERS: dict[str, Router] = {
+    "fat-tree": route_fat_tree,
     "rail-only": route_rail_only,
     "dragonfly-plus": route_dragonfly_plus,
     "torus-3d": route_torus3d,
@@ -48,8 +50,6 @@ def route(
 ) -> RoutedFlows:
     """Route connections ``src[i] -> dst[i]`` (NIC endpoint ids) with ``policy``."""
     cap = topo.graph.link_capacity_Bps if capacity_Bps is None else capacity_Bps
-    if topo.family == "fat-tree":
-        return route_fat_tree(topo, src, dst, policy, cap, qps=qps, rng=rng)
     if topo.family in _ROUTERS:
         return _ROUTERS[topo.family](topo, src, dst, policy, cap, qps=qps, rng=rng)
     raise NotImplementedError(topo.family)

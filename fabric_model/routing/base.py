@@ -27,6 +27,7 @@ their family's router.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -34,7 +35,8 @@ from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet
 from fabric_model.topology import Topology
 
-__all__ = ["DEGRADED_CLASS", "RoutedFlows", "check_policy", "degraded_capacities", "hash_choices"]
+__all__ = ["DEGRADED_CLASS", "RoutedFlows", "Router", "check_policy", "degraded_capacities",
+           "hash_choices"]
 
 #: ``what_if.degraded_link`` -> the link class whose first cable is degraded.
 DEGRADED_CLASS = {"nic": "nic-leaf", "leaf-spine": "leaf-spine", "spine-core": "spine-core"}
@@ -131,3 +133,42 @@ def check_policy(family: str, policy: str, supported: tuple[str, ...]) -> None:
     if policy not in supported:
         raise InfeasibleDesignError(
             "fabric.routing", f"{family} supports: {', '.join(supported)} (got {policy!r})")
+
+
+class Router(Protocol):
+    """The interface every family's router implements (``route_<family>``).
+
+    Parameters
+    ----------
+    topo
+        A topology of the router's family.
+    src, dst
+        NIC endpoint ids, one connection ``src[i] -> dst[i]`` per position.
+    policy
+        A routing policy the family supports (each router's docstring lists them).
+    capacity_Bps
+        Capacity of every directed link of ``topo.graph``, bytes/s (a what-if may have
+        degraded one); bundle and trunk capacities are sums of these.
+    qps
+        Queue pairs per connection under ``ecmp``, each hashed independently.
+    rng
+        Seeded generator for ``ecmp`` hashing (and random choices such as Valiant's).
+
+    Returns
+    -------
+    RoutedFlows
+        The flows on the router's link space: the graph's links, then any bundles or
+        trunks the policy routes over.
+
+    Raises
+    ------
+    InfeasibleDesignError
+        On ``fabric.routing`` for a policy the family does not support
+        (:func:`check_policy`).
+    """
+
+    def __call__(self, topo: Topology, src: np.ndarray, dst: np.ndarray, policy: str,
+                 capacity_Bps: np.ndarray, *, qps: int = 1,
+                 rng: np.random.Generator | None = None) -> RoutedFlows:
+        """Route ``src[i] -> dst[i]`` with ``policy`` (see the class docstring)."""
+        ...

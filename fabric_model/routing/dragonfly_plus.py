@@ -211,32 +211,10 @@ def route_dragonfly_plus(
     qps: int = 1,
     rng: np.random.Generator | None = None,
 ) -> RoutedFlows:
-    """Route connections ``src[i] -> dst[i]`` (NIC endpoint ids) on a dragonfly+ fabric.
+    """Route connections on a dragonfly+ fabric (the :class:`~.base.Router` interface).
 
-    Parameters
-    ----------
-    topo
-        A dragonfly+ topology (:func:`fabric_model.topology.dragonfly_plus.build_dragonfly_plus`).
-    src, dst
-        Endpoint ids, one connection per position.
-    policy
-        ``minimal``, ``valiant``, ``ugal``, ``adaptive`` or ``ecmp`` (module docstring).
-    capacity_Bps
-        Capacity of every directed cable link, bytes/s (a what-if may have degraded one).
-    qps
-        Queue pairs per connection under ``ecmp`` (each hashed independently).
-    rng
-        Seeded generator for ``ecmp`` hashing and Valiant's intermediate groups.
-
-    Returns
-    -------
-    RoutedFlows
-        Switch hops 1, 3, 4 (minimal) and 5 or 7 (Valiant).
-
-    Raises
-    ------
-    InfeasibleDesignError
-        On ``fabric.routing`` for a policy the family does not support.
+    Policies: ``minimal``, ``valiant``, ``ugal``, ``adaptive`` or ``ecmp`` (module
+    docstring). Switch hops 1, 3, 4 (minimal) and 5 or 7 (Valiant).
     """
     check_policy("dragonfly-plus", policy, DRAGONFLY_PLUS_POLICIES)
     src = np.asarray(src, dtype=np.int64)

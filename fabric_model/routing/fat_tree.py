@@ -60,26 +60,10 @@ def _layout(topo: Topology) -> dict[str, np.ndarray | int]:
 def route_fat_tree(topo: Topology, src: np.ndarray, dst: np.ndarray, policy: str,
                    capacity_Bps: np.ndarray, *, qps: int = 1,
                    rng: np.random.Generator | None = None) -> RoutedFlows:
-    """Route connections ``src[i] -> dst[i]`` (NIC endpoint ids) on a fat-tree.
+    """Route connections on a fat-tree (the :class:`~fabric_model.routing.base.Router` interface).
 
-    Parameters
-    ----------
-    topo
-        A fat-tree from :func:`fabric_model.topology.fat_tree.build_fat_tree`.
-    src, dst
-        Endpoint ids, one connection per position.
-    policy
-        ``adaptive``, ``ecmp`` or ``dmodk``.
-    capacity_Bps
-        Capacity of every directed cable link (a what-if may have degraded one).
-    qps
-        Queue pairs per connection under ``ecmp`` (each hashed independently).
-    rng
-        Seeded generator for ``ecmp`` hashing.
-
-    Returns
-    -------
-    RoutedFlows
+    Policies: ``adaptive`` (bundles), ``ecmp`` or ``dmodk``; a 1-tier tree routes every
+    policy as ``adaptive``.
     """
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)

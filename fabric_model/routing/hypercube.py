@@ -96,33 +96,10 @@ def route_hypercube(
     qps: int = 1,
     rng: np.random.Generator | None = None,
 ) -> RoutedFlows:
-    """Route connections ``src[i] -> dst[i]`` (NIC endpoint ids) on a hypercube.
+    """Route connections on a hypercube (the :class:`~fabric_model.routing.base.Router` interface).
 
-    Parameters
-    ----------
-    topo
-        A hypercube (:func:`fabric_model.topology.hypercube.build_hypercube`).
-    src, dst
-        Endpoint ids, one connection per position.
-    policy
-        ``dor``, ``adaptive`` or ``ecmp`` (module docstring).
-    capacity_Bps
-        Capacity of every directed link of ``topo.graph``, bytes/s; trunk capacities are sums
-        of these.
-    qps
-        Queue pairs per connection under ``ecmp``.
-    rng
-        Seeded generator for ``ecmp`` hashing.
-
-    Returns
-    -------
-    RoutedFlows
-        Link space: the graph's links, then (``dor``, ``adaptive``) the trunks.
-
-    Raises
-    ------
-    InfeasibleDesignError
-        On ``fabric.routing`` for a policy the family does not support.
+    Policies: ``dor``, ``adaptive`` or ``ecmp`` (module docstring). Link space: the graph's
+    links, then (``dor``, ``adaptive``) the trunks.
     """
     check_policy("hypercube", policy, HYPERCUBE_POLICIES)
     src = np.asarray(src, dtype=np.int64)

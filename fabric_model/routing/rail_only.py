@@ -206,34 +206,14 @@ def route_rail_only(
     qps: int = 1,
     rng: np.random.Generator | None = None,
 ) -> RoutedFlows:
-    """Route rail-matched connections ``src[i] -> dst[i]`` (NIC endpoint ids) on a rail-only fabric.
+    """Route rail-matched connections on a rail-only fabric (:class:`~.base.Router`).
 
-    Parameters
-    ----------
-    topo
-        A rail-only topology (:func:`fabric_model.topology.rail_only.build_rail_only`).
-    src, dst
-        Endpoint ids, one connection per position; both ends of a connection on one rail.
-    policy
-        ``adaptive``, ``ecmp`` or ``dmodk`` (as the fat-tree router, inside each rail).
-    capacity_Bps
-        Capacity of every directed cable link of ``topo.graph``, bytes/s (a what-if may have
-        degraded one); adaptive bundle capacities are sums of these.
-    qps
-        Queue pairs per connection under ``ecmp``.
-    rng
-        Seeded generator for ``ecmp`` hashing.
-
-    Returns
-    -------
-    RoutedFlows
-        Link space: the graph's directed links, then (``adaptive``) the bundles of every rail,
-        see :func:`bundle_members`.
+    Policies: ``adaptive``, ``ecmp`` or ``dmodk``, as the fat-tree router inside each rail.
+    Both ends of a connection must be on one rail. Link space: the graph's directed links,
+    then (``adaptive``) the bundles of every rail, see :func:`bundle_members`.
 
     Raises
     ------
-    InfeasibleDesignError
-        On ``fabric.routing`` for a policy other than the three above.
     ValueError
         If a connection joins endpoints on different rails.
     """

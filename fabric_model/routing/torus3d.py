@@ -167,33 +167,10 @@ def route_torus3d(
     qps: int = 1,
     rng: np.random.Generator | None = None,
 ) -> RoutedFlows:
-    """Route connections ``src[i] -> dst[i]`` (NIC endpoint ids) on a 3D torus.
+    """Route connections on a 3D torus (the :class:`~fabric_model.routing.base.Router` interface).
 
-    Parameters
-    ----------
-    topo
-        A 3D torus (:func:`fabric_model.topology.torus3d.build_torus3d`).
-    src, dst
-        Endpoint ids, one connection per position.
-    policy
-        ``dor``, ``adaptive`` or ``ecmp`` (module docstring).
-    capacity_Bps
-        Capacity of every directed link of ``topo.graph`` (cables and internal links),
-        bytes/s; trunk capacities are sums of these.
-    qps
-        Queue pairs per connection under ``ecmp``.
-    rng
-        Seeded generator for ``ecmp`` hashing.
-
-    Returns
-    -------
-    RoutedFlows
-        Link space: the graph's links, then (``dor``, ``adaptive``) the trunks.
-
-    Raises
-    ------
-    InfeasibleDesignError
-        On ``fabric.routing`` for a policy the family does not support.
+    Policies: ``dor``, ``adaptive`` or ``ecmp`` (module docstring). Link space: the graph's
+    links (cables and internal links), then (``dor``, ``adaptive``) the trunks.
     """
     check_policy("torus-3d", policy, TORUS_POLICIES)
     src = np.asarray(src, dtype=np.int64)
