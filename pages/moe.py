@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from fabric_model.scenario import MODEL_SHAPES, apply_overrides, field_spec
+from fabric_model.training.sweep import expert_degrees
 from ui import facade
 from ui.page_common import current_scenario, require_buildable
 from ui.theme import TOPOLOGY_LABELS
@@ -47,11 +48,9 @@ skews = c3.multiselect("Routing skews", [1.0, 1.5, 2.0, 4.0, 8.0], default=[1.0,
                             "times the mean traffic (model.hot_fraction of the GPUs)")
 
 moe = scenario if name == "custom" else apply_overrides(scenario, {"model.name": name})
-experts = moe.model.n_experts
 tp, pp, cp = moe.parallel.tp, moe.parallel.pp, moe.parallel.cp
 dp = moe.cluster.n_gpus // (tp * pp * cp) if moe.cluster.n_gpus % (tp * pp * cp) == 0 else 0
-eps = tuple(e for e in (1, 2, 4, 8, 16, 32, 64, 128, 256)
-            if e <= experts and experts % e == 0 and dp and dp % e == 0)
+eps = tuple(e for e in expert_degrees(moe, dp) if e <= 256) if dp else ()
 if not eps:
     st.warning(f"parallel.tp x pp x cp = {tp * pp * cp} does not divide cluster.n_gpus = "
                f"{moe.cluster.n_gpus:,}; change the plan in the sidebar.")

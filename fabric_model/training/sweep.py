@@ -35,8 +35,8 @@ from fabric_model.training.memory import memory_per_gpu
 from fabric_model.training.shapes import shape_counts
 from fabric_model.training.step import Plan, StepResult, resolve_plan, training_step
 
-__all__ = ["SCALING_MODES", "PlanCandidate", "SweepPoint", "evaluate_point", "search_plans",
-           "sweep", "sweep_scenarios"]
+__all__ = ["SCALING_MODES", "PlanCandidate", "SweepPoint", "evaluate_point", "expert_degrees",
+           "search_plans", "sweep", "sweep_scenarios"]
 
 SCALING_MODES = ("weak", "strong")
 MapFn = Callable[[Callable[[Scenario], Any], Iterable[Scenario]], Iterator[Any]]
@@ -183,6 +183,19 @@ def _powers(limit: int) -> list[int]:
     return [2**i for i in range(int(math.log2(max(1, limit))) + 1)]
 
 
+def expert_degrees(scenario: Scenario, dp: int | None = None) -> list[int]:
+    """Return the expert-parallel degrees a plan may use.
+
+    Powers of two dividing the expert count (and ``dp``, the data-parallel degree, when
+    given); ``[1]`` for a dense model.
+    """
+    m = scenario.model
+    if m.kind != "moe":
+        return [1]
+    return [e for e in _powers(m.n_experts)
+            if m.n_experts % e == 0 and (dp is None or dp % e == 0)]
+
+
 def plan_space(scenario: Scenario) -> list[dict[str, Any]]:
     """Candidate plans: power-of-two degrees that divide the cluster and fit the shape."""
     s, m = scenario, scenario.model
@@ -190,7 +203,7 @@ def plan_space(scenario: Scenario) -> list[dict[str, Any]]:
     tps = [t for t in _powers(min(s.cluster.nvlink_domain, m.heads)) if m.heads % t == 0]
     pps = _powers(min(64, m.layers))
     cps = [c for c in _powers(max(1, m.seq_len // 4096)) if c <= 32 and m.seq_len % c == 0]
-    eps = [e for e in _powers(m.n_experts) if m.n_experts % e == 0] if m.kind == "moe" else [1]
+    eps = expert_degrees(s)
     out = []
     for tp, pp, cp, ep, vpp, rc, mb in itertools.product(
             tps, pps, cps, eps, (1, 2, 4), ("selective", "full"), (1, 2)):
