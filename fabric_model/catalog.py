@@ -221,12 +221,17 @@ class Server(_Entry):
         materials counts them), USD.
     power_w
         Maximum server power excluding the scale-out NIC cards, W.
+    host_link_GBps
+        Payload bandwidth per direction of the PCIe path between one GPU and its scale-out
+        NIC(s), 10^9 bytes/s: every byte a GPU sends to or receives from the network
+        crosses it, whatever the NIC count or speed.
     """
 
     gpus_per_server: int
     nvlink_domain: int
     price_usd: float
     power_w: float
+    host_link_GBps: float
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -251,6 +256,9 @@ class Nic(_Entry):
         One NIC pipeline (TX or RX), ns; a transfer pays it at both ends.
     spectrum_x_endpoint
         Whether NVIDIA supports the card as a Spectrum-X endpoint.
+    host_link_GBps
+        Payload bandwidth per direction of the card's own PCIe host interface, 10^9 bytes/s
+        (``None`` where not published; the server's host link then decides).
     """
 
     port_gbps: int
@@ -261,6 +269,7 @@ class Nic(_Entry):
     price_usd: float
     latency_ns: float
     spectrum_x_endpoint: bool
+    host_link_GBps: float | None = None
 
     def supports(self, link_gbps: int) -> bool:
         """Return whether a port can run at ``link_gbps`` (Gb/s)."""
@@ -903,6 +912,7 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "nvlink_domain": _FieldSpec("int"),
             "price_usd": _FieldSpec("float"),
             "power_w": _FieldSpec("float"),
+            "host_link_GBps": _FieldSpec("float"),
         },
     ),
     "nics": (
@@ -916,6 +926,7 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "price_usd": _FieldSpec("float"),
             "latency_ns": _FieldSpec("float"),
             "spectrum_x_endpoint": _FieldSpec("bool"),
+            "host_link_GBps": _FieldSpec("float", nullable=True),
         },
     ),
     "switches": (

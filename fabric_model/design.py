@@ -7,6 +7,7 @@ hands plain numbers to the topology builders.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from fabric_model.catalog import Catalog, Gpu, Nic, Server, Switch, Vendor, load_catalog
@@ -31,6 +32,25 @@ class Hardware:
     nic: Nic
     radix: int
     routing: str
+
+    @property
+    def host_link_GBps(self) -> float:
+        """Payload bandwidth per direction of one GPU's PCIe path to its NICs, 10^9 bytes/s."""
+        return float(self.server.host_link_GBps)
+
+    @property
+    def nic_host_link_GBps(self) -> float:
+        """Payload bandwidth per direction of one NIC's own PCIe interface, 10^9 bytes/s."""
+        nic = self.nic.host_link_GBps
+        return float(nic) if nic is not None else math.inf
+
+    def nic_feed_GBps(self, nics_per_gpu: int) -> float:
+        """Most payload one NIC can move each way when a GPU drives ``nics_per_gpu`` of them.
+
+        The NIC's own host interface, and the GPU's host link shared evenly by its NICs
+        (NCCL spreads a GPU's channels evenly over its NICs).
+        """
+        return min(self.nic_host_link_GBps, self.host_link_GBps / nics_per_gpu)
 
 
 def _lookup(key: str, fn, value: str):  # type: ignore[no-untyped-def]
@@ -80,8 +100,38 @@ def resolve_hardware(scenario: Scenario, catalog: Catalog | None = None) -> Hard
             )
     radix = switch.radix(f.link_gbps)
     routing = vendor.default_routing if f.routing == "auto" else f.routing
-    return Hardware(gpu=gpu, server=server, vendor=vendor, switch=switch, nic=nic, radix=radix,
-                    routing=routing)
+    hw = Hardware(gpu=gpu, server=server, vendor=vendor, switch=switch, nic=nic, radix=radix,
+                  routing=routing)
+    _check_host_link(scenario, hw, cat)
+    return hw
+
+
+def _check_host_link(scenario: Scenario, hw: Hardware, cat: Catalog) -> None:
+    """Refuse a NIC speed that the GPU's host link (PCIe) cannot feed.
+
+    One NIC port at ``link_gbps`` moves ``link_gbps / 8`` GB/s each way; every byte of it
+    crosses the PCIe path between the GPU and the NIC. A NIC faster than that path (an 800G
+    ConnectX-8 behind an H100's PCIe Gen5 x16, 57 GB/s) is hardware that is not built, so the
+    design is refused, naming the speeds this GPU can feed. Several NICs per GPU that
+    together exceed the host link are accepted: they exist, and the model caps the GPU's
+    network injection at the host link (:meth:`FabricContext.from_scenario`).
+
+    Raises
+    ------
+    InfeasibleDesignError
+        On ``fabric.link_gbps``.
+    """
+    f, c = scenario.fabric, scenario.cluster
+    feed_GBps = min(hw.host_link_GBps, hw.nic_host_link_GBps)
+    if f.link_gbps / 8.0 <= feed_GBps:
+        return
+    ok = sorted({g for v in cat.vendors.values() for g in v.nic_by_gbps
+                 if g / 8.0 <= feed_GBps})
+    raise InfeasibleDesignError(
+        "fabric.link_gbps",
+        f"{f.link_gbps} Gb/s ({f.link_gbps / 8:g} GB/s per NIC) is more than cluster.gpu = "
+        f"{c.gpu} can feed: its host link to the NIC ({hw.server.name}, {hw.nic.name}) "
+        f"carries {feed_GBps:g} GB/s each way; allowed: {', '.join(map(str, ok)) or 'none'} Gb/s")
 
 
 def topology_request(scenario: Scenario, hardware: Hardware) -> TopologyRequest:

@@ -56,7 +56,7 @@ def test_verdicts_follow_the_ratio_and_regime():
             assert r.verdict.startswith("above the model")
     # a fabric at a quarter of the speed: the same log now reads far above the model
     slow = compare_log(log, load_preset("dgx-h100-ib-ndr").__class__.from_dict(
-        {"cluster": {"gpu": "a100"}}))
+        {"cluster": {"gpu": "a100"}, "fabric": {"link_gbps": 200}}))
     assert slow.median_ratio > result.median_ratio
 
 

@@ -75,8 +75,12 @@ def test_vendor_without_the_speed_is_reported_not_faked():
     s = apply_overrides(Scenario(), {"fabric.link_gbps": 1600, "fabric.vendor": "spectrum-x"})
     results = {c.vendor: c for c in compare_vendors(s)}
     assert results["infiniband"].bom is None
-    assert "fabric.link_gbps" in results["infiniband"].error
-    assert results["spectrum-x"].bom is not None
+    assert "fabric.link_gbps" in results["infiniband"].error  # no 1.6T InfiniBand switch
+    # Ethernet has 1.6T switches, but no GPU in the catalog can feed a 1.6T NIC over PCIe
+    assert results["spectrum-x"].bom is None
+    assert "can feed" in results["spectrum-x"].error
+    s = apply_overrides(Scenario(), {"fabric.link_gbps": 800, "cluster.gpu": "b300"})
+    assert all(c.bom is not None for c in compare_vendors(s))
 
 
 @pytest.mark.parametrize("preset", [p.name for p in list_presets()])
