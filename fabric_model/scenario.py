@@ -247,6 +247,11 @@ class FabricSpec:
         False,
         FieldSpec("bool", "in-network reduction (SHARP) on the scale-out fabric (InfiniBand)"),
     )
+    nvls: bool = _f(
+        True,
+        FieldSpec("bool", "NVLink SHARP (NVLS, NVLS-Tree) available to NCCL; false = "
+                  "NCCL_NVLS_ENABLE=0, as many published multi-rack NVL72 runs set it"),
+    )
     switch: str = _f(
         "auto", FieldSpec("text", "switch model (catalog key); auto = the vendor's default")
     )
@@ -493,6 +498,16 @@ class WhatIfSpec:
             "choice",
             "which link is degraded",
             choices=("nic", "leaf-spine", "spine-core"),
+        ),
+    )
+    degraded_position: str = _f(
+        "interior",
+        FieldSpec(
+            "choice",
+            "where the degraded NIC sits: interior = GPU 0 of the middle NVLink domain (an "
+            "interior node of NCCL's first tree: the typical and the worst position), root = "
+            "rank 0 (root of NCCL's first tree, the least loaded NIC)",
+            choices=("interior", "root"),
         ),
     )
     placement: str = _f(

@@ -298,8 +298,11 @@ def test_a_single_connection_gets_line_rate(family, n_gpus, kw, policy):
             # the endpoint's internal link stands for all of its domain's ports, and a hop is
             # a trunk of c (2c on a size-2 ring) cables, or several trunks (adaptive)
             assert rate >= LINE_Bps * (1 - 1e-9)
+            per_hop = t.params.get(
+                "cables_per_direction_by_dim", (t.params.get("cables_per_dimension"),)
+            )
             one_cable_hops = (
-                t.params.get("cables_per_direction", t.params.get("cables_per_dimension")) == 1
+                max(per_hop) == 1
                 and min(d for d in t.params.get("dims", (3,)) if d > 1) > 2
             )
             if policy == "dor" and one_cable_hops:
@@ -307,8 +310,10 @@ def test_a_single_connection_gets_line_rate(family, n_gpus, kw, policy):
 
 
 def test_switchless_adaptive_line_rate_along_one_dimension():
-    t = build("torus-3d", 8 * 60)
-    r = route(t, np.array([0]), np.array([8]), "adaptive")  # one X step
+    t = build("torus-3d", 8 * 60)  # 5 x 4 x 3; c = (2, 1, 1): the 2 leftover ports go to x
+    r = route(t, np.array([0]), np.array([8]), "adaptive")  # one X step: a 2-cable trunk
+    assert solve_maxmin(r.flows, r.link_capacity_Bps).rate_Bps[0] == pytest.approx(2 * LINE_Bps)
+    r = route(t, np.array([0]), np.array([8 * 5]), "adaptive")  # one Y step
     assert solve_maxmin(r.flows, r.link_capacity_Bps).rate_Bps[0] == pytest.approx(LINE_Bps)
     h = build("hypercube", 8 * 32)
     r = route(h, np.array([0]), np.array([8 * 4]), "adaptive")  # one bit
@@ -412,8 +417,8 @@ def test_ugal_counts_a_degraded_global_cable_at_its_rate():
 
 
 def test_torus_shift_along_x_runs_at_full_rate_under_dor():
-    t = build("torus-3d", 8 * 60, nics_per_gpu=2)  # 5 x 4 x 3 nodes, c = 2 cables per hop
-    X, c, per_node = t.params["dims"][0], t.params["cables_per_direction"], 16
+    t = build("torus-3d", 8 * 60, nics_per_gpu=2)  # 5 x 4 x 3 nodes, c_x = 3 cables per hop
+    X, c, per_node = t.params["dims"][0], t.params["cables_per_direction_by_dim"][0], 16
     node = np.arange(t.params["n_nodes"], dtype=np.int64)
     nxt = node - node % X + (node % X + 1) % X
     k = np.arange(c, dtype=np.int64)

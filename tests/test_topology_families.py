@@ -184,23 +184,32 @@ def test_torus_dims(n, dims):
 
 @pytest.mark.parametrize(("n_nodes", "dims"), [(64, (4, 4, 4)), (128, (8, 4, 4))])
 def test_torus_closed_forms(n_nodes, dims):
-    # H100 domains of 8 GPUs: P = 8 ports, c = 8 // 6 = 1 cable per direction
+    # H100 domains of 8 GPUs: P = 8 ports, c = 8 // 6 = 1 cable per direction, and the
+    # 8 - 6 = 2 leftover ports one more cable per direction in x (every NIC wired)
     t = build("torus-3d", n_nodes * 8)
-    x, _, _ = dims
+    x, y, _ = dims
     assert t.params["dims"] == dims and t.tiers == 0 and dict(t.switches_by_tier) == {}
-    assert t.n_links == 3 * n_nodes  # 3 N c
+    assert t.params["cables_per_direction_by_dim"] == (2, 1, 1)
+    assert t.n_links == 4 * n_nodes  # N (c_x + c_y + c_z)
+    assert t.params["unused_ports_per_node"] == 0
     assert t.max_switch_hops == sum(d // 2 for d in dims)
-    assert t.bisection_GBps == pytest.approx(2 * n_nodes / x * RATE_GBPS)
+    cut = min(2 * n_nodes * 2 / x, 2 * n_nodes / y)  # min over dimensions of 2 N c_i / L_i
+    assert t.bisection_GBps == pytest.approx(cut * RATE_GBPS)
     # mean ring distance over all positions is L/4 for even L; excluding the node itself:
     assert t.mean_switch_hops == pytest.approx(sum(d / 4 for d in dims) * n_nodes / (n_nodes - 1))
 
 
 def test_torus_size_two_dimension_and_gb200_ports():
-    # 2x2x2: each neighbour pair shares 2c cables, still N c per dimension; cut = N c
+    # 2x2x2: each neighbour pair shares 2 c_i cables, N c_i per dimension; cut = N min c_i
     t = build("torus-3d", 64)
-    assert t.links_by_class == {"torus-x": 8, "torus-y": 8, "torus-z": 8}
+    assert t.links_by_class == {"torus-x": 16, "torus-y": 8, "torus-z": 8}
     assert t.bisection_GBps == pytest.approx(8 * RATE_GBPS)
-    # NVL72: P = 72 ports, c = 12 per direction; 27 domains = 3x3x3 -> 3 * 27 * 12 cables
+    # P = 16 (2 NICs per GPU): c = 2, 4 leftover ports -> (3, 3, 2), all 16 wired
+    t16 = build("torus-3d", 512, nics_per_gpu=2)
+    assert t16.params["cables_per_direction_by_dim"] == (3, 3, 2)
+    assert t16.params["unused_ports_per_node"] == 0
+    # NVL72: P = 72 ports, a multiple of 6: c = 12 per direction, the degree-6 closed form;
+    # 27 domains = 3x3x3 -> 3 * 27 * 12 cables
     g = build("torus-3d", 27 * 72, **GB200)
     assert g.params["cables_per_direction"] == 12 and g.n_links == 972
     assert g.params["dims"] == (3, 3, 3)
@@ -208,7 +217,8 @@ def test_torus_size_two_dimension_and_gb200_ports():
 
 def test_torus_ring_for_prime_node_count():
     t = build("torus-3d", 7 * 8)
-    assert t.params["dims"] == (7, 1, 1) and t.links_by_class == {"torus-x": 7}
+    # one active dimension: c = 1 and the 6 leftover ports 3 more cables per direction
+    assert t.params["dims"] == (7, 1, 1) and t.links_by_class == {"torus-x": 28}
     assert any("ring" in n for n in t.notes)
 
 

@@ -62,11 +62,16 @@ def algo_models(ctx: FabricContext, op: str, algo: str) -> list[AlgoModel]:
         raise ScenarioError("op", op, "must be one of " + ", ".join(OPS))
     if algo not in ALGOS:
         raise ScenarioError("algo", algo, "must be one of " + ", ".join(ALGOS))
+    if algo == "nvls" and not ctx.scenario.fabric.nvls:
+        raise AlgorithmUnavailableError("nvls is disabled (fabric.nvls = false, as "
+                                        "NCCL_NVLS_ENABLE=0); use ring or tree")
     if algo != "auto":
         return [MODELS[algo](ctx, op)]
     out = []
     for name in AUTO_CANDIDATES[op]:
         if name == "sharp" and not ctx.scenario.fabric.sharp:
+            continue
+        if name == "nvls" and not ctx.scenario.fabric.nvls:
             continue
         try:
             out.append(MODELS[name](ctx, op))

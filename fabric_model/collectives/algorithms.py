@@ -36,6 +36,7 @@ import math
 
 import numpy as np
 
+from fabric_model.collectives import switchless
 from fabric_model.collectives.context import FabricContext, PatternResult
 from fabric_model.collectives.model import AlgoModel, AlgorithmUnavailableError, bus_factor
 
@@ -81,9 +82,7 @@ def _tree_channel_cap_Bps(ctx: FabricContext, key: str) -> float:
     value = per_channel[0 if m == 1 else 1 if m == 2 else 2]
     if value is None:
         return math.inf
-    ring_channels = ctx.nics_used_per_domain * c["channels_per_nic"] if m > 1 else \
-        c["max_channels"] // c["channels_per_nic"]
-    return ring_channels * c["tree_channels_fraction"] * float(value) * 1e9
+    return ring_channels(ctx) * c["tree_channels_fraction"] * float(value) * 1e9
 
 
 def _common(ctx: FabricContext, op: str, algo: str, intra: float, inter: PatternResult | None,
@@ -105,15 +104,50 @@ def _common(ctx: FabricContext, op: str, algo: str, intra: float, inter: Pattern
     intra = min(intra, cap_Bps)
     busbw = min(intra, inter_bw)
     lo, hi = float(min(intra, seeds.min())), float(min(intra, seeds.max()))
-    arch = ctx.arch
-    ll_cap = c["ll_max_busbw_GBps"].get(arch, math.inf) if ctx.n_domains == 1 else \
-        c["ll_max_busbw_GBps"]["multinode"] * ctx.domain
+    family = "tree" if algo == "tree" else "ring"
+    factors, caps = _protocol_terms(ctx, family)
     return AlgoModel(
         op=op, algo=algo, n_ranks=ctx.n_ranks, busbw_Bps=busbw, busbw_range_Bps=(lo, hi),
         intra_Bps=intra, inter_Bps=inter_bw, bottleneck=bottleneck, latency_us=latency,
-        protocol_bw_factor=dict(c["protocol_bw_factor"]), ll_cap_Bps=ll_cap * 1e9,
+        protocol_bw_factor=factors, protocol_cap_Bps=caps,
         mean_switch_hops=inter.mean_switch_hops if inter else 0.0, **kw,  # type: ignore[arg-type]
     )
+
+
+def ring_channels(ctx: FabricContext) -> int:
+    """Channels a ring runs with: two per NIC that leaves the domain, or all on one node."""
+    c = ctx.constants
+    if ctx.n_domains > 1:
+        return int(ctx.nics_used_per_domain * c["channels_per_nic"])
+    return int(c["max_channels"] // c["channels_per_nic"])
+
+
+def _protocol_terms(ctx: FabricContext, family: str) -> tuple[dict[str, float], dict[str, float]]:
+    """NCCL's per-protocol bus-bandwidth factors and caps for a ring- or tree-family algorithm.
+
+    Notes
+    -----
+    ``tuning.cc`` (NCCL 2.30, ``ncclTopoTuneModel``): ring LL ``min(llMaxBw, 0.5 busBw)``,
+    ring LL128 ``min(0.92 busBw, nCh x perChMaxRingLL128Bw)``, tree LL
+    ``min(busBw / 3.8, llMaxBw)``, tree LL128 ``min(busBw x 120/128 (7/9 on one node),
+    nCh x perChMaxTreeLL128Bw)``. ``llMaxBw`` is compared with the collective's bus
+    bandwidth itself: 141 GB/s on one Hopper node, 39 GB/s on 2 nodes and 20.4 GB/s on more
+    (Intel hosts), whatever the GPUs per node. Algorithms outside the ring and tree families
+    (NVLS, SHARP, all-to-all) run Simple only, where no factor or cap applies.
+    """
+    c = ctx.constants
+    m = ctx.n_domains
+    factors = dict(c["protocol_bw_factor"][family])
+    if family == "tree" and m == 1:
+        factors["LL128"] = float(c["tree_ll128_one_node_factor"])
+    ll = c["ll_max_busbw_GBps"]
+    ll_cap = ll["one_node"].get(ctx.arch, math.inf) if m == 1 else \
+        ll["multinode_intel"][0 if m == 2 else 1]
+    idx = 0 if m == 1 else 1 if m == 2 else 2
+    per_ch = c[f"{family}_ll128_per_channel_GBps"].get(ctx.arch)
+    channels = ring_channels(ctx) * (c["tree_channels_fraction"] if family == "tree" else 1.0)
+    ll128_cap = math.inf if per_ch is None else channels * float(per_ch[idx])
+    return factors, {"LL": ll_cap * 1e9, "LL128": ll128_cap * 1e9}
 
 
 def _nvlink_ring_Bps(ctx: FabricContext) -> float:
@@ -133,6 +167,8 @@ def _ring_pattern(ctx: FabricContext, slots: np.ndarray) -> tuple[np.ndarray, np
 
 def ring_model(ctx: FabricContext, op: str) -> AlgoModel:
     """Ring all-reduce, all-gather or reduce-scatter."""
+    if switchless.applies(ctx):  # torus / hypercube: every trunk of a node
+        return switchless.ring_model(ctx, op)
     if op not in ("allreduce", "allgather", "reducescatter"):
         raise AlgorithmUnavailableError(f"ring runs allreduce, allgather, reducescatter; not {op}")
     n, m = ctx.n_ranks, ctx.n_domains
@@ -235,6 +271,8 @@ def _shard_ring(ctx: FabricContext) -> tuple[PatternResult, float]:
 
 def hierarchical_model(ctx: FabricContext, op: str) -> AlgoModel:
     """NVLink reduce-scatter, inter-domain ring per NIC on the shard, NVLink all-gather."""
+    if switchless.applies(ctx):  # torus / hypercube: dimension-wise
+        return switchless.hierarchical_model(ctx, op)
     if op != "allreduce":
         raise AlgorithmUnavailableError(f"hierarchical runs allreduce only, not {op}")
     m, d, n = ctx.n_domains, ctx.domain, ctx.n_ranks
@@ -316,11 +354,16 @@ def sharp_model(ctx: FabricContext, op: str) -> AlgoModel:
                                         "fits in one domain (use nvls or ring)")
     c = ctx.constants
     frac = c["nvls_algbw_fraction"].get(ctx.arch)
-    if frac is not None and d > 1:  # the intra-domain part runs on NVLS (NVLS + CollNet)
+    if frac is not None and d > 1 and ctx.scenario.fabric.nvls:
+        # the intra-domain part runs on NVLS (NCCL's multi-node NVLS = NVLS + CollNet)
         intra = ctx.nvlink_Bps * frac * bus_factor(op, n)
     else:
+        # CollNet Direct: NVLink reduce-scatter to the NIC heads and all-gather back; on
+        # Hopper and later tuning.cc derates the whole CollNet-Direct bus bandwidth x 0.85
         intra = bus_factor(op, n) / (2.0 * (d - 1) / d) * _nvlink_ring_Bps(ctx) if d > 1 \
             else math.inf
+        if frac is not None:
+            intra *= c["sharp_efficiency"]
     ep = ctx.endpoints()
     res = ctx.solve(ep, ep)  # each NIC: its shard up to the leaf and the result back
     scale = bus_factor(op, n) * d * ctx.nics * c["sharp_efficiency"]
@@ -390,21 +433,27 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
             components = [ctx.endpoint(np.arange(m), np.full(m, k)) for k in slots]
         else:
             gpu = np.arange(n, dtype=np.int64)
-            components = [ctx.endpoint(gpu // d, (gpu % d) * ctx.nics + k)
-                          for k in range(ctx.nics)]
+            components = [ctx.rank_endpoint(gpu, k) for k in range(ctx.nics)]
         ep_w = None
         if skewed:  # weight of each NIC endpoint = its GPU's received share
             ep_w = np.zeros(ctx.topology.n_endpoints)
             all_gpu = np.arange(n, dtype=np.int64)
             for k in range(ctx.nics):
-                ep_w[ctx.endpoint(all_gpu // d, (all_gpu % d) * ctx.nics + k)] = gpu_w
+                ep_w[ctx.rank_endpoint(all_gpu, k)] = gpu_w
         try:
             res, _ = ctx.solve_all_to_all(components, ep_w)
         except ValueError as exc:
+            # a limit of the model, not of the design: say so and give the closed-form bounds
+            # (half of a uniform all-to-all crosses the bisection: busbw <= 4 B_bis / N)
+            bis_GBps = 4.0 * ctx.topology.bisection_GBps / n
+            nic_GBps = ctx.nics * ctx.nic_Bps / 1e9
             raise AlgorithmUnavailableError(
-                f"{name} all-to-all on {n:,} GPUs needs {exc}; more than this model version "
-                f"solves" + ("" if rail_aligned else "; use the hierarchical (rail-aligned) "
-                             "variant")) from None
+                f"{name} all-to-all on {n:,} GPUs: {exc} is more flow classes than this model "
+                f"version solves (a limit of the model, not of the design: an all-to-all always "
+                f"runs). Closed-form bounds per GPU: bisection 4 B_bis / N = {bis_GBps:,.2f} "
+                f"GB/s, NIC line rate {nic_GBps:,.1f} GB/s"
+                + ("" if rail_aligned else "; or use the hierarchical (rail-aligned) variant")
+            ) from None
     else:
         if rail_aligned:
             src_dom, dst_off = np.divmod(np.arange(m * (m - 1), dtype=np.int64), m - 1)
@@ -417,18 +466,18 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
             gpu = np.arange(n, dtype=np.int64)
             i = np.repeat(gpu, n)
             j = np.tile(gpu, n)
-            keep = (i // d) != (j // d)
+            keep = ctx.rank_domain(i) != ctx.rank_domain(j)
             i, j = i[keep], j[keep]
             nic = np.tile(np.arange(ctx.nics), i.size)
             i, j = np.repeat(i, ctx.nics), np.repeat(j, ctx.nics)
-            src = ctx.endpoint(i // d, (i % d) * ctx.nics + nic)
-            dst = ctx.endpoint(j // d, (j % d) * ctx.nics + nic)
+            src = ctx.rank_endpoint(i, nic)
+            dst = ctx.rank_endpoint(j, nic)
         demand = None
         if skewed:
             gpu_of_dst_ep = np.zeros(ctx.topology.n_endpoints, dtype=np.int64)
             all_gpu = np.arange(n, dtype=np.int64)
             for k in range(ctx.nics):
-                gpu_of_dst_ep[ctx.endpoint(all_gpu // d, (all_gpu % d) * ctx.nics + k)] = all_gpu
+                gpu_of_dst_ep[ctx.rank_endpoint(all_gpu, k)] = all_gpu
             demand = gpu_w[gpu_of_dst_ep[dst]]
         res = ctx.solve(src, dst, demand)
     scale = bus_factor(op, n) / conn_bytes_fraction

@@ -116,9 +116,88 @@ class FabricContext:
         hw = resolve_hardware(scenario, cat)
         topo = build_topology_from_request(scenario.fabric.topology,
                                            topology_request(scenario, hw))
+        ctx = cls(scenario, topo, hw, hw.routing, topo.graph.link_capacity_Bps,
+                  nccl_constants())
         w = scenario.what_if
-        cap = degraded_capacities(topo, w.degraded_link, w.degraded_link_factor)
+        cap = topo.graph.link_capacity_Bps
+        if w.degraded_link_factor < 1.0:
+            cap = degraded_capacities(topo, w.degraded_link, w.degraded_link_factor,
+                                      ctx.degraded_endpoint)
+        cap = ctx._host_capped(cap)
+        if cap is topo.graph.link_capacity_Bps:
+            return ctx
         return cls(scenario, topo, hw, hw.routing, cap, nccl_constants())
+
+    @property
+    def host_link_Bps(self) -> float:
+        """Payload bandwidth per direction between one GPU and its NICs (PCIe), bytes/s."""
+        return self.hardware.host_link_GBps * 1e9
+
+    @property
+    def nic_feed_Bps(self) -> float:
+        """Most payload one NIC moves each way, fed over PCIe (see ``Hardware``), bytes/s."""
+        return self.hardware.nic_feed_GBps(self.nics) * 1e9
+
+    @property
+    def host_limited(self) -> bool:
+        """Whether the host link (PCIe), not the NIC's line rate, caps each NIC."""
+        line = self.nic_Bps * self.constants["net_efficiency"]
+        return bool(self.topology.tiers) and self.nic_feed_Bps < line
+
+    def _host_capped(self, cap: np.ndarray) -> np.ndarray:
+        """NIC link capacities with every GPU's network injection capped at its host link.
+
+        Every byte a GPU sends to or receives from the scale-out network crosses its PCIe
+        path to the NIC(s) (``Hardware.host_link_GBps``). NCCL spreads a GPU's channels
+        evenly over its NICs, so with ``nics`` NICs each carries at most ``host / nics``;
+        the cap is set on the NIC links in line-rate units (``/ net_efficiency``, which
+        ``_common`` applies to every network rate), so the achievable payload per GPU is the
+        host link's. A single NIC slower than the host link (400G behind PCIe Gen5 x16) is
+        unaffected. Switchless fabrics (torus, hypercube) forward through NICs and are left
+        as they are.
+        """
+        if not self.host_limited:
+            return cap
+        up, down, _ = self._endpoint_links
+        per_nic = self.nic_feed_Bps / self.constants["net_efficiency"]
+        out = cap.copy()
+        out[up] = np.minimum(out[up], per_nic)
+        out[down] = np.minimum(out[down], per_nic)
+        return out
+
+    @property
+    def degraded_rank(self) -> int:
+        """Rank whose NIC 0 the ``nic`` what-if degrades (``what_if.degraded_position``).
+
+        ``interior``: GPU 0 of the middle NVLink domain. In NCCL's double binary tree over
+        domains (``ncclGetDtree``) that domain is an interior node of the first tree, whose
+        NIC carries four concurrent streams (two children and a parent, both ways) where
+        the root's carries two; every NIC of a ring or an all-to-all carries the same load,
+        so this is both the typical and the worst position. ``root``: rank 0, the root of
+        NCCL's first tree, the least loaded NIC (the best case).
+        """
+        if self.scenario.what_if.degraded_position == "root":
+            return 0
+        return (self.n_domains // 2) * self.physical_domain
+
+    @property
+    def degraded_endpoint(self) -> int:
+        """NIC endpoint the ``nic`` what-if degrades (NIC 0 of :attr:`degraded_rank`)."""
+        return int(self.rank_endpoint(np.asarray(self.degraded_rank), 0))
+
+    def degraded_description(self) -> str:
+        """Which link the what-if degrades, in words ('' when every link is healthy)."""
+        w = self.scenario.what_if
+        if w.degraded_link_factor >= 1.0:
+            return ""
+        pct = f"{w.degraded_link_factor:.0%}"
+        if w.degraded_link != "nic" or not self.topology.tiers:
+            return f"the first {w.degraded_link} cable runs at {pct} of its rate"
+        rank = self.degraded_rank
+        where = "root of NCCL's first tree" if w.degraded_position == "root" else \
+            "interior node of NCCL's first tree"
+        return (f"NIC 0 of rank {rank:,} (NVLink domain {rank // self.physical_domain:,} of "
+                f"{self.n_domains:,}, {where}) runs at {pct} of its rate")
 
     # shape ------------------------------------------------------------------------------
     @property
@@ -127,14 +206,29 @@ class FabricContext:
         return self.scenario.cluster.n_gpus
 
     @property
-    def domain(self) -> int:
-        """GPUs per NVLink domain that the job fills."""
+    def physical_domain(self) -> int:
+        """GPUs per physical NVLink domain (the stride between domains' first GPUs)."""
         return min(self.scenario.cluster.nvlink_domain, self.n_ranks)
 
     @property
+    def domain(self) -> int:
+        """GPUs per NVLink domain that every domain of the job holds.
+
+        A job whose GPU count is not a multiple of the NVLink domain (128 GPUs on 72-GPU
+        NVL72 racks: one full rack and 56 GPUs of a second) ends in a partial domain. A
+        synchronous collective runs at the pace of its slowest domain, and the partial one
+        has the fewest GPUs and NICs to share the domain's traffic, so the algorithms use its
+        size: each domain contributes ``domain`` GPUs (the first ones) to the network
+        patterns, and per-NIC shares are ``S / domain``.
+        """
+        d = self.physical_domain
+        partial = self.n_ranks % d
+        return partial if partial else d
+
+    @property
     def n_domains(self) -> int:
-        """NVLink domains the job spans."""
-        return -(-self.n_ranks // self.domain)
+        """NVLink domains the job spans (a partial last domain counts)."""
+        return -(-self.n_ranks // self.physical_domain)
 
     @property
     def nics(self) -> int:
@@ -173,8 +267,19 @@ class FabricContext:
     def endpoint(self, logical_domain: np.ndarray, slot: np.ndarray) -> np.ndarray:
         """NIC endpoint id of NIC ``slot`` (0 .. domain x nics - 1) of a logical domain."""
         phys = self.domain_order[np.asarray(logical_domain) % self.n_domains]
-        gpu = phys * self.domain + np.asarray(slot) // self.nics
+        gpu = phys * self.physical_domain + np.asarray(slot) // self.nics
         return gpu * self.nics + np.asarray(slot) % self.nics
+
+    def rank_domain(self, rank: np.ndarray) -> np.ndarray:
+        """NVLink domain (logical) of each rank."""
+        return np.asarray(rank) // self.physical_domain
+
+    def rank_endpoint(self, rank: np.ndarray, nic: np.ndarray | int) -> np.ndarray:
+        """NIC endpoint of NIC ``nic`` of each rank (ranks fill domains in order)."""
+        rank = np.asarray(rank)
+        d = self.physical_domain
+        phys = self.domain_order[rank // d]
+        return (phys * d + rank % d) * self.nics + np.asarray(nic)
 
     def endpoints(self) -> np.ndarray:
         """Every NIC endpoint of the communicator (the whole cluster here)."""
@@ -370,8 +475,19 @@ class FabricContext:
         route them adaptively. ``tests/test_collectives.py`` holds the result equal to the
         per-connection solve where both run.
 
+        A uniform pattern on a torus, hypercube or dragonfly+ is solved on one orbit
+        representative's classes (:func:`fabric_model.collectives.symmetry.
+        solve_all_to_all_by_symmetry`, exact; off with ``symmetry.ENABLED = False``); where
+        the symmetry does not hold, every class is solved.
+
         Returns the result and the number of classes.
         """
+        if dst_weight is None:
+            from fabric_model.collectives import symmetry
+
+            by_orbit = symmetry.solve_all_to_all_by_symmetry(self, components)
+            if by_orbit is not None:
+                return by_orbit
         up, down, attach = self._endpoint_links
         cap = self.capacity_Bps
         nominal = float(np.median(cap[up]))

@@ -61,6 +61,9 @@ class AlgoModel:
         ``nvlink`` or the link class that limits the network side.
     latency_us : dict[str, float]
         Per-protocol latency of one call, microseconds.
+    protocol_bw_factor, protocol_cap_Bps : dict[str, float]
+        NCCL's per-protocol factor on the bus bandwidth and its cap (LL's ``llMaxBw``,
+        LL128's channels x per-channel cap), bytes/s; a protocol without a cap is absent.
     """
 
     op: str
@@ -73,7 +76,7 @@ class AlgoModel:
     bottleneck: str
     latency_us: dict[str, float]
     protocol_bw_factor: dict[str, float]
-    ll_cap_Bps: float = math.inf
+    protocol_cap_Bps: dict[str, float] = field(default_factory=dict)
     tree_correction: tuple[tuple[float, ...], ...] | None = None
     tree_correction_protocols: tuple[str, ...] = ()
     plateau_factor: float = 1.0
@@ -88,9 +91,8 @@ class AlgoModel:
 
     def bandwidth_Bps(self, size_bytes: float, proto: str) -> float:
         """Bus bandwidth term for a call of ``size_bytes`` with ``proto``, bytes/s."""
-        bw = self.busbw_Bps * self.protocol_bw_factor[proto]
-        if proto == "LL":
-            bw = min(bw, self.ll_cap_Bps)
+        bw = min(self.busbw_Bps * self.protocol_bw_factor[proto],
+                 self.protocol_cap_Bps.get(proto, math.inf))
         if self.tree_correction is not None and size_bytes >= 64:
             idx = int(math.log2(size_bytes / 64))
             if 0 <= idx < len(self.tree_correction[0]):

@@ -83,11 +83,13 @@ class RoutedFlows:
         return int(self.switch_hops.shape[0])
 
 
-def degraded_capacities(topo: Topology, which: str, factor: float) -> np.ndarray:
+def degraded_capacities(topo: Topology, which: str, factor: float,
+                        endpoint: int | None = None) -> np.ndarray:
     """Directed-cable capacities with one cable (both directions) at ``factor`` of its rate.
 
     ``which`` is ``what_if.degraded_link``: the first cable of the NIC, leaf-spine or
     spine-core class (for switchless designs ``nic`` is the first cable of the first class).
+    With ``endpoint`` (a NIC endpoint id) the degraded NIC cable is that endpoint's own.
 
     Raises
     ------
@@ -110,7 +112,10 @@ def degraded_capacities(topo: Topology, which: str, factor: float) -> np.ndarray
             f"this {topo.family} design has no {which} links; it has "
             f"{', '.join(names)}",
         )
-    first = int(np.flatnonzero(g.link_class == cls)[0])
+    in_class = g.link_class == cls
+    if endpoint is not None and which == "nic" and topo.tiers:
+        in_class &= g.link_src == endpoint
+    first = int(np.flatnonzero(in_class)[0])
     first -= first % 2
     cap[first : first + 2] *= factor
     return cap

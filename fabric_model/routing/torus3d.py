@@ -1,17 +1,17 @@
 """Routing on 3D tori of NVLink domains: dimension-order, minimal adaptive and ECMP.
 
 The graph (:mod:`fabric_model.topology.torus3d`) has one forwarding node per NVLink domain,
-node ``u = x + X (y + Y z)``; per active dimension (size ``L >= 2``) node ``u``'s ``c``
-cables to its ``+1`` neighbour (``2c`` cables per node pair and only from coordinate 0 when
+node ``u = x + X (y + Y z)``; per active dimension ``i`` (size ``L >= 2``) node ``u``'s ``c_i``
+cables to its ``+1`` neighbour (``2 c_i`` cables per node pair and only from coordinate 0 when
 ``L = 2``); then one internal endpoint-to-domain link per NIC endpoint (link class -1). Every
 path starts with the source endpoint's internal link into its domain and ends with the
 destination's internal link out of its domain.
 
 *Trunks*: the parallel cables of one hop (node ``u``, dimension, direction) are trunked, so a
-hop is one bundle of the ``c`` (or ``2c``) cables, capacity = the sum of theirs taken from
-``capacity_Bps``. Trunk ``(a, u, dir)`` (``a`` the active-dimension index, ``dir`` 0 for
-``+``, 1 for ``-``) is link ``n_links + 2 (a N + u) + dir`` of the link space;
-:func:`bundle_members` lists the members. Size-2 dimensions only use ``dir = 0`` (both
+hop is one bundle of the ``c_i`` (or ``2 c_i``) cables of dimension ``i``, capacity = the sum
+of theirs taken from ``capacity_Bps``. Trunk ``(a, u, dir)`` (``a`` the active-dimension
+index, ``dir`` 0 for ``+``, 1 for ``-``) is link ``n_links + 2 (a N + u) + dir`` of the link
+space; :func:`bundle_members` lists the members. Size-2 dimensions only use ``dir = 0`` (both
 neighbours are the same node).
 
 Policies
@@ -64,7 +64,7 @@ class _Layout:
     stride: np.ndarray  # (3,) node-id strides
     active: np.ndarray  # (3,) active-dimension index, -1 for a size-1 dimension
     cable_base: np.ndarray  # (3,) first cable id of each active dimension
-    c: int  # cables per direction
+    c: np.ndarray  # (3,) cables per direction of each dimension (0 if inactive)
     n_cables: int  # torus cables (internal links come after)
     node_of_e: np.ndarray
 
@@ -72,7 +72,8 @@ class _Layout:
 def _layout(topo: Topology) -> _Layout:
     p = topo.params
     dims = np.array(p["dims"], dtype=np.int64)
-    n_nodes, c = int(p["n_nodes"]), int(p["cables_per_direction"])
+    n_nodes = int(p["n_nodes"])
+    c = np.array(p["cables_per_direction_by_dim"], dtype=np.int64)
     stride = np.array([1, dims[0], dims[0] * dims[1]], dtype=np.int64)
     active = np.full(3, -1, dtype=np.int64)
     cable_base = np.zeros(3, dtype=np.int64)
@@ -81,7 +82,7 @@ def _layout(topo: Topology) -> _Layout:
         if dims[i] >= 2:
             active[i] = n_active
             cable_base[i] = first
-            first += n_nodes * c  # L > 2: N nodes x c; L = 2: N/2 pairs x 2c
+            first += n_nodes * int(c[i])  # L > 2: N nodes x c_i; L = 2: N/2 pairs x 2c_i
             n_active += 1
     req = topo.request
     gpu = np.arange(topo.n_endpoints, dtype=np.int64) // req.nics_per_gpu
@@ -96,14 +97,14 @@ def _cable(lay: _Layout, i: int, u: np.ndarray, direction: np.ndarray, k: np.nda
     if length == 2:
         low = np.where(coord == 0, u, u - st)  # the coordinate-0 end owns the cables
         rank = (low // (2 * st)) * st + low % st
-        return 2 * (lay.cable_base[i] + rank * 2 * lay.c + k) + (coord == 1)
+        return 2 * (lay.cable_base[i] + rank * 2 * lay.c[i] + k) + (coord == 1)
     back = u + st * ((coord - 1) % length - coord)
     owner = np.where(direction == 0, u, back)
-    return 2 * (lay.cable_base[i] + owner * lay.c + k) + (direction == 1)
+    return 2 * (lay.cable_base[i] + owner * lay.c[i] + k) + (direction == 1)
 
 
 def _cables_per_hop(lay: _Layout, i: int) -> int:
-    return 2 * lay.c if lay.dims[i] == 2 else lay.c
+    return int(2 * lay.c[i] if lay.dims[i] == 2 else lay.c[i])
 
 
 def bundle_members(topo: Topology) -> tuple[np.ndarray, np.ndarray]:

@@ -8,26 +8,35 @@ Design rules
   GPUs of a domain forward for each other over NVLink.
 - Dimensions ``X >= Y >= Z`` with ``X Y Z = n_nodes`` exactly, as cubic as possible (the
   smallest ``X``, then the smallest ``Y``); a prime node count gives a ring ``N x 1 x 1``.
-- Each of the 6 torus directions gets ``c = P // 6`` cables (``c >= 1``, else
-  :class:`InfeasibleDesignError` on ``cluster.nics_per_gpu``); a dimension of size 2 joins
-  each node pair with ``2c`` parallel cables, a dimension of size 1 has no cables. Cables per
-  dimension of size ``L >= 2``: ``n_nodes c`` (for ``L = 2``: ``n_nodes / 2`` pairs x ``2c``);
-  ``3 n_nodes c`` for a full 3D torus (degree 6, ``3N`` links: hardware-and-cost-facts 6.5).
+- Each of the 6 torus directions gets at least ``c = P // 6`` cables (``c >= 1``, else
+  :class:`InfeasibleDesignError` on ``cluster.nics_per_gpu``). *Every NIC is wired*: the
+  ``r = P - 2 k c`` ports left over (``k`` active dimensions; ``r = P mod 6`` for a full 3D
+  torus) become extra parallel cables, pairwise (one more cable per direction of a dimension
+  uses two ports of every node, one towards ``+`` and one from ``-``, so both directions of a
+  dimension stay equal), ``floor(r / 2)`` extra cables dealt round-robin over the active
+  dimensions from the longest (``x``, then ``y``, then ``z``). Dimension ``i`` thus has
+  ``c_i = c + e_i`` cables per direction; one port stays unused only when ``r`` is odd. A
+  dimension of size 2 joins each node pair with ``2 c_i`` parallel cables, a dimension of size
+  1 has no cables. Cables per dimension of size ``L >= 2``: ``n_nodes c_i`` (for ``L = 2``:
+  ``n_nodes / 2`` pairs x ``2 c_i``); ``3 n_nodes c`` for a full 3D torus when ``P`` is a
+  multiple of 6 (degree 6, ``3N`` links: hardware-and-cost-facts 6.5). Example: 8 NICs per
+  H100 domain give ``c = 1`` and ``r = 2``, so ``c_x = 2``, ``c_y = c_z = 1``.
 - Hops: links traversed between the two domains under minimal (dimension-order) routing,
   the sum of the per-dimension ring distances ``min(d, L - d)``; the packet crosses
   ``hops - 1`` intermediate domains. Diameter ``floor(X/2) + floor(Y/2) + floor(Z/2)``.
   The histogram is exact: the convolution of the three per-dimension distance counts, over
   ordered GPU pairs in different domains (every domain has the same GPU count).
-- Bisection (one direction): cut across the longest dimension ``L``; the cut crosses two
-  planes of ``n_nodes / L`` node pairs (the wrap-around) with ``c`` cables each,
-  ``2 n_nodes c / L`` cables (for ``L = 2`` the two planes are the same node pairs with
-  ``2c`` cables: ``n_nodes c``, the same formula), times the link rate.
+- Bisection (one direction): cut across dimension ``i`` of size ``L_i``; the cut crosses two
+  planes of ``n_nodes / L_i`` node pairs (the wrap-around) with ``c_i`` cables each,
+  ``2 n_nodes c_i / L_i`` cables (for ``L_i = 2`` the two planes are the same node pairs with
+  ``2 c_i`` cables: ``n_nodes c_i``, the same formula), times the link rate; the bisection is
+  the smallest such cut (across the longest dimension when every ``c_i = c``).
 
 Graph (modelling choice)
 ------------------------
 Nodes ``0 .. E-1`` are the NIC endpoints, then one *forwarding node* per domain (tier 1),
 node ``n = x + X (y + Y z)`` at graph id ``E + n``. Cables: per active dimension (x, y, z), node
-``n`` to its ``+1`` neighbour (``c`` copies; for ``L = 2`` only from coordinate 0, ``2c``
+``n`` to its ``+1`` neighbour (``c_i`` copies; for ``L = 2`` only from coordinate 0, ``2 c_i``
 copies), node-major. Each endpoint then attaches to its domain's forwarding node by an
 *internal* aggregation link (NVLink and the NIC port together) of capacity
 ``P x link rate``, so it is never the bottleneck: it is not a cable, has ``link_class = -1``
@@ -56,6 +65,7 @@ from fabric_model.units import gbps_to_GBps
 __all__ = [
     "INTERNAL_LINK_CLASS",
     "build_torus3d",
+    "cables_per_dimension",
     "full_domain_count",
     "switchless_graph",
     "torus_dims",
@@ -118,6 +128,39 @@ def torus_dims(n_nodes: int) -> tuple[int, int, int]:
                     best = cand
         z += 1
     return best
+
+
+def cables_per_dimension(ports: int, active: list[int]) -> tuple[int, int, int]:
+    """Return the cables per direction of each dimension, wiring every port it can.
+
+    Parameters
+    ----------
+    ports
+        NIC ports per torus node ``P``.
+    active
+        Indices (0 x, 1 y, 2 z) of the dimensions of size >= 2, longest first.
+
+    Returns
+    -------
+    tuple of int
+        ``(c_x, c_y, c_z)``, 0 for an inactive dimension.
+
+    Notes
+    -----
+    ``c = P // 6`` per direction everywhere; the ``r = P - 2 k c`` leftover ports of the ``k``
+    active dimensions give ``floor(r / 2)`` extra cables per direction, dealt round-robin from
+    the longest dimension (a cable per direction takes two ports of every node, one out
+    towards ``+``, one in from ``-``). ``P = 8``, 3D: ``(2, 1, 1)``; ``P = 16``: ``(3, 3, 2)``.
+    """
+    c = ports // 6
+    out = [0, 0, 0]
+    if not active:
+        return (0, 0, 0)
+    for i in active:
+        out[i] = c
+    for q in range((ports - 2 * c * len(active)) // 2):
+        out[active[q % len(active)]] += 1
+    return (out[0], out[1], out[2])
 
 
 def _ring_distance_counts(length: int) -> np.ndarray:
@@ -191,8 +234,10 @@ def build_torus3d(req: TopologyRequest) -> Topology:
 
     Notes
     -----
-    ``N = XYZ`` nodes, ``c = P // 6`` cables per direction, ``3 N c`` cables for a full 3D
-    torus, diameter ``floor(X/2) + floor(Y/2) + floor(Z/2)``, bisection ``2 N c / X`` cables
+    ``N = XYZ`` nodes, ``c_i = P // 6 + e_i`` cables per direction of dimension ``i`` (every
+    port wired, :func:`cables_per_dimension`), ``3 N c`` cables for a full 3D torus when ``P``
+    is a multiple of 6, diameter ``floor(X/2) + floor(Y/2) + floor(Z/2)``, bisection
+    ``min_i 2 N c_i / L_i`` cables (``2 N c / X`` when ``P`` is a multiple of 6)
     (hardware-and-cost-facts 6.5, derived; TPU v4 pods are 4x4x4-cube tori, Jouppi et al.,
     ISCA 2023).
     """
@@ -210,10 +255,15 @@ def build_torus3d(req: TopologyRequest) -> Topology:
             f"Allowed: cluster.nics_per_gpu >= {need}, or a larger cluster.nvlink_domain",
         )
     active = [(i, length) for i, length in enumerate(dims) if length >= 2]
+    per_dim = cables_per_dimension(ports, [i for i, _ in active]) if n_nodes > 1 else (0, 0, 0)
     rate = gbps_to_GBps(req.link_gbps)
     links = tuple(
         LinkClass(
-            f"torus-{_DIM_NAMES[i]}", n_nodes * c, req.link_gbps, req.direct_link_m, ("nic", "nic")
+            f"torus-{_DIM_NAMES[i]}",
+            n_nodes * per_dim[i],
+            req.link_gbps,
+            req.direct_link_m,
+            ("nic", "nic"),
         )
         for i, _ in active
     )
@@ -226,9 +276,8 @@ def build_torus3d(req: TopologyRequest) -> Topology:
         d: float(counts[d]) * n_nodes * gpu_pairs_per_node_pair for d in range(1, counts.size)
     }
     hist, hmax, hmean = hop_histogram(pair_counts)
-    longest = dims[0]
-    cut_cables = 2 * n_nodes * c // longest if longest >= 2 else 0
-    used = 2 * c * len(active)
+    cut_cables = min((2 * n_nodes * per_dim[i] // length for i, length in active), default=0)
+    used = 2 * sum(per_dim)
     shape = " x ".join(str(d) for d in dims)
 
     notes = [f"3D torus of {n_nodes:,} NVLink domain(s) ({req.nvlink_domain} GPUs each): {shape}"]
@@ -239,11 +288,14 @@ def build_torus3d(req: TopologyRequest) -> Topology:
     elif len(active) == 2:
         notes.append("the node count factors into two dimensions only: a 2D torus")
     if any(length == 2 for _, length in active):
-        notes.append(f"a dimension of size 2 joins each node pair with {2 * c} parallel cables")
+        notes.append("a dimension of size 2 joins each node pair with 2 c_i parallel cables")
     if n_nodes > 1:
+        by_dim = ", ".join(f"{_DIM_NAMES[i]} {per_dim[i]}" for i, _ in active)
         notes.append(
-            f"{c} cable(s) per direction; {used} of {ports} NIC ports used per domain"
-            + (f", {ports - used} unused" if ports > used else "")
+            f"cables per direction: {by_dim} (the {ports - 2 * c * len(active)} ports beyond "
+            f"{c} per direction are extra cables in the longest dimensions); {used} of "
+            f"{ports} NIC ports used per domain"
+            + (f", {ports - used} unused (an odd leftover)" if ports > used else "")
         )
     notes.append(
         "hops = torus links between the two domains (minimal routing); the graph joins each "
@@ -258,7 +310,7 @@ def build_torus3d(req: TopologyRequest) -> Topology:
             coord = (node // stride[i]) % length
             nbr = node + stride[i] * ((coord + 1) % length - coord)
             src = node if length > 2 else node[coord == 0]
-            reps = c if length > 2 else 2 * c
+            reps = per_dim[i] if length > 2 else 2 * per_dim[i]
             a_parts.append(np.repeat(src, reps))
             b_parts.append(np.repeat(nbr[src], reps))
             cls_parts.append(np.full(src.size * reps, cls_id, dtype=np.int64))
@@ -284,6 +336,7 @@ def build_torus3d(req: TopologyRequest) -> Topology:
             "n_nodes": n_nodes,
             "ports_per_node": ports,
             "cables_per_direction": c,
+            "cables_per_direction_by_dim": per_dim,
             "unused_ports_per_node": ports - used if n_nodes > 1 else ports,
             "diameter": sum(d // 2 for d in dims),
             "bisection_cables": cut_cables,
