@@ -49,6 +49,17 @@ def load_preset(name: str) -> Scenario:
         If there is no such preset (the message lists them).
     """
     presets = _presets()
+    if name in RENAMED:
+        raise ScenarioError("preset", name, RENAMED[name])
     if name not in presets:
         raise ScenarioError("preset", name, "must be one of " + ", ".join(sorted(presets)))
     return presets[name]
+
+
+#: Presets that were renamed because they described hardware that is not built, with why.
+RENAMED = {
+    "gb200-nvl72-xdr": (
+        "was removed: GB200 NVL72 compute trays carry one 400G ConnectX-7 per GPU on PCIe Gen5 "
+        "(NVIDIA DGX GB200 reference architecture), not 800G XDR; use gb200-nvl72-ndr, or "
+        "gb300-nvl72-xdr for 800G ConnectX-8 (GB300)"),
+}

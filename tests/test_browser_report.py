@@ -89,12 +89,12 @@ def test_sidebar_report_download_is_the_report(page: Page, live_app: str,
 
 
 def test_report_follows_the_sidebar_scenario(page: Page, live_app: str) -> None:
-    url = "/cost?preset=gb200-nvl72-xdr&cluster.n_gpus=2304"
+    url = "/cost?preset=gb300-nvl72-xdr&cluster.n_gpus=2304"
     name, doc = download_report(page, live_app, url, PAGES["/cost"].title)
 
-    scenario = apply_overrides(load_preset("gb200-nvl72-xdr"), {"cluster.n_gpus": 2304})
-    assert name == "report_gb200-nvl72-xdr.html"
-    assert "Fabric what-if report: gb200-nvl72-xdr" in doc
+    scenario = apply_overrides(load_preset("gb300-nvl72-xdr"), {"cluster.n_gpus": 2304})
+    assert name == "report_gb300-nvl72-xdr.html"
+    assert "Fabric what-if report: gb300-nvl72-xdr" in doc
     assert html.escape(dump_scenario(scenario)) in doc
     assert f"{training_step(scenario).step_time_s:,.2f} s" in doc
     assert f"${bill_of_materials(scenario).capex_usd:,.0f}" in doc

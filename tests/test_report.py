@@ -33,7 +33,7 @@ from ui.report import REFERENCES, SECTIONS, build_report, scaling_sizes, trainin
 from ui.report_button import REPORT_BUTTON_KEY, report_file_name
 
 ROOT = Path(__file__).resolve().parents[1]
-PRESETS = (DEFAULT_PRESET, "gb200-nvl72-xdr", "meta-24k-roce")
+PRESETS = (DEFAULT_PRESET, "gb300-nvl72-xdr", "meta-24k-roce")
 WHEN = datetime(2026, 3, 14, 15, 9, tzinfo=UTC)
 #: The report's charts, by the ``fig-<name>`` id of their div.
 CHARTS = ("step", "busbw", "scaling-eff", "scaling-mfu", "capex", "power", "topology")
@@ -262,15 +262,15 @@ def test_design_that_cannot_be_built_is_a_message() -> None:
 
 def test_cli_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "gb200.html"
-    assert main(["report", "--preset", "gb200-nvl72-xdr", "--set", "cluster.n_gpus=2304",
+    assert main(["report", "--preset", "gb300-nvl72-xdr", "--set", "cluster.n_gpus=2304",
                  "--out", str(out)]) == 0
     printed = capsys.readouterr().out.strip()
     size = out.stat().st_size
     assert printed == f"{out} ({size / 1e6:.1f} MB, {size:,} bytes)"
     doc = out.read_text(encoding="utf-8")
-    assert "Fabric what-if report: gb200-nvl72-xdr" in doc
+    assert "Fabric what-if report: gb300-nvl72-xdr" in doc
     assert "n_gpus: 2304" in doc
-    step = training_step(apply_overrides(load_preset("gb200-nvl72-xdr"),
+    step = training_step(apply_overrides(load_preset("gb300-nvl72-xdr"),
                                          {"cluster.n_gpus": 2304}))
     assert f"{step.step_time_s:,.2f} s" in doc
 

@@ -125,7 +125,7 @@ def test_load_missing_file(tmp_path):
 @pytest.mark.parametrize("fmt", ["yaml", "json"])
 def test_dump_load_round_trip(tmp_path, fmt):
     s = apply_overrides(
-        load_preset("gb200-nvl72-xdr"), {"fabric.oversubscription": 2, "costs.pue": 1.4}
+        load_preset("gb300-nvl72-xdr"), {"fabric.oversubscription": 2, "costs.pue": 1.4}
     )
     path = tmp_path / f"s.{fmt}"
     path.write_text(dump_scenario(s, fmt))

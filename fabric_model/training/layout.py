@@ -92,6 +92,33 @@ class Layout:
         return math.prod(getattr(self, c) for c in DIMENSIONS[dim])
 
 
+def _slowest_group(members: np.ndarray, offsets: np.ndarray, cluster: object) -> tuple[int, int]:
+    """Pick the group whose layout over NVLink domains is the slowest; count the stragglers.
+
+    Every group of a dimension runs the same collective at the same time and a synchronous
+    step waits for the slowest. A group that spans more domains than its size needs (it
+    straddles a domain boundary) sends over the scale-out NICs what a group inside one
+    domain keeps on NVLink; among those, the one with the fewest GPUs in one of its domains
+    puts the most traffic on each of those GPUs' NICs. Returns that group's index (0 when no
+    group straddles: group 0 is then as fast as any) and how many groups straddle.
+    """
+    dom = int(cluster.nvlink_domain)  # type: ignore[attr-defined]
+    k = members.size
+    need = -(-k // dom)
+    doms = (members[None, :] + offsets[:, None]) // dom
+    doms.sort(axis=1)
+    spans = 1 + (np.diff(doms, axis=1) != 0).sum(axis=1)
+    straddle = spans > need
+    n_straddle = int(straddle.sum())
+    if not n_straddle:
+        return 0, 0
+    # fewest members in one domain, per straddling group (smaller = more per-NIC traffic)
+    rows = np.flatnonzero(straddle)
+    minority = np.array([np.unique(doms[r], return_counts=True)[1].min() for r in rows])
+    score = spans[rows] * (k + 2) - minority
+    return int(rows[np.argmax(score)]), n_straddle
+
+
 @dataclass(frozen=True, eq=False)
 class GroupContext(FabricContext):
     """The fabric as one communicator of a parallel dimension sees it (see module docstring).
@@ -114,10 +141,24 @@ class GroupContext(FabricContext):
         ``scenario`` (default ``base``'s) supplies what the fabric does not fix, such as the
         MoE routing skew, when ``base`` is shared between scenarios of one fabric.
         """
+        members, offsets = layout.members(dim), layout.offsets(dim)
+        worst, _ = _slowest_group(members, offsets, (scenario or base.scenario).cluster)
+        n_total = layout.n_gpus
         return cls(scenario or base.scenario, base.topology, base.hardware, base.policy,
                    base.capacity_Bps,
-                   base.constants, members=layout.members(dim),
-                   group_offsets=layout.offsets(dim), cluster_domain_order=base.domain_order)
+                   base.constants, members=members + offsets[worst],
+                   group_offsets=np.sort((offsets - offsets[worst]) % n_total),
+                   cluster_domain_order=base.domain_order)
+
+    @cached_property
+    def straddling_groups(self) -> int:
+        """Groups of this dimension whose GPUs span more NVLink domains than they fill.
+
+        A group of ``k`` GPUs needs ``ceil(k / D)`` domains of ``D`` GPUs; with degrees that do
+        not tile the domain (TP16 or EP64 on 72-GPU NVL72 racks) some groups cross a rack
+        boundary and send part of their traffic over the scale-out NICs.
+        """
+        return _slowest_group(self.members, self.group_offsets, self.scenario.cluster)[1]
 
     # shape ------------------------------------------------------------------------------
     @property
@@ -159,6 +200,14 @@ class GroupContext(FabricContext):
             + np.asarray(slot) // self.nics
         return self.members[idx] * self.nics + np.asarray(slot) % self.nics
 
+    def rank_domain(self, rank: np.ndarray) -> np.ndarray:
+        """Logical NVLink domain of each group rank."""
+        return np.asarray(rank) // self.domain
+
+    def rank_endpoint(self, rank: np.ndarray, nic: np.ndarray | int) -> np.ndarray:
+        """Logical NIC endpoint of NIC ``nic`` of each group rank."""
+        return self.members[np.asarray(rank)] * self.nics + np.asarray(nic)
+
     def endpoints(self) -> np.ndarray:
         """Every logical NIC endpoint of the communicator."""
         return (self.members[:, None] * self.nics + np.arange(self.nics)).ravel()
@@ -166,7 +215,8 @@ class GroupContext(FabricContext):
     def _physical(self, logical: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """Physical endpoints of ``logical`` shifted to each group of ``offsets`` (row-major)."""
         nics = self.nics
-        gpu = (np.asarray(logical, np.int64) // nics)[None, :] + offsets[:, None]
+        n_total = self.scenario.cluster.n_gpus
+        gpu = ((np.asarray(logical, np.int64) // nics)[None, :] + offsets[:, None]) % n_total
         dom = self.scenario.cluster.nvlink_domain
         phys_gpu = self.cluster_domain_order[gpu // dom] * dom + gpu % dom
         return (phys_gpu * nics + np.asarray(logical, np.int64) % nics).ravel()

@@ -368,6 +368,12 @@ def training_step(scenario: Scenario, catalog: Catalog | None = None) -> StepRes
         n_p2p = 2 * (plan.vpp * mb + plan.pp - 1)
         comm["pp"] = exposed["pp"] = n_p2p * p2p.time_s
         detail["pp"] = _describe(p2p, n_p2p, p2p_bytes)
+    for dim in ("tp", "cp", "ep"):  # degrees that do not tile the NVLink domain
+        if dim in detail:
+            g = fab.group(dim)
+            if g.straddling_groups:
+                detail[dim] += (f"; {g.straddling_groups:,} of {g.concurrent_groups:,} groups "
+                                f"straddle NVLink domains (timed: the slowest)")
     # data parallel: non-expert weights over dp x cp, expert weights over (dp / ep) x cp
     dp_group = plan.dp * plan.cp
     edp_group = plan.dp // plan.ep * plan.cp
