@@ -1,4 +1,6 @@
-"""Command line: ``python -m fabric_model <verb> [--scenario FILE] [--preset NAME] [--set K=V]... [--json]``.
+"""Command line: ``python -m fabric_model <verb> [--scenario FILE] [--preset NAME] [--set K=V]``.
+
+Every verb also takes ``--json``.
 
 Bad input exits with status 2 and one line on stderr naming the key and what is allowed;
 never a traceback. Each verb is a function registered in :data:`VERBS`, so new verbs slot in.
@@ -51,9 +53,13 @@ class Verb:
 VERBS: dict[str, Verb] = {}
 
 
-def verb(name: str, help: str, *, takes_scenario: bool = True,
-         add_arguments: Callable[[argparse.ArgumentParser], None] | None = None
-         ) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+def verb(
+    name: str,
+    help: str,
+    *,
+    takes_scenario: bool = True,
+    add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
     """Register a verb function under ``name``."""
 
     def wrap(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -69,7 +75,7 @@ def verb(name: str, help: str, *, takes_scenario: bool = True,
 
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
-    """Build the scenario: ``--preset`` or ``--scenario`` (default preset if neither), then ``--set``.
+    """Build the scenario: ``--preset`` or ``--scenario`` (else the default), then ``--set``.
 
     Raises
     ------
@@ -113,7 +119,8 @@ def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None =
 
     def line(values: Sequence[str]) -> str:
         return "  ".join(
-            v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)
+            v.rjust(w) if num else v.ljust(w)
+            for v, w, num in zip(values, widths, numeric, strict=True)
         ).rstrip()
 
     return "\n".join([line(cols), line(["-" * w for w in widths]), *(line(r) for r in cells)])
@@ -138,15 +145,19 @@ def _presets(args: argparse.Namespace) -> int:
     return 0
 
 
-@verb("keys", "list every scenario key with its default, allowed values and meaning",
-      takes_scenario=False)
+@verb(
+    "keys",
+    "list every scenario key with its default, allowed values and meaning",
+    takes_scenario=False,
+)
 def _keys(args: argparse.Namespace) -> int:
     rows = [
         {"key": key, "default": default, "allowed": spec.allowed(), "help": spec.help}
         for key, spec, default in iter_field_specs()
     ]
     text = "\n".join(
-        f"{r['key']:<34} default {_fmt_cell(r['default']) if r['default'] is not None else 'null':<10}"
+        f"{r['key']:<34} default "
+        f"{_fmt_cell(r['default']) if r['default'] is not None else 'null':<10}"
         f" {r['allowed']}\n{'':<34} {r['help']}"
         for r in rows
     )
@@ -156,8 +167,9 @@ def _keys(args: argparse.Namespace) -> int:
 
 def _bom_text(bom: Any) -> str:
     d = bom.to_dict()
-    switch = (f"{bom.hardware.switch.name} radix {d['radix']}, " if d["n_switches"]
-              else "switchless, ")
+    switch = (
+        f"{bom.hardware.switch.name} radix {d['radix']}, " if d["n_switches"] else "switchless, "
+    )
     tiers = f"{d['tiers']} tiers" if d["tiers"] else "direct links"
     head = [
         f"scenario {d['scenario']}: {d['n_gpus']:,} GPUs, {d['topology']} ({tiers}), "
@@ -168,12 +180,23 @@ def _bom_text(bom: Any) -> str:
         f"  NICs {d['n_nics']:,}",
         f"max switch hops {d['max_switch_hops']}  mean {d['mean_switch_hops']:.2f}  "
         f"bisection {d['bisection_GBps']:,.0f} GB/s",
+        *(f"note: {n}" for n in d["notes"]),
+        *(f"warning: {w}" for w in d["warnings"]),
         "",
     ]
     lines = format_table(
-        [{"category": x["category"], "item": x["item"], "where": x["where"],
-          "quantity": x["quantity"], "unit_usd": x["unit_price_usd"],
-          "capex_usd": x["capex_usd"], "power_w": x["power_w"]} for x in d["lines"]]
+        [
+            {
+                "category": x["category"],
+                "item": x["item"],
+                "where": x["where"],
+                "quantity": x["quantity"],
+                "unit_usd": x["unit_price_usd"],
+                "capex_usd": x["capex_usd"],
+                "power_w": x["power_w"],
+            }
+            for x in d["lines"]
+        ]
     )
     totals = [
         "",
@@ -187,12 +210,18 @@ def _bom_text(bom: Any) -> str:
 
 
 def _bom_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--compare", action="store_true",
-                   help="price the same design on InfiniBand, Spectrum-X and RoCE")
+    p.add_argument(
+        "--compare",
+        action="store_true",
+        help="price the same design on InfiniBand, Spectrum-X and RoCE",
+    )
 
 
-@verb("bom", "bill of materials, capex, power and TCO of the scenario's fabric",
-      add_arguments=_bom_args)
+@verb(
+    "bom",
+    "bill of materials, capex, power and TCO of the scenario's fabric",
+    add_arguments=_bom_args,
+)
 def _bom(args: argparse.Namespace) -> int:
     from fabric_model.cost import bill_of_materials, compare_vendors
 
@@ -202,20 +231,38 @@ def _bom(args: argparse.Namespace) -> int:
         _emit(args, bom.to_dict(), _bom_text(bom))
         return 0
     results = compare_vendors(scenario)
-    payload = [{"vendor": r.vendor, **(r.bom.to_dict() if r.bom else {"error": r.error})}
-               for r in results]
+    payload = [
+        {"vendor": r.vendor, **(r.bom.to_dict() if r.bom else {"error": r.error})} for r in results
+    ]
     rows: list[dict[str, Any]] = []
     for r in results:
         if r.bom is None:
-            rows.append({"vendor": r.vendor, "switch": "-", "n_switches": "-", "tiers": "-",
-                         "capex_usd": "-", "per_gpu_usd": "-", "power_kw": "-",
-                         "note": r.error or ""})
+            rows.append(
+                {
+                    "vendor": r.vendor,
+                    "switch": "-",
+                    "n_switches": "-",
+                    "tiers": "-",
+                    "capex_usd": "-",
+                    "per_gpu_usd": "-",
+                    "power_kw": "-",
+                    "note": r.error or "",
+                }
+            )
             continue
         b = r.bom
-        rows.append({"vendor": r.vendor, "switch": b.hardware.switch.key,
-                     "n_switches": b.topology.n_switches, "tiers": b.topology.tiers,
-                     "capex_usd": b.capex_usd, "per_gpu_usd": b.capex_per_gpu_usd,
-                     "power_kw": b.power_w / 1000, "note": ""})
+        rows.append(
+            {
+                "vendor": r.vendor,
+                "switch": b.hardware.switch.key,
+                "n_switches": b.topology.n_switches,
+                "tiers": b.topology.tiers,
+                "capex_usd": b.capex_usd,
+                "per_gpu_usd": b.capex_per_gpu_usd,
+                "power_kw": b.power_w / 1000,
+                "note": "",
+            }
+        )
     _emit(args, payload, format_table(rows))
     return 0
 
@@ -224,12 +271,23 @@ def _collective_args(p: argparse.ArgumentParser) -> None:
     from fabric_model.collectives import ALGOS, OPS
 
     p.add_argument("--op", default="allreduce", choices=OPS, help="collective (default allreduce)")
-    p.add_argument("--algo", default="auto", choices=ALGOS,
-                   help="algorithm; auto = NCCL-like choice per size (default)")
-    p.add_argument("--sizes", default="8,1K,64K,1M,16M,256M,1G,4G", metavar="LIST",
-                   help="message sizes, binary suffixes as nccl-tests (default %(default)s)")
-    p.add_argument("--breakdown", action="store_true",
-                   help="also show the latency and bandwidth terms and the bottleneck link class")
+    p.add_argument(
+        "--algo",
+        default="auto",
+        choices=ALGOS,
+        help="algorithm; auto = NCCL-like choice per size (default)",
+    )
+    p.add_argument(
+        "--sizes",
+        default="8,1K,64K,1M,16M,256M,1G,4G",
+        metavar="LIST",
+        help="message sizes, binary suffixes as nccl-tests (default %(default)s)",
+    )
+    p.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also show the latency and bandwidth terms and the bottleneck link class",
+    )
 
 
 def _parse_sizes(text: str) -> list[int]:
@@ -246,8 +304,11 @@ def _parse_sizes(text: str) -> list[int]:
     return sizes
 
 
-@verb("collective", "time of one collective across cluster.n_gpus ranks per message size "
-      "(nccl-tests-style table)", add_arguments=_collective_args)
+@verb(
+    "collective",
+    "time of one collective across cluster.n_gpus ranks per message size (nccl-tests-style table)",
+    add_arguments=_collective_args,
+)
 def _collective(args: argparse.Namespace) -> int:
     from fabric_model.collectives import collective
     from fabric_model.units import format_size_bytes
@@ -258,61 +319,96 @@ def _collective(args: argparse.Namespace) -> int:
     table = []
     for r in rows:
         row: dict[str, Any] = {
-            "size": format_size_bytes(r.size_bytes), "bytes": r.size_bytes,
-            "time_us": round(r.time_us, 2), "algbw_GBps": round(r.algbw_GBps, 2),
-            "busbw_GBps": round(r.busbw_GBps, 2), "algo": r.algo, "proto": r.proto,
+            "size": format_size_bytes(r.size_bytes),
+            "bytes": r.size_bytes,
+            "time_us": round(r.time_us, 2),
+            "algbw_GBps": round(r.algbw_GBps, 2),
+            "busbw_GBps": round(r.busbw_GBps, 2),
+            "algo": r.algo,
+            "proto": r.proto,
         }
         if args.breakdown:
-            row.update(latency_us=round(r.latency_us, 2), bandwidth_us=round(r.bandwidth_us, 2),
-                       busbw_range=f"{r.busbw_min_GBps:.1f}-{r.busbw_max_GBps:.1f}",
-                       bottleneck=r.bottleneck)
+            row.update(
+                latency_us=round(r.latency_us, 2),
+                bandwidth_us=round(r.bandwidth_us, 2),
+                busbw_range=f"{r.busbw_min_GBps:.1f}-{r.busbw_max_GBps:.1f}",
+                bottleneck=r.bottleneck,
+            )
         table.append(row)
-    head = (f"# {args.op} across {scenario.cluster.n_gpus:,} GPUs, {scenario.fabric.topology}, "
-            f"{scenario.fabric.vendor} {scenario.fabric.link_gbps}G, algo {args.algo}\n")
+    head = (
+        f"# {args.op} across {scenario.cluster.n_gpus:,} GPUs, {scenario.fabric.topology}, "
+        f"{scenario.fabric.vendor} {scenario.fabric.link_gbps}G, algo {args.algo}\n"
+    )
     _emit(args, payload, head + format_table(table))
     return 0
 
 
 def _check_nccl_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("log", metavar="LOG", help="nccl-tests output (all_reduce_perf, ...)")
-    p.add_argument("--op", default=None,
-                   help="collective, when the log does not name its binary")
-    p.add_argument("--tolerance", type=float, default=0.15,
-                   help="relative band around the model counted as expected (default 0.15)")
+    p.add_argument("--op", default=None, help="collective, when the log does not name its binary")
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.15,
+        help="relative band around the model counted as expected (default 0.15)",
+    )
 
 
-@verb("check-nccl", "compare an nccl-tests log with the model of the scenario that describes "
-      "the cluster", add_arguments=_check_nccl_args)
+@verb(
+    "check-nccl",
+    "compare an nccl-tests log with the model of the scenario that describes the cluster",
+    add_arguments=_check_nccl_args,
+)
 def _check_nccl(args: argparse.Namespace) -> int:
     from fabric_model.units import format_size_bytes
     from fabric_model.validate.compare import compare_log
     from fabric_model.validate.nccl_log import parse_nccl_tests_file
 
     scenario = scenario_from_args(args)
-    log = parse_nccl_tests_file(args.log) if args.op is None else \
-        _parse_with_op(args.log, args.op)
+    log = parse_nccl_tests_file(args.log) if args.op is None else _parse_with_op(args.log, args.op)
     result = compare_log(log, scenario, tolerance=args.tolerance)
     payload = [r.to_dict() for r in result.rows]
-    table = [{"size": format_size_bytes(r.size_bytes), "measured_GBps": round(r.measured_busbw_GBps, 2),
-              "model_GBps": round(r.model_busbw_GBps, 2), "ratio": round(r.ratio, 3),
-              "regime": r.regime, "model_algo": r.model_algo, "verdict": r.verdict}
-             for r in result.rows]
-    head = [f"# {log.op} on {result.n_ranks:,} ranks: measured (out-of-place busbw) vs model; "
-            f"median ratio {result.median_ratio:.2f}"]
+    table = [
+        {
+            "size": format_size_bytes(r.size_bytes),
+            "measured_GBps": round(r.measured_busbw_GBps, 2),
+            "model_GBps": round(r.model_busbw_GBps, 2),
+            "ratio": round(r.ratio, 3),
+            "regime": r.regime,
+            "model_algo": r.model_algo,
+            "verdict": r.verdict,
+        }
+        for r in result.rows
+    ]
+    head = [
+        f"# {log.op} on {result.n_ranks:,} ranks: measured (out-of-place busbw) vs model; "
+        f"median ratio {result.median_ratio:.2f}"
+    ]
     head += [f"# note: {n}" for n in (*result.notes, *log.warnings)]
     _emit(args, payload, "\n".join(head) + "\n" + format_table(table))
     return 0
 
 
 def _acceptance_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tolerance", type=float, default=0.15,
-                   help="band around the expected busbw (default 0.15)")
-    p.add_argument("--script", metavar="FILE",
-                   help="also write a bash script that runs nccl-tests against the floors")
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.15,
+        help="band around the expected busbw (default 0.15)",
+    )
+    p.add_argument(
+        "--script",
+        metavar="FILE",
+        help="also write a bash script that runs nccl-tests against the floors",
+    )
 
 
-@verb("acceptance", "what a healthy fabric of this design shows in nccl-tests (one node, one "
-      "rail group, the whole cluster), with a tolerance band", add_arguments=_acceptance_args)
+@verb(
+    "acceptance",
+    "what a healthy fabric of this design shows in nccl-tests (one node, one "
+    "rail group, the whole cluster), with a tolerance band",
+    add_arguments=_acceptance_args,
+)
 def _acceptance(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -325,10 +421,20 @@ def _acceptance(args: argparse.Namespace) -> int:
             Path(args.script).write_text(table.to_shell_script(), encoding="utf-8")
         except OSError as exc:
             raise FabricModelError(f"--script {args.script}: {exc.strerror or exc}") from None
-    rows = [{"scope": r.scope, "gpus": r.n_gpus, "op": r.op,
-             "size": format_size_bytes(r.size_bytes), "expected_GBps": r.expected_busbw_GBps,
-             "floor_GBps": r.min_busbw_GBps, "ceiling_GBps": r.max_busbw_GBps,
-             "time_us": r.expected_time_us, "algo": r.algo} for r in table.rows]
+    rows = [
+        {
+            "scope": r.scope,
+            "gpus": r.n_gpus,
+            "op": r.op,
+            "size": format_size_bytes(r.size_bytes),
+            "expected_GBps": r.expected_busbw_GBps,
+            "floor_GBps": r.min_busbw_GBps,
+            "ceiling_GBps": r.max_busbw_GBps,
+            "time_us": r.expected_time_us,
+            "algo": r.algo,
+        }
+        for r in table.rows
+    ]
     notes = "".join(f"\n# not modelled: {s}" for s in table.skipped)
     from dataclasses import asdict
 
@@ -353,24 +459,40 @@ def _parse_with_op(path: str, op: str) -> Any:
 
 
 def _step_text(d: dict[str, Any], plan_label: str) -> str:
-    lines = [f"# one training step: {plan_label}",
-             format_table([{"term": k, "seconds": d[k]} for k in
-                           ("step_time_s", "compute_s", "imbalance_s", "bubble_s",
-                            "exposed_comm_s")]),
-             "",
-             format_table([{"dimension": k, "comm_s": d["comm_s"][k],
-                            "exposed_s": d["exposed_s"][k],
-                            "how": d["comm_detail"].get(k, "")}
-                           for k in d["comm_s"] if d["comm_s"][k] > 0]
-                          or [{"dimension": "-", "comm_s": 0.0, "exposed_s": 0.0, "how": ""}]),
-             "",
-             f"MFU {d['mfu']:.3f}   tokens/s {d['tokens_per_s']:,.0f}   "
-             f"memory {d['memory_gib_per_gpu']:.1f} GiB per GPU"]
+    lines = [
+        f"# one training step: {plan_label}",
+        format_table(
+            [
+                {"term": k, "seconds": d[k]}
+                for k in ("step_time_s", "compute_s", "imbalance_s", "bubble_s", "exposed_comm_s")
+            ]
+        ),
+        "",
+        format_table(
+            [
+                {
+                    "dimension": k,
+                    "comm_s": d["comm_s"][k],
+                    "exposed_s": d["exposed_s"][k],
+                    "how": d["comm_detail"].get(k, ""),
+                }
+                for k in d["comm_s"]
+                if d["comm_s"][k] > 0
+            ]
+            or [{"dimension": "-", "comm_s": 0.0, "exposed_s": 0.0, "how": ""}]
+        ),
+        "",
+        f"MFU {d['mfu']:.3f}   tokens/s {d['tokens_per_s']:,.0f}   "
+        f"memory {d['memory_gib_per_gpu']:.1f} GiB per GPU",
+    ]
     return "\n".join(lines)
 
 
-@verb("step", "one training step: compute, pipeline bubble and exposed communication per "
-      "parallel dimension, MFU, memory")
+@verb(
+    "step",
+    "one training step: compute, pipeline bubble and exposed communication per "
+    "parallel dimension, MFU, memory",
+)
 def _step(args: argparse.Namespace) -> int:
     from fabric_model.training import training_step
 
@@ -390,8 +512,9 @@ def _parse_gpus(text: str) -> list[int]:
     for item in text.split(","):
         item = item.strip().replace("_", "")
         if not item.isdigit() or int(item) < 2:
-            raise FabricModelError(f"--gpus: {item!r} is not a GPU count >= 2 "
-                                   f"(give a list such as 8,64,1024)")
+            raise FabricModelError(
+                f"--gpus: {item!r} is not a GPU count >= 2 (give a list such as 8,64,1024)"
+            )
         out.append(int(item))
     return out
 
@@ -417,65 +540,112 @@ def _progress(args: argparse.Namespace, what: str) -> Any:
         if done == total:
             sys.stderr.write("\n")
         sys.stderr.flush()
+
     return report
 
 
 def _sweep_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--gpus", default=",".join(str(2**i) for i in range(3, 18)), metavar="LIST",
-                   help="cluster sizes (default powers of two 8..131072)")
-    p.add_argument("--scaling", default="weak", choices=("weak", "strong"),
-                   help="weak: tokens per replica fixed (default); strong: global batch fixed")
-    p.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="processes to spread the sizes over (default 1)")
+    p.add_argument(
+        "--gpus",
+        default=",".join(str(2**i) for i in range(3, 18)),
+        metavar="LIST",
+        help="cluster sizes (default powers of two 8..131072)",
+    )
+    p.add_argument(
+        "--scaling",
+        default="weak",
+        choices=("weak", "strong"),
+        help="weak: tokens per replica fixed (default); strong: global batch fixed",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="processes to spread the sizes over (default 1)",
+    )
 
 
-@verb("sweep", "training step and network cost across cluster sizes (scaling efficiency)",
-      add_arguments=_sweep_args)
+@verb(
+    "sweep",
+    "training step and network cost across cluster sizes (scaling efficiency)",
+    add_arguments=_sweep_args,
+)
 def _sweep(args: argparse.Namespace) -> int:
     from fabric_model.training import sweep
 
     scenario = scenario_from_args(args)
     with _mapper(args.workers) as map_fn:
-        points = sweep(scenario, _parse_gpus(args.gpus), scaling=args.scaling, map_fn=map_fn,
-                       progress=_progress(args, "sweep"))
+        points = sweep(
+            scenario,
+            _parse_gpus(args.gpus),
+            scaling=args.scaling,
+            map_fn=map_fn,
+            progress=_progress(args, "sweep"),
+        )
     payload = [p.to_dict() for p in points]
-    table = [{"n_gpus": p.n_gpus,
-              "step_time_s": p.step.step_time_s if p.feasible else "-",
-              "mfu": p.step.mfu if p.feasible else "-",
-              "scaling_eff": p.scaling_efficiency if p.feasible else "-",
-              "network_capex_usd": p.network_capex_usd if p.feasible else "-",
-              "plan": p.step.plan.label() if p.feasible and p.step.plan else "",
-              "note": "" if p.feasible else p.reason[:90]} for p in points]
-    head = (f"# {args.scaling} scaling of {scenario.model.name} on {scenario.fabric.topology}, "
-            f"{scenario.fabric.vendor} {scenario.fabric.link_gbps}G\n")
+    table = [
+        {
+            "n_gpus": p.n_gpus,
+            "step_time_s": p.step.step_time_s if p.feasible else "-",
+            "mfu": p.step.mfu if p.feasible else "-",
+            "scaling_eff": p.scaling_efficiency if p.feasible else "-",
+            "network_capex_usd": p.network_capex_usd if p.feasible else "-",
+            "plan": p.step.plan.label() if p.feasible and p.step.plan else "",
+            "note": "" if p.feasible else p.reason[:90],
+        }
+        for p in points
+    ]
+    head = (
+        f"# {args.scaling} scaling of {scenario.model.name} on {scenario.fabric.topology}, "
+        f"{scenario.fabric.vendor} {scenario.fabric.link_gbps}G\n"
+    )
     _emit(args, payload, head + format_table(table))
     return 0
 
 
 def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=int, default=5, metavar="N", help="plans to show (default 5)")
-    p.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="processes to spread the candidates over (default 1)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="processes to spread the candidates over (default 1)",
+    )
 
 
-@verb("plan", "search TP/PP/CP/EP/interleaving/recomputation for the fastest feasible plan",
-      add_arguments=_plan_args)
+@verb(
+    "plan",
+    "search TP/PP/CP/EP/interleaving/recomputation for the fastest feasible plan",
+    add_arguments=_plan_args,
+)
 def _plan(args: argparse.Namespace) -> int:
     from fabric_model.training import search_plans
 
     scenario = scenario_from_args(args)
     with _mapper(args.workers) as map_fn:
-        found = search_plans(scenario, top=args.top, map_fn=map_fn,
-                             progress=_progress(args, "plans"))
+        found = search_plans(
+            scenario, top=args.top, map_fn=map_fn, progress=_progress(args, "plans")
+        )
     if not found:
-        raise FabricModelError("parallel: no plan fits this model on this cluster (memory or "
-                               "batch); add GPUs, raise training.global_batch_tokens or use "
-                               "a GPU with more memory")
+        raise FabricModelError(
+            "parallel: no plan fits this model on this cluster (memory or "
+            "batch); add GPUs, raise training.global_batch_tokens or use "
+            "a GPU with more memory"
+        )
     payload = [{"overrides": c.overrides, **c.step.to_dict()} for c in found]
-    table = [{"plan": c.label, "step_time_s": c.step.step_time_s, "mfu": c.step.mfu,
-              "memory_gib": c.step.memory.total_gib if c.step.memory else 0.0,
-              "exposed_comm_s": c.step.exposed_comm_s, "bubble_s": c.step.bubble_s}
-             for c in found]
+    table = [
+        {
+            "plan": c.label,
+            "step_time_s": c.step.step_time_s,
+            "mfu": c.step.mfu,
+            "memory_gib": c.step.memory.total_gib if c.step.memory else 0.0,
+            "exposed_comm_s": c.step.exposed_comm_s,
+            "bubble_s": c.step.bubble_s,
+        }
+        for c in found
+    ]
     _emit(args, payload, format_table(table))
     return 0
 
@@ -484,30 +654,42 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _report_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, metavar="FILE.html",
-                   help="where to write the report (one HTML file that opens offline)")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE.html",
+        help="where to write the report (one HTML file that opens offline)",
+    )
 
 
-@verb("report", "self-contained HTML report of the scenario: key numbers, charts, bill of "
-      "materials, vendor comparison, the scenario and the sources of its numbers",
-      add_arguments=_report_args)
+@verb(
+    "report",
+    "self-contained HTML report of the scenario: key numbers, charts, bill of "
+    "materials, vendor comparison, the scenario and the sources of its numbers",
+    add_arguments=_report_args,
+)
 def _report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     out = Path(args.out)
     if out.is_dir() or not out.parent.is_dir():
-        raise FabricModelError(f"--out {args.out}: " + ("is a directory" if out.is_dir() else
-                               f"no directory {out.parent}") + "; give a file path such as "
-                               "report.html")
+        raise FabricModelError(
+            f"--out {args.out}: "
+            + ("is a directory" if out.is_dir() else f"no directory {out.parent}")
+            + "; give a file path such as "
+            "report.html"
+        )
     scenario = scenario_from_args(args)
     # Imported here, not at the top: the report draws with plotly (ui.report), and importing
     # fabric_model or this CLI must never load plotly or streamlit (tests/test_report.py).
     try:
         from ui.report import build_report
     except ImportError as exc:
-        raise FabricModelError(f"report needs the dashboard's ui package and plotly ({exc}); "
-                               "run it from the repository root with requirements.txt "
-                               "installed") from None
+        raise FabricModelError(
+            f"report needs the dashboard's ui package and plotly ({exc}); "
+            "run it from the repository root with requirements.txt "
+            "installed"
+        ) from None
     data = build_report(scenario).encode("utf-8")
     try:
         out.write_bytes(data)
@@ -530,10 +712,17 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=v.help, description=v.help)
         if v.takes_scenario:
             p.add_argument("--scenario", metavar="FILE", help="scenario file (YAML or JSON)")
-            p.add_argument("--preset", metavar="NAME",
-                           help=f"named preset (see `presets`; default {DEFAULT_PRESET})")
-            p.add_argument("--set", metavar="KEY=VALUE", action="append",
-                           help="override a dotted key, e.g. fabric.link_gbps=800 (repeatable)")
+            p.add_argument(
+                "--preset",
+                metavar="NAME",
+                help=f"named preset (see `presets`; default {DEFAULT_PRESET})",
+            )
+            p.add_argument(
+                "--set",
+                metavar="KEY=VALUE",
+                action="append",
+                help="override a dotted key, e.g. fabric.link_gbps=800 (repeatable)",
+            )
         p.add_argument("--json", action="store_true", help="machine-readable JSON output")
         if v.add_arguments:
             v.add_arguments(p)

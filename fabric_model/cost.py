@@ -222,6 +222,8 @@ class BillOfMaterials:
             "max_switch_hops": topo.max_switch_hops,
             "mean_switch_hops": topo.mean_switch_hops,
             "bisection_GBps": topo.bisection_GBps,
+            "notes": list(topo.notes),
+            "warnings": list(topo.warnings),
             "lines": [line.to_dict() for line in self.lines],
         }
 
@@ -230,18 +232,39 @@ def _price(override: float | None, catalog_value: float) -> float:
     return float(catalog_value) if override is None else float(override)
 
 
-def _bom_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec,
-               own_vendor: bool) -> list[BomLine]:
+def _bom_lines(
+    topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec, own_vendor: bool
+) -> list[BomLine]:
     lines: list[BomLine] = []
     sw, nic = hw.switch, hw.nic
     switch_price = _price(costs.switch_usd if own_vendor else None, sw.price_usd)
     nic_price = _price(costs.nic_usd if own_vendor else None, nic.price_usd)
     for tier, count in topo.switches_by_tier.items():
         if count:
-            lines.append(BomLine("switches", sw.name, sw.key, tier, count, switch_price,
-                                 sw.power_w, cat.source_note("switches", sw.key, "price_usd")))
-    lines.append(BomLine("nics", nic.name, nic.key, "servers", topo.n_endpoints, nic_price,
-                         nic.power_w, cat.source_note("nics", nic.key, "price_usd")))
+            lines.append(
+                BomLine(
+                    "switches",
+                    sw.name,
+                    sw.key,
+                    tier,
+                    count,
+                    switch_price,
+                    sw.power_w,
+                    cat.source_note("switches", sw.key, "price_usd"),
+                )
+            )
+    lines.append(
+        BomLine(
+            "nics",
+            nic.name,
+            nic.key,
+            "servers",
+            topo.n_endpoints,
+            nic_price,
+            nic.power_w,
+            cat.source_note("nics", nic.key, "price_usd"),
+        )
+    )
     protocol = hw.vendor.protocol
     # a switch cage has 8 SerDes lanes: 800G cages run 100G lanes, 1.6T cages 200G lanes
     lane_gbps = sw.cage_gbps // 8
@@ -249,44 +272,84 @@ def _bom_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec,
         on_switch = bool(lc.port_groups)
         # NIC to switch: one twin-port cage feeds cage/link NICs through a splitter cable
         split = max(1, sw.cage_gbps // lc.link_gbps) if on_switch and lc.n_nic_ends else None
-        copper = cat.cable_for(lc.link_gbps, lc.length_m, split=split,
-                               lane_gbps=lane_gbps if on_switch else None)
+        copper = cat.cable_for(
+            lc.link_gbps, lc.length_m, split=split, lane_gbps=lane_gbps if on_switch else None
+        )
         if copper is not None:
             split = max(1, int(copper.links_per_cable))
-            lines.append(BomLine(
-                "cables", copper.name, copper.key, lc.name, math.ceil(lc.n_links / split),
-                _price(costs.copper_cable_usd, copper.price_usd), copper.power_w,
-                cat.source_note("cables", copper.key, "price_usd")))
+            lines.append(
+                BomLine(
+                    "cables",
+                    copper.name,
+                    copper.key,
+                    lc.name,
+                    math.ceil(lc.n_links / split),
+                    _price(costs.copper_cable_usd, copper.price_usd),
+                    copper.power_w,
+                    cat.source_note("cables", copper.key, "price_usd"),
+                )
+            )
             continue
         fiber = cat.fiber
-        lines.append(BomLine("cables", fiber.name, fiber.key, lc.name, lc.n_links,
-                             _price(costs.fiber_usd, fiber.price_usd), fiber.power_w,
-                             cat.source_note("cables", fiber.key, "price_usd")))
+        lines.append(
+            BomLine(
+                "cables",
+                fiber.name,
+                fiber.key,
+                lc.name,
+                lc.n_links,
+                _price(costs.fiber_usd, fiber.price_usd),
+                fiber.power_w,
+                cat.source_note("cables", fiber.key, "price_usd"),
+            )
+        )
         if lc.n_nic_ends:
             optic = cat.optic_for("nic", lc.link_gbps, lc.length_m, protocol=protocol)
-            lines.append(BomLine(
-                "optics", optic.name, optic.key, f"{lc.name} (NIC side)", lc.n_nic_ends,
-                _price(costs.optic_nic_usd, optic.price_usd), optic.power_w,
-                cat.source_note("optics", optic.key, "price_usd")))
+            lines.append(
+                BomLine(
+                    "optics",
+                    optic.name,
+                    optic.key,
+                    f"{lc.name} (NIC side)",
+                    lc.n_nic_ends,
+                    _price(costs.optic_nic_usd, optic.price_usd),
+                    optic.power_w,
+                    cat.source_note("optics", optic.key, "price_usd"),
+                )
+            )
         if lc.port_groups:
-            optic = cat.optic_for("switch", lc.link_gbps, lc.length_m,
-                                  cage_gbps=sw.cage_gbps, protocol=protocol)
+            optic = cat.optic_for(
+                "switch", lc.link_gbps, lc.length_m, cage_gbps=sw.cage_gbps, protocol=protocol
+            )
             per = optic.ports_per_module(lc.link_gbps)
             by_tier: dict[str, int] = {}
             for g in lc.port_groups:
                 by_tier[g.tier] = by_tier.get(g.tier, 0) + g.n_switches * math.ceil(
-                    g.ports_per_switch / per)
+                    g.ports_per_switch / per
+                )
             for tier, n_modules in by_tier.items():
-                lines.append(BomLine(
-                    "optics", optic.name, optic.key, f"{lc.name} ({tier} side)", n_modules,
-                    _price(costs.optic_switch_usd, optic.price_usd), optic.power_w,
-                    cat.source_note("optics", optic.key, "price_usd")))
+                lines.append(
+                    BomLine(
+                        "optics",
+                        optic.name,
+                        optic.key,
+                        f"{lc.name} ({tier} side)",
+                        n_modules,
+                        _price(costs.optic_switch_usd, optic.price_usd),
+                        optic.power_w,
+                        cat.source_note("optics", optic.key, "price_usd"),
+                    )
+                )
     return lines
 
 
-def bill_of_materials(scenario: Scenario, catalog: Catalog | None = None, *,
-                      own_vendor: bool = True,
-                      topology: Topology | None = None) -> BillOfMaterials:
+def bill_of_materials(
+    scenario: Scenario,
+    catalog: Catalog | None = None,
+    *,
+    own_vendor: bool = True,
+    topology: Topology | None = None,
+) -> BillOfMaterials:
     """Build the scenario's fabric and price it.
 
     Parameters
@@ -308,8 +371,9 @@ def bill_of_materials(scenario: Scenario, catalog: Catalog | None = None, *,
     """
     cat = catalog or load_catalog()
     hw = resolve_hardware(scenario, cat)
-    topo = topology or build_topology_from_request(scenario.fabric.topology,
-                                                   topology_request(scenario, hw))
+    topo = topology or build_topology_from_request(
+        scenario.fabric.topology, topology_request(scenario, hw)
+    )
     lines = _bom_lines(topo, hw, cat, scenario.costs, own_vendor)
     server = hw.server
     n_servers = -(-scenario.cluster.n_gpus // server.gpus_per_server)
@@ -335,8 +399,11 @@ class VendorComparison:
     error: str | None
 
 
-def compare_vendors(scenario: Scenario, vendors: Iterable[str] = ("infiniband", "spectrum-x", "roce"),
-                    catalog: Catalog | None = None) -> list[VendorComparison]:
+def compare_vendors(
+    scenario: Scenario,
+    vendors: Iterable[str] = ("infiniband", "spectrum-x", "roce"),
+    catalog: Catalog | None = None,
+) -> list[VendorComparison]:
     """Price the scenario's design (size, topology, speed, tapering) on each vendor's parts.
 
     The switch and NIC become each vendor's default for the link speed, routing its default
@@ -346,13 +413,20 @@ def compare_vendors(scenario: Scenario, vendors: Iterable[str] = ("infiniband", 
     out = []
     for vendor in vendors:
         own = vendor == scenario.fabric.vendor
-        variant = scenario if own else dataclasses.replace(
-            scenario,
-            fabric=dataclasses.replace(scenario.fabric, vendor=vendor, switch="auto", nic="auto",
-                                       routing="auto"),
+        variant = (
+            scenario
+            if own
+            else dataclasses.replace(
+                scenario,
+                fabric=dataclasses.replace(
+                    scenario.fabric, vendor=vendor, switch="auto", nic="auto", routing="auto"
+                ),
+            )
         )
         try:
-            out.append(VendorComparison(vendor, bill_of_materials(variant, cat, own_vendor=own), None))
+            out.append(
+                VendorComparison(vendor, bill_of_materials(variant, cat, own_vendor=own), None)
+            )
         except FabricModelError as exc:
             out.append(VendorComparison(vendor, None, str(exc)))
     return out

@@ -15,11 +15,23 @@ core->spine, spine->leaf, NIC down (5 switches).
   one leaf are spread over all up-ports and no two destinations share a down cable.
 
 The cable id layout this relies on is the builder's (see ``fat_tree._two_tier`` and
-``_three_tier``): NIC cable ``e`` for endpoint ``e``; leaf ``l`` uplink ``j`` is cable
-``E + l*up + j``; spine ``p*up + j`` uplink ``t`` is cable ``base3 + up*pod_off[p] + j*up_p + t``.
+``_three_tier`` and :class:`~fabric_model.topology.fat_tree.PodLayout`): NIC cable ``e`` for
+endpoint ``e``; leaf ``l`` uplink ``j`` is cable ``E + l*up + j`` and goes to spine
+``(l*up + j) mod S`` (2 tiers) or to the pod's spine ``(local(l)*up + j) mod S_p`` (3 tiers);
+spine-core cable ``base3 + c`` is uplink ``c - spine_first_uplink[s]`` of spine ``s`` and goes to
+a core of its plane group, round-robin by its position in the group. Striping may be uneven (a
+leaf has ``m`` or ``m + 1`` cables to a spine, a pod ``m`` or ``m + 1`` to a core), so a down
+hop picks among the cables that reach the next switch, and a cross-pod path to a partial pod
+that does not reach the chosen core is re-picked from the destination's cables (every full pod
+reaches every core). The adaptive bundles then hold each leaf's and pod's real capacity; a
+single pair of leaves (or pods) is only sure of ``params["leaf_pair_share"]`` (or
+``"pod_pair_share"``) of it, a limit the bundles do not see. On a full build every pair is
+joined by one cable and the paths are the textbook ones.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -27,14 +39,14 @@ from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet
 from fabric_model.routing.base import RoutedFlows, hash_choices
 from fabric_model.topology import Topology
-from fabric_model.topology.fat_tree import spine_uplinks
+from fabric_model.topology.fat_tree import PodLayout, pod_layout
 
 __all__ = ["route_fat_tree"]
 
 _ADAPTIVE_CLASSES = ("leaf-up bundle", "pod-up bundle", "pod-down bundle", "leaf-down bundle")
 
 
-def _layout(topo: Topology) -> dict[str, np.ndarray | int]:
+def _layout(topo: Topology) -> dict[str, np.ndarray | int | PodLayout]:
     g = topo.graph
     p = topo.params
     n_e = topo.n_endpoints
@@ -42,8 +54,12 @@ def _layout(topo: Topology) -> dict[str, np.ndarray | int]:
     order = np.argsort(leaf_of_e, kind="stable")
     leaf_major = np.empty(n_e, dtype=np.int64)
     leaf_major[order] = np.arange(n_e, dtype=np.int64)
-    out: dict[str, np.ndarray | int] = {"E": n_e, "leaf_of_e": leaf_of_e,
-                                         "L": int(p["n_leaves"]), "leaf_major": leaf_major}
+    out: dict[str, np.ndarray | int | PodLayout] = {
+        "E": n_e,
+        "leaf_of_e": leaf_of_e,
+        "L": int(p["n_leaves"]),
+        "leaf_major": leaf_major,
+    }
     if topo.tiers >= 2:
         out["u"] = int(p["up_per_leaf"])
     if topo.tiers == 2:
@@ -51,15 +67,21 @@ def _layout(topo: Topology) -> dict[str, np.ndarray | int]:
     if topo.tiers == 3:
         lpp, u = int(p["leaves_per_pod"]), int(p["up_per_leaf"])
         n_leaves = int(p["n_leaves"])
-        spine_up = spine_uplinks(n_leaves, lpp, topo.request.spine_oversubscription)
-        out.update(lpp=lpp, C=int(p["cores_per_plane"]), spine_up=spine_up,
-                   pod_off=np.cumsum(spine_up) - spine_up, base3=n_e + n_leaves * u)
+        pods = pod_layout(n_leaves, u, lpp, topo.request.spine_oversubscription, int(p["radix"]))
+        out.update(lpp=lpp, pods=pods, base3=n_e + n_leaves * u)
     return out
 
 
-def route_fat_tree(topo: Topology, src: np.ndarray, dst: np.ndarray, policy: str,
-                   capacity_Bps: np.ndarray, *, qps: int = 1,
-                   rng: np.random.Generator | None = None) -> RoutedFlows:
+def route_fat_tree(
+    topo: Topology,
+    src: np.ndarray,
+    dst: np.ndarray,
+    policy: str,
+    capacity_Bps: np.ndarray,
+    *,
+    qps: int = 1,
+    rng: np.random.Generator | None = None,
+) -> RoutedFlows:
     """Route connections on a fat-tree (the :class:`~fabric_model.routing.base.Router` interface).
 
     Policies: ``adaptive`` (bundles), ``ecmp`` or ``dmodk``; a 1-tier tree routes every
@@ -83,9 +105,21 @@ def route_fat_tree(topo: Topology, src: np.ndarray, dst: np.ndarray, policy: str
         return _adaptive(topo, lay, src, dst, same_leaf, cross_pod, hops, capacity_Bps)
     if policy not in ("ecmp", "dmodk"):
         raise InfeasibleDesignError(
-            "fabric.routing", f"a fat-tree routes with adaptive, ecmp or dmodk, not {policy}")
-    return _per_path(topo, lay, src, dst, same_leaf, cross_pod, hops, capacity_Bps,
-                     policy, qps if policy == "ecmp" else 1, rng)
+            "fabric.routing", f"a fat-tree routes with adaptive, ecmp or dmodk, not {policy}"
+        )
+    return _per_path(
+        topo,
+        lay,
+        src,
+        dst,
+        same_leaf,
+        cross_pod,
+        hops,
+        capacity_Bps,
+        policy,
+        qps if policy == "ecmp" else 1,
+        rng,
+    )
 
 
 def _csr(paths: np.ndarray, n_links: int) -> FlowSet:
@@ -101,9 +135,16 @@ def _class_labels(topo: Topology, extra: tuple[str, ...]) -> tuple[np.ndarray, t
     return topo.graph.link_class.astype(np.int16), names
 
 
-def _adaptive(topo: Topology, lay: dict, src: np.ndarray, dst: np.ndarray,
-              same_leaf: np.ndarray, cross_pod: np.ndarray, hops: np.ndarray,
-              cap: np.ndarray) -> RoutedFlows:
+def _adaptive(
+    topo: Topology,
+    lay: dict,
+    src: np.ndarray,
+    dst: np.ndarray,
+    same_leaf: np.ndarray,
+    cross_pod: np.ndarray,
+    hops: np.ndarray,
+    cap: np.ndarray,
+) -> RoutedFlows:
     g = topo.graph
     n_links = g.n_links
     n_leaves = int(lay["L"])
@@ -113,30 +154,37 @@ def _adaptive(topo: Topology, lay: dict, src: np.ndarray, dst: np.ndarray,
     up_cls = 1
     leaf_up_cap: np.ndarray = np.zeros(n_leaves)
     leaf_down_cap: np.ndarray = np.zeros(n_leaves)
-    is_up = (g.link_class == up_cls)
+    is_up = g.link_class == up_cls
     if topo.tiers >= 2:
         up_links = np.flatnonzero(is_up & (np.arange(n_links) % 2 == 0))
         n_e = int(lay["E"])
-        leaf_up_cap = np.bincount(g.link_src[up_links] - n_e, weights=cap[up_links],
-                                  minlength=n_leaves)
-        leaf_down_cap = np.bincount(g.link_src[up_links] - n_e, weights=cap[up_links + 1],
-                                    minlength=n_leaves)
+        leaf_up_cap = np.bincount(
+            g.link_src[up_links] - n_e, weights=cap[up_links], minlength=n_leaves
+        )
+        leaf_down_cap = np.bincount(
+            g.link_src[up_links] - n_e, weights=cap[up_links + 1], minlength=n_leaves
+        )
     pod_caps: list[np.ndarray] = []
     n_pods = 0
     if topo.tiers == 3:
         lpp = int(lay["lpp"])
         n_pods = -(-n_leaves // lpp)
         sc = np.flatnonzero((g.link_class == 2) & (np.arange(n_links) % 2 == 0))
-        spine_pod = (g.link_src[sc] - int(lay["E"]) - n_leaves) // int(lay["u"])
-        pod_caps = [np.bincount(spine_pod, weights=cap[sc], minlength=n_pods),
-                    np.bincount(spine_pod, weights=cap[sc + 1], minlength=n_pods)]
+        pods = lay["pods"]
+        assert isinstance(pods, PodLayout)
+        spine_pod = pods.spine_pod[g.link_src[sc] - int(lay["E"]) - n_leaves]
+        pod_caps = [
+            np.bincount(spine_pod, weights=cap[sc], minlength=n_pods),
+            np.bincount(spine_pod, weights=cap[sc + 1], minlength=n_pods),
+        ]
     b_lu = n_links
     b_pu = b_lu + n_leaves
     b_pd = b_pu + n_pods
     b_ld = b_pd + n_pods
     total = b_ld + n_leaves
-    capacity = np.concatenate([cap, leaf_up_cap, *(pod_caps or [np.zeros(0), np.zeros(0)]),
-                               leaf_down_cap])
+    capacity = np.concatenate(
+        [cap, leaf_up_cap, *(pod_caps or [np.zeros(0), np.zeros(0)]), leaf_down_cap]
+    )
     paths = np.full((src.size, 6), -1, dtype=np.int64)
     paths[:, 0] = 2 * src
     paths[:, 5] = 2 * dst + 1
@@ -149,26 +197,43 @@ def _adaptive(topo: Topology, lay: dict, src: np.ndarray, dst: np.ndarray,
         paths[cross_pod, 3] = b_pd + b[cross_pod] // lpp
     labels, names = _class_labels(topo, _ADAPTIVE_CLASSES)
     base = len(names) - len(_ADAPTIVE_CLASSES)
-    link_class = np.concatenate([
-        labels,
-        np.full(n_leaves, base, np.int16), np.full(n_pods, base + 1, np.int16),
-        np.full(n_pods, base + 2, np.int16), np.full(n_leaves, base + 3, np.int16),
-    ])
+    link_class = np.concatenate(
+        [
+            labels,
+            np.full(n_leaves, base, np.int16),
+            np.full(n_pods, base + 1, np.int16),
+            np.full(n_pods, base + 2, np.int16),
+            np.full(n_leaves, base + 3, np.int16),
+        ]
+    )
     keep = capacity > 0
     if not keep[paths[paths >= 0]].all():  # a bundle with no cables cannot be on a path
         raise AssertionError("fat-tree adaptive routing used an empty bundle")
     return RoutedFlows(
-        flows=_csr(paths, total), link_capacity_Bps=np.where(keep, capacity, 1.0),
-        link_class=link_class, class_names=names,
+        flows=_csr(paths, total),
+        link_capacity_Bps=np.where(keep, capacity, 1.0),
+        link_class=link_class,
+        class_names=names,
         flow_of_connection=np.arange(src.size, dtype=np.int64),
-        flow_fraction=np.ones(src.size), switch_hops=hops, policy="adaptive",
+        flow_fraction=np.ones(src.size),
+        switch_hops=hops,
+        policy="adaptive",
     )
 
 
-def _per_path(topo: Topology, lay: dict, src: np.ndarray, dst: np.ndarray,
-              same_leaf: np.ndarray, cross_pod: np.ndarray, hops: np.ndarray,
-              cap: np.ndarray, policy: str, qps: int,
-              rng: np.random.Generator | None) -> RoutedFlows:
+def _per_path(
+    topo: Topology,
+    lay: dict,
+    src: np.ndarray,
+    dst: np.ndarray,
+    same_leaf: np.ndarray,
+    cross_pod: np.ndarray,
+    hops: np.ndarray,
+    cap: np.ndarray,
+    policy: str,
+    qps: int,
+    rng: np.random.Generator | None,
+) -> RoutedFlows:
     n_conn = src.size
     conn = np.repeat(np.arange(n_conn, dtype=np.int64), qps)
     s, d = src[conn], dst[conn]
@@ -180,52 +245,93 @@ def _per_path(topo: Topology, lay: dict, src: np.ndarray, dst: np.ndarray,
     u = int(lay["u"])
     n_e = int(lay["E"])
 
-    def choose(k: np.ndarray | int, salt: int) -> np.ndarray:
+    def choose(k: np.ndarray | int, salt: np.ndarray | int) -> np.ndarray:
         if policy == "ecmp":
             return hash_choices(rng, n, k)
         kk = np.broadcast_to(np.asarray(k, dtype=np.int64), (n,))
-        return (d_id // max(1, salt)) % np.maximum(kk, 1)  # destination-mod-k
+        return (d_id // np.maximum(1, salt)) % np.maximum(kk, 1)  # destination-mod-k
+
+    def choose_if_any(k: np.ndarray, salt: np.ndarray | int) -> np.ndarray:
+        # draw only where there is a choice, so full builds hash exactly as before
+        if np.all(k <= 1):
+            return np.zeros(n, dtype=np.int64)
+        return choose(k, salt)
+
+    def leaf_cable(
+        spine: np.ndarray, leaf: np.ndarray, n_sp: np.ndarray | int, pick: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Uplinks ``j0 + n_sp * i`` of ``leaf`` reach ``spine`` (both local): j0 and count."""
+        j0 = (spine - leaf * u) % n_sp
+        return j0, np.where(pick, (u - j0 + n_sp - 1) // n_sp, 1)
 
     paths = np.full((n, 6), -1, dtype=np.int64)
     paths[:, 0] = 2 * s
     paths[:, 5] = 2 * d + 1
-    j = choose(u, 1)  # leaf uplink (= spine within the pod for 3 tiers)
+    j = choose(u, 1)  # leaf uplink
     off = ~sl
     if topo.tiers == 2:
         n_sp = int(lay["S"])
         spine = (a * u + j) % n_sp
-        m = u // n_sp  # parallel cables per leaf-spine pair (n_sp divides u)
-        j_down = (spine - b * u) % n_sp + n_sp * choose(m, u)
+        j0, n_par = leaf_cable(spine, b, n_sp, off)
+        j_down = j0 + n_sp * choose(n_par, u)
         paths[off, 1] = 2 * (n_e + a * u + j)[off]
         paths[off, 4] = 2 * (n_e + b * u + j_down)[off] + 1
     else:
-        # same pod: up to spine j of the pod and straight down to leaf b (one cable each)
-        inpod = off & ~xp
-        paths[inpod, 1] = 2 * (n_e + a * u + j)[inpod]
-        paths[inpod, 4] = 2 * (n_e + b * u + j)[inpod] + 1
-        lpp, n_c = int(lay["lpp"]), int(lay["C"])
-        spine_up, pod_off, base3 = lay["spine_up"], lay["pod_off"], int(lay["base3"])
+        pods = lay["pods"]
+        assert isinstance(pods, PodLayout)
+        lpp, base3 = int(lay["lpp"]), int(lay["base3"])
         pa, pb = a // lpp, b // lpp
-        up_a, up_b = spine_up[pa], spine_up[pb]
-        t = choose(up_a, u)
-        core = (pod_off[pa] + t) % n_c
-        t0 = (core - pod_off[pb]) % n_c
-        n_par = np.maximum(0, (up_b - t0 + n_c - 1) // n_c)
+        la, lb = a - pa * lpp, b - pb * lpp
+        sp_a, sp_b = pods.spines_in_pod[pa], pods.spines_in_pod[pb]
+        first_a, first_b = pods.pod_first_spine[pa], pods.pod_first_spine[pb]
+        spine_a = first_a + (la * u + j) % sp_a
+        t = choose(pods.spine_up[spine_a], u)
+        cab_a = pods.spine_first_uplink[spine_a] + t  # spine-core cable (index in the class)
+
+        def down_into(
+            cab: np.ndarray, pod: np.ndarray, pick: Callable[[np.ndarray, np.ndarray], np.ndarray]
+        ) -> tuple[np.ndarray, np.ndarray]:
+            """Pick a cable of ``pod`` on the core of ``cab``; say whether ``pod`` has one.
+
+            The pod's cables in the group sit at positions ``q0 + C i`` of its block.
+            """
+            grp = pods.cable_group[cab]
+            n_c = pods.group_cores[grp]
+            start, size = pods.block_start[grp, pod], pods.block_size[grp, pod]
+            q0 = (pods.cable_position[cab] - start) % n_c
+            n_par = np.maximum(0, (size - q0 + n_c - 1) // n_c)
+            pos = start + q0 + n_c * pick(np.maximum(n_par, 1), u * n_c)
+            slot = np.minimum(pods.group_first_cable[grp] + pos, pods.n_uplinks - 1)
+            return pods.cable_by_position[slot], n_par > 0
+
+        cab_b, reach = down_into(cab_a, pb, choose)
         # a partial destination pod may not reach this core: re-pick from its own cables
-        reach = n_par > 0
-        t_b = np.where(reach, t0 + n_c * choose(np.maximum(n_par, 1), u * n_c),
-                       choose(up_b, u))
-        core = np.where(reach, core, (pod_off[pb] + t_b) % n_c)
-        # ... and climb to that core from the source pod (a full pod reaches every core)
-        t_fix = (core - pod_off[pa]) % n_c
-        t = np.where(reach | (t_fix >= up_a), t, t_fix)
-        paths[xp, 1] = 2 * (n_e + a * u + j)[xp]
-        paths[xp, 2] = 2 * (base3 + u * pod_off[pa] + j * up_a + t)[xp]
-        paths[xp, 3] = 2 * (base3 + u * pod_off[pb] + j * up_b + t_b)[xp] + 1
-        paths[xp, 4] = 2 * (n_e + b * u + j)[xp] + 1
+        cab_b = np.where(reach, cab_b, pods.pod_first_uplink[pb] + choose(pods.pod_uplinks[pb], u))
+        fix = xp & ~reach
+        if fix.any():
+            # ... and climb to that core from the source pod (a full pod reaches every core
+            # of every group)
+            cab_fix, _ = down_into(cab_b, pa, choose_if_any)
+            cab_a = np.where(fix, cab_fix, cab_a)
+            new_spine = pods.spine_of_cable(cab_a)
+            j0, n_up = leaf_cable(new_spine - first_a, la, sp_a, fix)
+            j = np.where(fix, j0 + sp_a * choose_if_any(n_up, u), j)
+        spine_down = pods.spine_of_cable(cab_b)
+        spine_b = np.where(xp, spine_down, spine_a)  # inside a pod: down from the same spine
+        j0, n_down = leaf_cable(spine_b - first_b, lb, sp_b, off)
+        j_b = j0 + sp_b * choose_if_any(n_down, u)
+        paths[off, 1] = 2 * (n_e + a * u + j)[off]
+        paths[xp, 2] = 2 * (base3 + cab_a)[xp]
+        paths[xp, 3] = 2 * (base3 + cab_b)[xp] + 1
+        paths[off, 4] = 2 * (n_e + b * u + j_b)[off] + 1
     labels, names = _class_labels(topo, ())
     return RoutedFlows(
-        flows=_csr(paths, topo.graph.n_links), link_capacity_Bps=cap, link_class=labels,
-        class_names=names, flow_of_connection=conn, flow_fraction=np.full(n, 1.0 / qps),
-        switch_hops=hops, policy=policy,
+        flows=_csr(paths, topo.graph.n_links),
+        link_capacity_Bps=cap,
+        link_class=labels,
+        class_names=names,
+        flow_of_connection=conn,
+        flow_fraction=np.full(n, 1.0 / qps),
+        switch_hops=hops,
+        policy=policy,
     )

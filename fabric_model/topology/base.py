@@ -104,7 +104,7 @@ class TopologyRequest:
 
 @dataclass(frozen=True)
 class PortGroup:
-    """``n_switches`` switches of tier ``tier`` each use ``ports_per_switch`` ports of a link class."""
+    """``n_switches`` switches of tier ``tier`` each use ``ports_per_switch`` ports of a class."""
 
     tier: str
     ports_per_switch: int
@@ -188,7 +188,9 @@ class FabricGraph:
 
         g = nx.MultiDiGraph()
         g.add_nodes_from((i, {"tier": int(t)}) for i, t in enumerate(self.node_tier))
-        for lid, (a, b) in enumerate(zip(self.link_src.tolist(), self.link_dst.tolist())):
+        for lid, (a, b) in enumerate(
+            zip(self.link_src.tolist(), self.link_dst.tolist(), strict=True)
+        ):
             g.add_edge(a, b, key=lid, capacity_Bps=float(self.link_capacity_Bps[lid]))
         return g
 
@@ -255,6 +257,9 @@ class Topology:
         Family-specific structure (ports per leaf, pods, groups, torus dimensions, ...).
     notes : tuple[str, ...]
         How partial designs were sized, unused ports, and similar facts worth showing.
+    warnings : tuple[str, ...]
+        Facts about the design that the user most likely did not want (a forced tier count
+        that buys switches carrying no traffic, ...); the design is still built as asked.
     """
 
     family: str
@@ -269,6 +274,7 @@ class Topology:
     oversubscription: float
     params: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
     _graph_builder: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
