@@ -248,12 +248,12 @@ def test_url_follows_widgets_across_pages() -> None:
 
 def test_url_seeds_widgets() -> None:
     query = {"preset": DEFAULT_PRESET, "cluster.n_gpus": "4096", "fabric.vendor": "spectrum-x",
-             "fabric.link_gbps": "800", "fabric.tiers": "3", "costs.switch_usd": "20000"}
+             "fabric.link_gbps": "200", "fabric.tiers": "3", "costs.switch_usd": "20000"}
     at = open_app(COST, **query)
     assert not at.error, messages(at.error)
     assert at.select_slider(key="w:cluster.n_gpus").value == 4096
     assert at.radio(key="w:fabric.vendor").value == "spectrum-x"
-    assert at.select_slider(key="w:fabric.link_gbps").value == 800
+    assert at.select_slider(key="w:fabric.link_gbps").value == 200
     assert at.segmented_control(key="w:fabric.tiers").value == 3
     assert at.number_input(key="cost:costs.switch_usd").value == 20000
     assert url(at) == query

@@ -134,17 +134,17 @@ def test_upload_sets_sidebar_widgets_and_url() -> None:
         "name: my-cluster\n"
         "cluster: {n_gpus: 4096}\n"
         "fabric:\n"
-        "  link_gbps: 800\n"
+        "  link_gbps: 200\n"
         "  tiers: 3\n"
         "  oversubscription: 2\n"
         "  routing: ecmp          # no sidebar widget: kept as an extra key\n"
     )
     upload(at, "my.yaml", text)
     assert not errors(at), errors(at)
-    overrides = {"cluster.n_gpus": 4096, "fabric.link_gbps": 800, "fabric.tiers": 3,
+    overrides = {"cluster.n_gpus": 4096, "fabric.link_gbps": 200, "fabric.tiers": 3,
                  "fabric.oversubscription": 2.0, "fabric.routing": "ecmp"}
     after = sidebar_state(at)
-    assert after == {**before, "cluster.n_gpus": 4096, "fabric.link_gbps": 800,
+    assert after == {**before, "cluster.n_gpus": 4096, "fabric.link_gbps": 200,
                      "fabric.tiers": 3, "fabric.oversubscription": 2.0}
     # the default preset is the one the file differs from least: the URL shows it plus the
     # keys that differ, as for slider moves
