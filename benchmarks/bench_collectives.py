@@ -47,6 +47,8 @@ def main() -> None:
                 "cluster.n_gpus": n, "fabric.topology": topo, "fabric.vendor": vendor,
                 "fabric.link_gbps": gbps,
                 **({"cluster.nics_per_gpu": 2} if topo == "hypercube" else {}),
+                # an H100's PCIe Gen5 link cannot feed 800G: that row runs on B300 (Gen6)
+                **({"cluster.gpu": "b300"} if gbps > 400 else {}),
             })
             try:
                 t0 = time.perf_counter()
