@@ -47,11 +47,13 @@ def nccl_constants() -> dict[str, Any]:
     return data
 
 
-def _same_domain_pairs(group: np.ndarray, domain: np.ndarray, n_groups: int) -> np.ndarray:
-    """Ordered endpoint pairs in the same NVLink domain, counted per (group, group).
+def same_domain_group_pairs(group: np.ndarray, domain: np.ndarray) -> tuple[np.ndarray,
+                                                                            np.ndarray]:
+    """Group ids of every ordered endpoint pair in one NVLink domain (self-pairs included).
 
     A domain holds a handful of the component's endpoints, so the pairs are listed per
     domain (a padded ``domains x k x k`` array) rather than through a dense product.
+    Returns the source and destination group of each pair.
     """
     order = np.argsort(domain, kind="stable")
     d_sorted, g_sorted = domain[order], group[order]
@@ -64,7 +66,13 @@ def _same_domain_pairs(group: np.ndarray, domain: np.ndarray, n_groups: int) -> 
     a = np.repeat(padded, k, axis=1).ravel()
     b = np.tile(padded, (1, k)).ravel()
     ok = (a >= 0) & (b >= 0)
-    flat = np.bincount(a[ok] * n_groups + b[ok], minlength=n_groups * n_groups)
+    return a[ok], b[ok]
+
+
+def _same_domain_pairs(group: np.ndarray, domain: np.ndarray, n_groups: int) -> np.ndarray:
+    """Ordered endpoint pairs in the same NVLink domain, counted per (group, group)."""
+    a, b = same_domain_group_pairs(group, domain)
+    flat = np.bincount(a * n_groups + b, minlength=n_groups * n_groups)
     return flat.reshape(n_groups, n_groups).astype(np.float64)
 
 
@@ -127,11 +135,6 @@ class FabricContext:
         if cap is topo.graph.link_capacity_Bps:
             return ctx
         return cls(scenario, topo, hw, hw.routing, cap, nccl_constants())
-
-    @property
-    def host_link_Bps(self) -> float:
-        """Payload bandwidth per direction between one GPU and its NICs (PCIe), bytes/s."""
-        return self.hardware.host_link_GBps * 1e9
 
     @property
     def nic_feed_Bps(self) -> float:

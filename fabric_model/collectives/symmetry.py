@@ -44,7 +44,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fabric_model.collectives.context import FabricContext, PatternResult
+from fabric_model.collectives.context import (
+    FabricContext,
+    PatternResult,
+    same_domain_group_pairs,
+)
 from fabric_model.flows import FlowSet, solve_maxmin
 from fabric_model.routing import route
 
@@ -165,18 +169,8 @@ def _same_domain_keys(
     group: np.ndarray, domain: np.ndarray, span: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Ordered endpoint pairs in one NVLink domain as sorted (group pair key, count)."""
-    order = np.argsort(domain, kind="stable")
-    d_sorted, g_sorted = domain[order], group[order]
-    starts = np.flatnonzero(np.r_[True, d_sorted[1:] != d_sorted[:-1]])
-    sizes = np.diff(np.r_[starts, d_sorted.size])
-    k = int(sizes.max())
-    slot = np.arange(d_sorted.size) - np.repeat(starts, sizes)
-    padded = np.full((starts.size, k), -1, dtype=np.int64)
-    padded[np.repeat(np.arange(starts.size), sizes), slot] = g_sorted
-    a = np.repeat(padded, k, axis=1).ravel()
-    b = np.tile(padded, (1, k)).ravel()
-    ok = (a >= 0) & (b >= 0)
-    keys, counts = np.unique(a[ok] * span + b[ok], return_counts=True)
+    a, b = same_domain_group_pairs(group, domain)
+    keys, counts = np.unique(a * span + b, return_counts=True)
     return keys, counts.astype(np.float64)
 
 

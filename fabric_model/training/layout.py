@@ -92,7 +92,7 @@ class Layout:
         return math.prod(getattr(self, c) for c in DIMENSIONS[dim])
 
 
-def _slowest_group(members: np.ndarray, offsets: np.ndarray, cluster: object) -> tuple[int, int]:
+def _slowest_group(members: np.ndarray, offsets: np.ndarray, dom: int) -> tuple[int, int]:
     """Pick the group whose layout over NVLink domains is the slowest; count the stragglers.
 
     Every group of a dimension runs the same collective at the same time and a synchronous
@@ -102,7 +102,6 @@ def _slowest_group(members: np.ndarray, offsets: np.ndarray, cluster: object) ->
     puts the most traffic on each of those GPUs' NICs. Returns that group's index (0 when no
     group straddles: group 0 is then as fast as any) and how many groups straddle.
     """
-    dom = int(cluster.nvlink_domain)  # type: ignore[attr-defined]
     k = members.size
     need = -(-k // dom)
     doms = (members[None, :] + offsets[:, None]) // dom
@@ -142,7 +141,8 @@ class GroupContext(FabricContext):
         MoE routing skew, when ``base`` is shared between scenarios of one fabric.
         """
         members, offsets = layout.members(dim), layout.offsets(dim)
-        worst, _ = _slowest_group(members, offsets, (scenario or base.scenario).cluster)
+        worst, _ = _slowest_group(members, offsets,
+                                  (scenario or base.scenario).cluster.nvlink_domain)
         n_total = layout.n_gpus
         return cls(scenario or base.scenario, base.topology, base.hardware, base.policy,
                    base.capacity_Bps,
@@ -158,7 +158,8 @@ class GroupContext(FabricContext):
         not tile the domain (TP16 or EP64 on 72-GPU NVL72 racks) some groups cross a rack
         boundary and send part of their traffic over the scale-out NICs.
         """
-        return _slowest_group(self.members, self.group_offsets, self.scenario.cluster)[1]
+        return _slowest_group(self.members, self.group_offsets,
+                              self.scenario.cluster.nvlink_domain)[1]
 
     # shape ------------------------------------------------------------------------------
     @property
