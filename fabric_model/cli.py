@@ -310,11 +310,16 @@ def _parse_sizes(text: str) -> list[int]:
     add_arguments=_collective_args,
 )
 def _collective(args: argparse.Namespace) -> int:
-    from fabric_model.collectives import collective
+    from fabric_model.collectives import FabricContext, algo_models, times_from_models
+    from fabric_model.collectives.model import AlgorithmUnavailableError
     from fabric_model.units import format_size_bytes
 
     scenario = scenario_from_args(args)
-    rows = collective(scenario, args.op, args.algo, _parse_sizes(args.sizes))
+    ctx = FabricContext.from_scenario(scenario)
+    models = algo_models(ctx, args.op, args.algo)
+    if not models:
+        raise AlgorithmUnavailableError(f"no algorithm can run {args.op} on this design")
+    rows = times_from_models(models, _parse_sizes(args.sizes), args.algo)
     payload = [r.to_dict() for r in rows]
     table = []
     for r in rows:
@@ -338,6 +343,7 @@ def _collective(args: argparse.Namespace) -> int:
     head = (
         f"# {args.op} across {scenario.cluster.n_gpus:,} GPUs, {scenario.fabric.topology}, "
         f"{scenario.fabric.vendor} {scenario.fabric.link_gbps}G, algo {args.algo}\n"
+        + "".join(f"# {note}\n" for note in ctx.notes())
     )
     _emit(args, payload, head + format_table(table))
     return 0

@@ -179,3 +179,19 @@ def test_degrees_that_tile_the_domain_do_not_straddle():
 
     s = apply_overrides(load_preset("gb300-nvl72-xdr"), {"parallel.tp": 8, "parallel.pp": 8})
     assert "straddle" not in training_step(s).comm_detail["tp"]
+
+
+# ---------------------------------------------------------------- 9. explain the numbers
+
+
+def test_output_names_the_host_link_the_degraded_nic_and_the_partial_rack():
+    two = collective(sc(cluster__nics_per_gpu=2), "alltoall", "auto", [GIB])[0]
+    assert two.bottleneck == "host link (PCIe)"
+    out = subprocess.run([sys.executable, "-m", "fabric_model", "collective", "--op",
+                          "allreduce", "--sizes", "1G", "--set", "cluster.n_gpus=128",
+                          "--set", "cluster.gpu=gb200", "--set", "cluster.gpus_per_node=4",
+                          "--set", "cluster.nvlink_domain=72", "--set",
+                          "what_if.degraded_link_factor=0.5"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "# partial NVLink domain: 128 GPUs fill 1 domain(s) of 72 and one of 56" in out.stdout
+    assert "# degraded: NIC 0 of rank 72" in out.stdout

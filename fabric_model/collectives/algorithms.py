@@ -99,6 +99,9 @@ def _common(ctx: FabricContext, op: str, algo: str, intra: float, inter: Pattern
         seeds = inter.min_rate_Bps * inter_scale * eff
         inter_bw = float(seeds.mean())
         bottleneck = "nvlink" if intra <= inter_bw else inter.bottleneck
+    if inter is not None and bottleneck in ("nic-leaf", "nic") and ctx.host_limited and \
+            ctx.scenario.what_if.degraded_link_factor >= 1.0:  # else the degraded NIC binds
+        bottleneck = "host link (PCIe)"
     if cap_Bps < min(intra, inter_bw):
         bottleneck = "tree channels (NCCL per-channel cap)"
     intra = min(intra, cap_Bps)

@@ -168,6 +168,29 @@ class FabricContext:
         out[down] = np.minimum(out[down], per_nic)
         return out
 
+    def notes(self) -> tuple[str, ...]:
+        """What in this design shapes the numbers and is not visible in the scenario keys.
+
+        The degraded link (which NIC), a host link (PCIe) that caps the NICs, and a partial
+        NVLink domain; each line says the mechanism and its figure.
+        """
+        out = []
+        if self.scenario.what_if.degraded_link_factor < 1.0:
+            out.append("degraded: " + self.degraded_description())
+        if self.host_limited:
+            hw = self.hardware
+            out.append(
+                f"host link: each GPU's {self.nics} NICs share its PCIe path "
+                f"({hw.host_link_GBps:g} GB/s of payload each way, {hw.server.name}), so a NIC "
+                f"carries at most {self.nic_feed_Bps / 1e9:.1f} GB/s of its "
+                f"{self.nic_Bps / 1e9:g} GB/s line rate")
+        if self.n_ranks % self.physical_domain:
+            out.append(
+                f"partial NVLink domain: {self.n_ranks:,} GPUs fill {self.n_domains - 1:,} "
+                f"domain(s) of {self.physical_domain} and one of {self.domain}; the smaller "
+                f"sets the pace of the network patterns")
+        return tuple(out)
+
     @property
     def degraded_rank(self) -> int:
         """Rank whose NIC 0 the ``nic`` what-if degrades (``what_if.degraded_position``).
