@@ -169,7 +169,7 @@ class FabricContext:
         return out
 
     def notes(self) -> tuple[str, ...]:
-        """What in this design shapes the numbers and is not visible in the scenario keys.
+        """Return what in this design shapes the numbers and the scenario keys do not show.
 
         The degraded link (which NIC), a host link (PCIe) that caps the NICs, and a partial
         NVLink domain; each line says the mechanism and its figure.
