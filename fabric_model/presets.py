@@ -52,7 +52,8 @@ def load_preset(name: str) -> Scenario:
     if name in RENAMED:
         raise ScenarioError("preset", name, RENAMED[name])
     if name not in presets:
-        raise ScenarioError("preset", name, "must be one of " + ", ".join(sorted(presets)))
+        raise ScenarioError("preset", name, "must be one of "
+                            + ", ".join(p.name for p in list_presets()))
     return presets[name]
 
 

@@ -285,6 +285,7 @@ def test_url_keys_without_a_widget_are_kept() -> None:
         ("costs.switch_usd", "-5", ["costs.switch_usd", "0 to 10,000,000"]),
         ("bogus.key", "1", ["bogus.key", "unknown key", "cluster, fabric"]),
         ("preset", "nope", ["preset", "nope", ", ".join(PRESETS)]),
+        ("preset", "gb200-nvl72-xdr", ["gb200-nvl72-ndr", "gb300-nvl72-xdr", "ConnectX-7"]),
     ],
 )
 def test_bad_url_parameter_is_reported_and_ignored(key: str, value: str, named: list[str]) -> None:

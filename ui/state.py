@@ -20,7 +20,7 @@ from typing import Any
 import streamlit as st
 
 from fabric_model.catalog import load_catalog
-from fabric_model.errors import FabricModelError, ScenarioFileError
+from fabric_model.errors import FabricModelError, ScenarioError, ScenarioFileError
 from fabric_model.presets import DEFAULT_PRESET, list_presets, load_preset
 from fabric_model.scenario import (
     MAX_SCENARIO_BYTES,
@@ -142,14 +142,13 @@ def _read_url_once() -> None:
     params = {k: st.query_params.get_all(k)[-1] for k in st.query_params.keys()
               if not k.startswith(PAGE_PARAM_PREFIXES)}  # the pages read their own
     preset = params.pop("preset", DEFAULT_PRESET)
-    names = [p.name for p in list_presets()]
-    if preset not in names:
+    try:
+        scenario = load_preset(preset)
+    except ScenarioError as exc:  # unknown, or renamed (the message says why)
         st.session_state.setdefault("url_errors", []).append(
-            f"URL parameter preset = {preset!r}: must be one of {', '.join(names)}; "
-            f"showing {DEFAULT_PRESET}"
-        )
+            f"URL parameter {exc}; showing {DEFAULT_PRESET}")
         preset = DEFAULT_PRESET
-    scenario = load_preset(preset)
+        scenario = load_preset(preset)
     extra: dict[str, Any] = {}
     errors = []
     for key, raw in params.items():
