@@ -181,7 +181,8 @@ class Gpu(_Entry):
         Dense tensor throughput, 10^12 FLOP/s; ``fp8_dense_tflops`` is ``None`` when the GPU
         has no FP8 tensor cores.
     hbm_gb, hbm_gib
-        HBM capacity in 10^9 bytes and in 2^30 bytes.
+        HBM capacity: the datasheet figure (10^9 bytes) and the device memory CUDA reports
+        (2^30 bytes; binary-sized stacks make it larger than ``hbm_gb x 10^9 / 2^30``).
     hbm_GBps
         HBM bandwidth, 10^9 bytes/s.
     nvlink_GBps
@@ -1275,9 +1276,10 @@ def _check_gpus(cat: Catalog, where: str) -> None:
             raise CatalogError(
                 f"{here}.server: {g.server!r} is not a server; known: {', '.join(cat.servers)}"
             )
-        gib = g.hbm_gb * 1e9 / 2**30
-        if abs(g.hbm_gib - gib) > 0.051:
-            raise CatalogError(f"{here}.hbm_gib: {g.hbm_gb:g} GB is {gib:.1f} GiB")
+        low = g.hbm_gb * 1e9 / 2**30  # what the GB figure means in decimal units
+        if not low - 0.051 <= g.hbm_gib <= g.hbm_gb:  # HBM stacks are binary-sized
+            raise CatalogError(f"{here}.hbm_gib: {g.hbm_gib:g} GiB visible to CUDA must lie "
+                               f"between {low:.1f} and {g.hbm_gb:g} for {g.hbm_gb:g} GB")
 
 
 def _check_servers(cat: Catalog, where: str) -> None:

@@ -24,14 +24,18 @@ from fabric_model.training import (
     training_step,
 )
 from fabric_model.training.layout import GroupContext, Layout
-from fabric_model.training.memory import GIB, activation_bytes_per_layer
+from fabric_model.training.memory import (
+    GIB,
+    activation_bytes_per_layer,
+    micro_batches_in_flight,
+)
 
 # A GPT-3-style shape (MHA, ungated 4h MLP, tied embeddings): the shape the Megatron-LM
 # and Korthikanti formulas were written for.
 GPT = {"model.name": "custom", "model.kind": "dense", "model.layers": 24,
        "model.hidden": 2048, "model.ffn_hidden": 8192, "model.heads": 16,
        "model.kv_heads": 16, "model.vocab": 51200, "model.seq_len": 2048,
-       "model.gated_mlp": False, "model.tied_embeddings": True}
+       "model.gated_mlp": False, "model.tied_embeddings": True, "model.dropout": True}
 
 
 def scen(**over: object) -> Scenario:
@@ -99,19 +103,47 @@ def test_activation_memory_matches_korthikanti() -> None:
 
 
 def test_model_state_memory_by_zero_stage() -> None:
-    """ZeRO: 2 + 2 + 12 bytes per parameter; stages shard 12, then 2 + 12, then all 16."""
+    """Megatron's distributed-optimizer table: 2 + 4 + 12 bytes per parameter (bf16 weights,
+    fp32 main gradients, fp32 master weights and Adam moments); ZeRO-1 shards the 12, ZeRO-2
+    the gradients too, ZeRO-3 all 18 (and gathers two layers' weights as a transient)."""
     base = apply_overrides(Scenario(), {**GPT, "cluster.n_gpus": 64, "parallel.tp": 2,
                                         "parallel.pp": 2, "training.recompute": "full"})
     counts = shape_counts(base.model)
     per_gpu = (counts.non_expert_layer_params * 12 / 24 + counts.output_layer) / 2
     dp = 16
-    want = {0: 16 * per_gpu, 1: (4 + 12 / dp) * per_gpu, 2: (2 + 14 / dp) * per_gpu,
-            3: 16 / dp * per_gpu}
+    want = {0: 18 * per_gpu, 1: (6 + 12 / dp) * per_gpu, 2: (2 + 16 / dp) * per_gpu,
+            3: 18 / dp * per_gpu}
     for stage, total in want.items():
         mem = training_step(apply_overrides(base, {"parallel.zero_stage": stage})).memory
         assert mem is not None
         states = mem.weights_gib + mem.grads_gib + mem.optimizer_gib
         assert states * GIB == pytest.approx(total, rel=1e-9)
+
+
+def test_memory_reports_first_middle_last_stage_and_balances_the_ends() -> None:
+    """Llama 3 405B on PP16: 126 layers, the two missing come off the first and last ranks;
+    rank 0 holds 16 micro-batches in flight (1F1B), the last one, plus its logits."""
+    s = apply_overrides(Scenario(), {"model.name": "llama3-405b", "cluster.n_gpus": 8192,
+                                     "parallel.pp": 16, "training.recompute": "selective"})
+    mem = training_step(s).memory
+    assert mem is not None
+    by_rank = {st.rank: st for st in mem.stages}
+    assert {0, 8, 15} <= set(by_rank)
+    assert by_rank[0].layers == by_rank[15].layers == 7 and by_rank[8].layers == 8
+    assert by_rank[0].micro_batches_in_flight == 16 and by_rank[15].micro_batches_in_flight == 1
+    assert by_rank[15].transient_gib > 0 == by_rank[8].transient_gib
+    assert mem.total_gib == pytest.approx(max(st.total_gib for st in mem.stages))
+
+
+def test_interleaving_holds_more_micro_batches_on_the_first_rank() -> None:
+    """Korthikanti et al. 4.2.3: the first rank keeps 1 + (p - 1) / (p v) times 1F1B's."""
+    base = apply_overrides(Scenario(), {"model.name": "llama3-70b", "cluster.n_gpus": 1024,
+                                        "parallel.pp": 8, "training.recompute": "full"})
+    plain = resolve_plan(base)[0]
+    inter = resolve_plan(apply_overrides(base, {"parallel.vpp": 5}))[0]
+    assert plain is not None and inter is not None
+    assert micro_batches_in_flight(plain, 0) == 8
+    assert micro_batches_in_flight(inter, 0) == pytest.approx(8 * (1 + 7 / 40))
 
 
 def test_plan_that_does_not_fit_is_reported_with_numbers() -> None:

@@ -1,26 +1,59 @@
-"""Memory per GPU on the heaviest pipeline stage: weights, gradients, optimizer, activations.
+"""Memory per GPU of every pipeline stage: model states, activations, transients, runtime.
 
-- **Model states** (ZeRO, Rajbhandari et al. 2020, section 3: mixed-precision Adam keeps
-  ``2 + 2 + 12`` bytes per parameter: bf16 weights, bf16 gradients, fp32 master weights,
-  momentum and variance). ZeRO-1 shards the 12 optimizer bytes over the data-parallel group,
-  ZeRO-2 the gradients too, ZeRO-3 (FSDP) everything. Non-expert weights are split by
-  ``tp`` and the stage's share of layers; routed experts by ``ep x tp`` (expert tensor
-  parallelism equal to ``tp``, Megatron's default), and their data-parallel group is
-  ``dp / ep``. Both include ``cp`` in the data-parallel group, as Megatron does.
-- **Activations** (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
-  Transformer Models", eq. 2 with tensor and sequence parallelism): per layer and
-  micro-batch ``s b h (34 + 5 a s / h) / t`` bytes, where 34 is the attention block's 11,
-  the MLP's 19 and the two layer norms' 4 for a 4h GELU MLP. The terms are generalised to
-  the shape: keys and values shrink with grouped-query attention, and a gated MLP of width
-  ``f`` stores ``2 + 8 f / h`` (``3 + 4 f / h`` ungated; 19 at ``f = 4h``); an MoE layer stores
-  its MLP once per routed copy (``top_k``) plus the shared experts. Selective recomputation
-  drops the ``5 a s / h`` attention-score term, full recomputation keeps only each layer's
-  input (``2 s b h / t``). With FlashAttention (``training.flash_attention``) the score
-  term is never stored. Context parallelism divides ``s``. The first pipeline stage
-  holds ``min(m, pp)`` micro-batches in flight, times ``1 + (pp - 1) / (pp v)`` when
-  interleaved (same paper, section 4.2.3).
-- **Usable memory**: the GPU's HBM less :data:`RESERVED_FRACTION` for the CUDA context,
-  NCCL buffers and allocator fragmentation (an estimate; frameworks report 2-8 GiB).
+- **Model states** per parameter a rank holds (Megatron-LM's distributed-optimizer table,
+  ``docs/source/api-guide/dist_optimizer.md``, "bf16 param, fp32 grads"): bf16 weights
+  (:data:`WEIGHT_BYTES`), fp32 main gradients (:data:`GRAD_BYTES`), fp32 master weights with
+  Adam's two moments (:data:`OPTIMIZER_BYTES`): 18 bytes without sharding, ``6 + 12 / d``
+  with the distributed optimizer (ZeRO-1). ZeRO-2 shards the gradients too, ZeRO-3 (FSDP)
+  everything, and then gathers two layers' bf16 weights at a time (the one computing and the
+  one prefetched). Non-expert weights are split by ``tp`` and the rank's layers; routed
+  experts by ``ep x tp`` (expert tensor parallelism equal to ``tp``, Megatron's default), and
+  their data-parallel group is ``dp / ep``; both groups include ``cp``. With FP8 GEMMs the
+  rank also keeps an FP8 copy of its GEMM weights (:data:`FP8_WEIGHT_CACHE_BYTES`).
+- **Activations** per layer and micro-batch, counted tensor by tensor as Korthikanti et al.
+  2022 ("Reducing Activation Recomputation in Large Transformer Models", section 4.1) do,
+  with tensor and sequence parallelism dividing every tensor by ``t`` and context
+  parallelism the sequence. Per token (``h`` the hidden size, 2 bytes per element):
+
+  ==============  ===========================================================================
+  attention       norm input ``h``; QKV input ``h``; Q, K, V ``(heads d_qk + kv (d_qk + d_v))``
+                  (grouped-query K and V shrink with ``kv_heads``; MLA adds its latents);
+                  the attention output ``heads d_v`` (FlashAttention's saved output and the
+                  projection's input); without FlashAttention the ``heads x s`` softmax (and
+                  its dropout mask and output with dropout: Korthikanti's ``5 a s / h``)
+  MLP             norm input ``h``; FC1 input ``h``; FC1 output ``2 f`` gated (gate and up,
+                  SwiGLU fused as Megatron's ``bias_swiglu`` keeps it) or ``f``; FC2 input ``f``
+  MoE layer       norm input and router/expert input ``h``; per routed copy (``top_k``)
+                  the permuted input ``h``, FC1 output and FC2 input, and the expert output
+                  ``h`` the combine weights; shared experts' FC1 output and FC2 input
+  dropout         a 1-byte mask after attention and after the MLP (``model.dropout``)
+  ==============  ===========================================================================
+
+  For a 4h GELU MLP with dropout and no FlashAttention this is Korthikanti's
+  ``s b h (34 + 5 a s / h)``. FP8 GEMMs save their inputs in 1 byte. Selective recomputation
+  (Megatron: the core attention) drops the softmax terms, and with
+  ``training.recompute_modules = cheap`` also the norms' outputs, the activation's output
+  and MLA's up-projected heads (DeepSeek-V3 report, section 3.2.3); full recomputation keeps
+  only each layer's input (``2 s b h / t``) and rematerialises one layer at a time in the
+  backward pass (a transient).
+- **In flight**: 1F1B pipelining keeps ``min(pp - i, m)`` micro-batches on rank ``i``; the
+  interleaved schedule (Megatron-LM, ``virtual_pipeline_model_parallel_size = v``) keeps
+  ``min(m v, 2 (pp - i - 1) + (v - 1) pp + 1)`` model chunks of ``layers / v`` layers: the
+  first rank holds ``1 + (pp - 1) / (pp v)`` times 1F1B's (Korthikanti et al. section 4.2.3).
+  When the layers do not divide evenly the missing layers come off the first and the last
+  ranks first, as Llama 3's training did to balance the embedding, the output layer and the
+  warm-up micro-batches (Llama 3 Herd of Models, arXiv 2407.21783, section 3.3.2).
+- **Transients**: the last rank's logits and cross-entropy softmax of one micro-batch
+  (:data:`LOGITS_BYTES`), the rematerialised layer of full recomputation, ZeRO-3's gathered
+  layers.
+- **Runtime**: the CUDA context (:data:`CUDA_CONTEXT_GIB`), NCCL's buffers per communicator
+  (:data:`NCCL_GIB_PER_GROUP`), and the caching allocator's fragmentation
+  (:data:`FRAGMENTATION` of everything allocated).
+
+The capacity is the device memory CUDA reports (the catalog's ``hbm_gib``). The estimate is
+held to :data:`ACTIVATION_UNCERTAINTY` on activations and transients (the memory golden set);
+within that band of the capacity a plan is **tight** (it runs, with a warning), beyond it
+**over** (refused with the breakdown).
 """
 
 from __future__ import annotations
@@ -35,21 +68,64 @@ from fabric_model.training.shapes import ShapeCounts
 if TYPE_CHECKING:
     from fabric_model.training.step import Plan
 
-__all__ = ["RESERVED_FRACTION", "TRAFFIC_PASSES", "MemoryBreakdown",
+__all__ = ["ACTIVATION_UNCERTAINTY", "TRAFFIC_PASSES", "MemoryBreakdown", "StageMemory",
            "activation_bytes_per_layer", "activation_traffic_bytes_per_layer",
-           "attention_score_bytes_per_layer", "memory_per_gpu"]
+           "attention_score_bytes_per_layer", "layers_on_rank", "memory_per_gpu",
+           "micro_batches_in_flight"]
 
-#: Share of HBM not available to the model (``assets/training_constants.yaml``).
-RESERVED_FRACTION = training_constant("reserved_hbm_fraction")
 #: Times each kept activation byte crosses HBM in a forward and backward pass
 #: (``assets/training_constants.yaml``; see :func:`activation_traffic_bytes_per_layer`).
 TRAFFIC_PASSES = training_constant("traffic_passes")
+WEIGHT_BYTES = training_constant("weight_bytes_per_param")
+GRAD_BYTES = training_constant("grad_bytes_per_param")
+OPTIMIZER_BYTES = training_constant("optimizer_bytes_per_param")
+FP8_WEIGHT_CACHE_BYTES = training_constant("fp8_weight_cache_bytes_per_param")
+LOGITS_BYTES = training_constant("logits_bytes_per_element")
+CUDA_CONTEXT_GIB = training_constant("cuda_context_gib")
+NCCL_GIB_PER_GROUP = training_constant("nccl_gib_per_group")
+FRAGMENTATION = training_constant("allocator_fragmentation")
+ACTIVATION_UNCERTAINTY = training_constant("activation_uncertainty")
 GIB = 2**30
+BF16 = 2.0
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    """Memory of one GPU of one pipeline rank, GiB."""
+
+    rank: int
+    layers: int
+    micro_batches_in_flight: float
+    weights_gib: float
+    grads_gib: float
+    optimizer_gib: float
+    activations_gib: float
+    transient_gib: float
+    runtime_gib: float
+
+    @property
+    def states_gib(self) -> float:
+        """Weights, gradients and optimizer states."""
+        return self.weights_gib + self.grads_gib + self.optimizer_gib
+
+    @property
+    def total_gib(self) -> float:
+        """Everything the rank needs at its peak."""
+        return self.states_gib + self.activations_gib + self.transient_gib + self.runtime_gib
+
+    @property
+    def uncertainty_gib(self) -> float:
+        """How far the estimate may be off (activations and transients)."""
+        return ACTIVATION_UNCERTAINTY * (self.activations_gib + self.transient_gib)
 
 
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """Memory of one GPU on the heaviest stage, GiB, and the parameters it holds."""
+    """Memory of one GPU on the heaviest pipeline rank, GiB, with the first, middle and last.
+
+    ``status`` is ``fits``, ``tight`` (within the estimate's uncertainty of the capacity,
+    either side: the plan runs, with a warning) or ``over`` (clearly does not fit).
+    """
 
     weights_gib: float
     grads_gib: float
@@ -58,16 +134,101 @@ class MemoryBreakdown:
     capacity_gib: float
     params_dense: float
     params_expert: float
+    transient_gib: float = 0.0
+    runtime_gib: float = 0.0
+    uncertainty_gib: float = 0.0
+    heaviest_rank: int = 0
+    stages: tuple[StageMemory, ...] = ()
 
     @property
     def total_gib(self) -> float:
-        """Everything the step needs."""
-        return self.weights_gib + self.grads_gib + self.optimizer_gib + self.activations_gib
+        """Everything the heaviest rank needs at its peak."""
+        return (self.weights_gib + self.grads_gib + self.optimizer_gib + self.activations_gib
+                + self.transient_gib + self.runtime_gib)
+
+    @property
+    def headroom_gib(self) -> float:
+        """Capacity left on the heaviest rank (negative when over)."""
+        return self.capacity_gib - self.total_gib
+
+    @property
+    def status(self) -> str:
+        """``fits``, ``tight`` or ``over`` (see the class docstring)."""
+        if abs(self.headroom_gib) <= self.uncertainty_gib:
+            return "tight"
+        return "fits" if self.headroom_gib > 0 else "over"
 
     @property
     def fits(self) -> bool:
-        """Whether it fits in the usable HBM."""
-        return self.total_gib <= self.capacity_gib
+        """Whether the plan may run (fits, or tight)."""
+        return self.status != "over"
+
+    def describe(self) -> str:
+        """One line: the heaviest rank's breakdown against the capacity."""
+        return (f"{self.total_gib:,.1f} +- {self.uncertainty_gib:,.1f} GiB per GPU on pipeline "
+                f"rank {self.heaviest_rank} (weights {self.weights_gib:,.1f}, gradients "
+                f"{self.grads_gib:,.1f}, optimizer {self.optimizer_gib:,.1f}, activations "
+                f"{self.activations_gib:,.1f}, transient {self.transient_gib:,.1f}, runtime "
+                f"{self.runtime_gib:,.1f}) of {self.capacity_gib:,.1f} GiB")
+
+
+# ------------------------------------------------------------------------- activations
+
+
+def _attention_widths(s: Scenario) -> tuple[float, float, float]:
+    """Per-token widths of (Q + K + V, attention output, MLA latents) in elements."""
+    m = s.model
+    d = float(m.head_dim or m.hidden // m.heads)
+    if m.kv_lora_rank:  # MLA: per-head keys carry the rotary part, values do not
+        d_qk = d + m.rope_head_dim
+        qkv = m.heads * d_qk * 2 + m.heads * d
+        latents = 2.0 * (m.q_lora_rank + m.kv_lora_rank) + m.rope_head_dim  # input, normed
+        return qkv, m.heads * d, latents
+    return (m.heads + 2 * m.kv_heads) * d, m.heads * d, 0.0
+
+
+def _mlp_bytes(f: float, lin: float, gated: bool, keep_act: bool) -> float:
+    """FC1 output and FC2 input of one feed-forward of width ``f`` (per token, bytes)."""
+    return (2.0 * f if gated else f) * BF16 + (f * lin if keep_act else 0.0)
+
+
+def _layer_bytes_per_token(s: Scenario, moe_layer: bool, mode: str) -> float:
+    """Bytes one layer keeps per token of a micro-batch, before tensor parallelism.
+
+    Selective recomputation of the ``cheap`` modules drops the norms' outputs (the QKV, FC1
+    and router inputs), the activation's output (FC2 input) and MLA's up-projected heads.
+    """
+    m = s.model
+    h = float(m.hidden)
+    if mode == "full":
+        return BF16 * h
+    cheap = mode == "selective" and s.training.recompute_modules == "cheap"
+    lin = 1.0 if s.training.precision == "fp8" else BF16  # GEMM inputs saved for wgrad
+    norm_out = 0.0 if cheap else lin * h
+    qkv, out, latents = _attention_widths(s)
+    if cheap and m.kv_lora_rank:
+        qkv, latents = 0.0, latents - (m.q_lora_rank + m.kv_lora_rank)
+    attention = BF16 * h + norm_out + BF16 * (qkv + out + latents)
+    if moe_layer:
+        f = float(m.ffn_hidden)
+        routed = lin * h + _mlp_bytes(f, lin, m.gated_mlp, not cheap) + BF16 * h
+        mlp = BF16 * h + (0.0 if cheap else BF16 * h) + m.top_k * routed \
+            + m.shared_experts * _mlp_bytes(f, lin, m.gated_mlp, not cheap)
+    else:
+        f = float(m.dense_ffn_hidden or m.ffn_hidden)
+        mlp = BF16 * h + norm_out + _mlp_bytes(f, lin, m.gated_mlp, not cheap)
+    masks = 2.0 * h if m.dropout else 0.0
+    return attention + mlp + masks
+
+
+def attention_score_bytes_per_layer(s: Scenario, plan: Plan) -> float:
+    """Bytes of the ``s x s`` softmax tensors one layer keeps (0 with FlashAttention)."""
+    if s.training.flash_attention:
+        return 0.0
+    m = s.model
+    seq = m.seq_len / plan.cp
+    per = 5.0 if m.dropout else 2.0  # softmax output (+ dropout mask and output)
+    return per * m.heads * seq * seq * plan.micro_batch / plan.tp
 
 
 def activation_bytes_per_layer(s: Scenario, plan: Plan, moe_layer: bool,
@@ -76,33 +237,12 @@ def activation_bytes_per_layer(s: Scenario, plan: Plan, moe_layer: bool,
 
     ``recompute`` overrides the plan's mode (the traffic model asks for ``none``).
     """
-    m = s.model
-    seq = m.seq_len / plan.cp
-    sbh = seq * plan.micro_batch * m.hidden
-    t = plan.tp
     mode = recompute or plan.recompute
-    if mode == "full":
-        return 2.0 * sbh / t
-    g = m.kv_heads / m.heads if not m.kv_lora_rank else 1.0
-    attention = 11.0 - 4.0 * (1.0 - g)  # input, Q, K, V, projection input, dropout mask
-    f = (m.ffn_hidden if moe_layer else (m.dense_ffn_hidden or m.ffn_hidden)) / m.hidden
-    mlp = 2.0 + 8.0 * f if m.gated_mlp else 3.0 + 4.0 * f
-    if moe_layer:
-        mlp_input = 2.0
-        mlp = mlp_input + (mlp - mlp_input) * (m.top_k + m.shared_experts)
-    per = attention + mlp + 4.0
-    if mode == "none" and not s.training.flash_attention:
-        per += 5.0 * m.heads * seq / m.hidden
-    return sbh * per / t
-
-
-def attention_score_bytes_per_layer(s: Scenario, plan: Plan) -> float:
-    """Bytes of the ``s x s`` score, softmax and dropout tensors (0 with FlashAttention)."""
-    if s.training.flash_attention:
-        return 0.0
-    m = s.model
-    seq = m.seq_len / plan.cp
-    return 5.0 * m.heads * seq * seq * plan.micro_batch / plan.tp
+    tokens = s.model.seq_len / plan.cp * plan.micro_batch
+    kept = tokens * _layer_bytes_per_token(s, moe_layer, mode) / plan.tp
+    if mode == "none":
+        kept += attention_score_bytes_per_layer(s, plan)
+    return kept
 
 
 def activation_traffic_bytes_per_layer(s: Scenario, plan: Plan, moe_layer: bool) -> float:
@@ -114,53 +254,112 @@ def activation_traffic_bytes_per_layer(s: Scenario, plan: Plan, moe_layer: bool)
     and write their output once per pass). Full recomputation runs the forward part
     again; selective recomputation reruns the score tensors.
     """
-    stored = activation_bytes_per_layer(s, plan, moe_layer, recompute="none") \
-        + attention_score_bytes_per_layer(s, plan)
+    stored = activation_bytes_per_layer(s, plan, moe_layer, recompute="none")
     traffic = TRAFFIC_PASSES * stored
     if plan.recompute == "full":
         traffic += TRAFFIC_PASSES / 2 * stored
-    elif plan.recompute == "selective":
-        traffic += TRAFFIC_PASSES / 2 * attention_score_bytes_per_layer(s, plan)
+    elif plan.recompute == "selective":  # the rebuilt tensors: the scores, the cheap modules
+        traffic += TRAFFIC_PASSES / 2 * (
+            stored - activation_bytes_per_layer(s, plan, moe_layer, recompute="selective"))
     return traffic
+
+
+# ---------------------------------------------------------------------------- pipeline
+
+
+def layers_on_rank(plan: Plan, layers: int, rank: int) -> int:
+    """Layers pipeline rank ``rank`` holds.
+
+    Every rank holds ``plan.layers_per_stage`` except that the layers missing to fill them
+    come off the ends first (rank 0, the last, rank 1, the one before the last, ...), as
+    Llama 3 balanced its first and last stages.
+    """
+    pp = plan.pp
+    deficit = plan.layers_per_stage * pp - layers
+    pos = 2 * rank if rank < (pp + 1) // 2 else 2 * (pp - 1 - rank) + 1
+    removed = deficit // pp + (1 if pos < deficit % pp else 0)
+    return max(1, plan.layers_per_stage - removed)
+
+
+def micro_batches_in_flight(plan: Plan, rank: int) -> float:
+    """Micro-batches whose activations rank ``rank`` holds at its peak (see the docstring).
+
+    Interleaved schedules count model chunks of ``1 / v`` of the rank's layers, so the
+    figure can be fractional.
+    """
+    pp, v, m = plan.pp, plan.vpp, plan.micro_batches
+    if pp == 1:
+        return 1.0
+    if v == 1:
+        return float(min(pp - rank, m))
+    chunks = min(m * v, 2 * (pp - rank - 1) + (v - 1) * pp + 1)
+    return chunks / v
+
+
+def _ranks(pp: int) -> list[int]:
+    """Return the ranks whose memory can be the largest: ends, their neighbours, middle."""
+    return sorted({0, min(1, pp - 1), pp // 2, max(0, pp - 2), pp - 1})
+
+
+def _process_groups(plan: Plan) -> int:
+    return sum(1 for g in (plan.tp, plan.pp, plan.dp, plan.cp, plan.ep) if g > 1)
 
 
 def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts,
                    hbm_gib: float) -> MemoryBreakdown:
-    """Memory of one GPU on the heaviest stage (see the module docstring)."""
+    """Memory of one GPU on each candidate rank; the heaviest one (see the module docstring)."""
     m = s.model
-    layers = m.layers
-    stage = plan.layers_per_stage / layers
-    # the first stage holds the input embedding, the last the output layer: one of them
-    embed = counts.output_layer
-    p_dense = (counts.non_expert_layer_params * stage + embed) / plan.tp
-    p_expert = counts.expert_params * stage / (plan.ep * plan.tp)
+    L = m.layers
+    fp8 = s.training.precision == "fp8"
     dp_dense = plan.dp * plan.cp
     dp_expert = max(1, plan.dp // plan.ep) * plan.cp  # an EP not dividing DP is reported
-    weights = grads = optim = 0.0
-    for p, n in ((p_dense, dp_dense), (p_expert, dp_expert)):
-        if plan.zero_stage == 0:
-            weights += 2 * p
-            grads += 2 * p
-            optim += 12 * p
-        elif plan.zero_stage == 1:
-            weights += 2 * p
-            grads += 2 * p
-            optim += 12 * p / n
-        elif plan.zero_stage == 2:
-            weights += 2 * p
-            grads += 2 * p / n
-            optim += 12 * p / n
-        else:
-            weights += 2 * p / n
-            grads += 2 * p / n
-            optim += 12 * p / n
-    moe_share = counts.moe_layers / layers
+    moe_share = counts.moe_layers / L
     per_layer = (moe_share * activation_bytes_per_layer(s, plan, True)
                  + (1 - moe_share) * activation_bytes_per_layer(s, plan, False))
-    in_flight = min(plan.micro_batches, plan.pp)
-    interleave = 1.0 + (plan.pp - 1) / (plan.pp * plan.vpp) if plan.vpp > 1 else 1.0
-    acts = per_layer * plan.layers_per_stage * in_flight * interleave
+    dense_per_layer = counts.non_expert_layer_params / L
+    expert_per_layer = counts.expert_params / L
+    runtime_fixed = CUDA_CONTEXT_GIB + NCCL_GIB_PER_GROUP * _process_groups(plan)
+    tokens = m.seq_len / plan.cp * plan.micro_batch
+    remat = (moe_share * activation_bytes_per_layer(s, plan, True, "selective")
+             + (1 - moe_share) * activation_bytes_per_layer(s, plan, False, "selective"))
+    stages: list[StageMemory] = []
+    heaviest: tuple[StageMemory, float, float] | None = None
+    for rank in _ranks(plan.pp):
+        layers = layers_on_rank(plan, L, rank)
+        ends = (rank == 0) + (rank == plan.pp - 1)
+        embed = counts.output_layer * (1 if m.tied_embeddings and plan.pp == 1 else ends)
+        p_dense = (dense_per_layer * layers + embed) / plan.tp
+        p_expert = expert_per_layer * layers / (plan.ep * plan.tp)
+        weights = grads = optim = 0.0
+        for p, n in ((p_dense, dp_dense), (p_expert, dp_expert)):
+            z = plan.zero_stage
+            weights += WEIGHT_BYTES * p / (n if z >= 3 else 1)
+            grads += GRAD_BYTES * p / (n if z >= 2 else 1)
+            optim += OPTIMIZER_BYTES * p / (n if z >= 1 else 1)
+        if fp8:
+            weights += FP8_WEIGHT_CACHE_BYTES * (p_dense + p_expert - embed / plan.tp)
+        in_flight = micro_batches_in_flight(plan, rank)
+        acts = per_layer * layers * in_flight
+        transient = remat if plan.recompute == "full" else 0.0  # one layer rematerialised
+        if rank == plan.pp - 1:  # logits and the loss's softmax of one micro-batch
+            transient = max(transient, tokens * m.vocab / plan.tp * LOGITS_BYTES)
+        if plan.zero_stage >= 3:  # two layers' weights gathered (computing, prefetched)
+            transient += 2 * WEIGHT_BYTES * (p_dense + p_expert) / max(1, layers)
+        allocated = weights + grads + optim + acts + transient
+        runtime = runtime_fixed * GIB + FRAGMENTATION * allocated
+        stages.append(StageMemory(
+            rank=rank, layers=layers, micro_batches_in_flight=in_flight,
+            weights_gib=weights / GIB, grads_gib=grads / GIB, optimizer_gib=optim / GIB,
+            activations_gib=acts / GIB, transient_gib=transient / GIB,
+            runtime_gib=runtime / GIB))
+        if heaviest is None or stages[-1].total_gib > heaviest[0].total_gib:
+            heaviest = (stages[-1], p_dense, p_expert)
+    assert heaviest is not None  # _ranks is never empty
+    top, p_dense, p_expert = heaviest
+    shown = {0: "first", plan.pp // 2: "middle", plan.pp - 1: "last"}
     return MemoryBreakdown(
-        weights_gib=weights / GIB, grads_gib=grads / GIB, optimizer_gib=optim / GIB,
-        activations_gib=acts / GIB, capacity_gib=hbm_gib * (1 - RESERVED_FRACTION),
-        params_dense=p_dense, params_expert=p_expert)
+        weights_gib=top.weights_gib, grads_gib=top.grads_gib, optimizer_gib=top.optimizer_gib,
+        activations_gib=top.activations_gib, capacity_gib=hbm_gib, params_dense=p_dense,
+        params_expert=p_expert, transient_gib=top.transient_gib, runtime_gib=top.runtime_gib,
+        uncertainty_gib=top.uncertainty_gib, heaviest_rank=top.rank,
+        stages=tuple(st for st in stages if st.rank in shown or st.rank == top.rank))

@@ -48,7 +48,7 @@ from typing import Any
 from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.collectives.algorithms import receive_weights
 from fabric_model.errors import FabricModelError
-from fabric_model.scenario import Scenario
+from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.training.constants import training_constant
 from fabric_model.training.fabric import CommTime, DimensionFabric
 from fabric_model.training.layout import Layout
@@ -139,6 +139,8 @@ class StepResult:
     tokens_per_step: float = math.nan
     model_flops_per_step: float = math.nan
     memory: MemoryBreakdown | None = None
+    mfu_precision_peak: float = math.nan
+    warnings: tuple[str, ...] = ()
 
     @property
     def reason(self) -> str:
@@ -166,10 +168,13 @@ class StepResult:
             "exposed_s": {d: self.exposed_s.get(d, 0.0) for d in DIMS},
             "comm_detail": dict(self.comm_detail),
             "mfu": self.mfu,
+            "mfu_precision_peak": self.mfu_precision_peak,
+            "warnings": list(self.warnings),
             "tokens_per_s": self.tokens_per_s,
             "tokens_per_step": self.tokens_per_step,
             "model_flops_per_step": self.model_flops_per_step,
             "memory_gib_per_gpu": mem.total_gib if mem else math.nan,
+            "memory_status": mem.status if mem else "",
             "memory": asdict(mem) if mem else None,
             "plan": asdict(self.plan) if self.plan else None,
         }
@@ -249,6 +254,49 @@ def _layer_flops_per_token(c: ShapeCounts, seq_len: int) -> tuple[float, float, 
     return (matmul + attn) / layers, attn / layers, experts / layers
 
 
+def dispatch_copies(s: Scenario, ep: int) -> float:
+    """Return the copies of a token's hidden state the MoE dispatch sends (and combine returns).
+
+    ``per_expert``: one per routed expert (``top_k``). ``per_node`` (DeepEP): one per
+    destination node, the expected number of distinct nodes among the token's ``top_k``
+    experts when the ``n_experts`` are spread evenly over the ``G`` NVLink domains the
+    expert-parallel group spans and routing is limited to ``M = model.max_nodes_per_token``
+    of them (all ``G`` when 0): ``M (1 - C(n (M - 1), k) / C(n M, k))`` with ``n`` experts per
+    node; the fan-out to the experts inside a node rides NVLink and is not counted.
+
+    >>> from fabric_model.scenario import Scenario, apply_overrides
+    >>> s = apply_overrides(Scenario(), {"model.name": "deepseek-v3",
+    ...                                  "training.ep_dispatch": "per_node"})
+    >>> round(dispatch_copies(s, 64), 2)  # 8 nodes, at most 4 per token
+    3.63
+    """
+    m = s.model
+    if s.training.ep_dispatch != "per_node":
+        return float(m.top_k)
+    nodes = max(1, math.ceil(ep / s.cluster.nvlink_domain))
+    limit = min(nodes, m.max_nodes_per_token or nodes)
+    per_node = m.n_experts / nodes
+    pool, k = round(per_node * limit), m.top_k
+    if k > pool:
+        return float(limit)
+    miss = math.comb(round(per_node * (limit - 1)), k) / math.comb(pool, k)
+    return limit * (1.0 - miss)
+
+
+def _cheap_recompute_flops(s: Scenario) -> float:
+    """Forward FLOPs per token and layer that ``recompute_modules = cheap`` reruns.
+
+    The norms and the activation are memory-bound (their traffic is in the HBM term); MLA's
+    up-projections of the query and key/value latents are GEMMs: ``2 x`` their weights.
+    """
+    m = s.model
+    if s.training.recompute_modules != "cheap" or not m.kv_lora_rank:
+        return 0.0
+    d = float(m.head_dim or m.hidden // m.heads)
+    q_up = m.q_lora_rank * m.heads * (d + m.rope_head_dim) if m.q_lora_rank else 0.0
+    return 2.0 * (q_up + m.kv_lora_rank * m.heads * 2 * d)
+
+
 def _bucketed(fab: DimensionFabric, dim: str, op: str, params: float,
               group_size: int) -> tuple[float, float, CommTime | None]:
     """Time of ``op`` over ``params`` bf16 gradients in buckets: (total, last bucket, call)."""
@@ -270,11 +318,49 @@ def _describe(call: CommTime | None, count: float, size: float) -> str:
             f"{call.busbw_GBps:,.1f} GB/s busbw ({call.bottleneck})")
 
 
-def training_step(scenario: Scenario, catalog: Catalog | None = None) -> StepResult:
+def memory_fixes(scenario: Scenario) -> list[tuple[str, Any, StepResult]]:
+    """Single-key changes that make a plan fit in memory, fastest first.
+
+    Tries one step each of: a higher ZeRO stage, more recomputation, a smaller micro-batch,
+    no interleaving, twice the tensor, pipeline or context parallelism; returns
+    ``(key, value, step)`` for every change whose step is feasible.
+    """
+    s, par, tr, m = scenario, scenario.parallel, scenario.training, scenario.model
+    tries: list[tuple[str, Any]] = [("parallel.zero_stage", z)
+                                    for z in range(par.zero_stage + 1, 4)]
+    tries += [("training.recompute", r) for r in ("selective", "full")
+              if ("none", "selective", "full").index(r) > ("none", "selective", "full").index(
+                  tr.recompute)]
+    if tr.micro_batch > 1:
+        tries.append(("training.micro_batch", tr.micro_batch // 2))
+    if par.vpp > 1:
+        tries.append(("parallel.vpp", 1))
+    if 2 * par.tp <= s.cluster.nvlink_domain and m.heads % (2 * par.tp) == 0:
+        tries.append(("parallel.tp", 2 * par.tp))
+    if 2 * par.pp * par.vpp <= m.layers:
+        tries.append(("parallel.pp", 2 * par.pp))
+    if m.seq_len % (2 * par.cp) == 0:
+        tries.append(("parallel.cp", 2 * par.cp))
+    out = []
+    for key, value in tries:
+        try:
+            step = training_step(apply_overrides(s, {key: value, "parallel.dp": "auto"}))
+        except FabricModelError:
+            continue
+        if step.feasible:
+            out.append((key, value, step))
+    out.sort(key=lambda kv: kv[2].step_time_s)
+    return out
+
+
+def training_step(scenario: Scenario, catalog: Catalog | None = None, *,
+                  suggest: bool = False) -> StepResult:
     """Model one optimizer step of ``scenario`` (see the module docstring).
 
-    Never raises for an infeasible plan: the result says why. Raises
-    :class:`~fabric_model.errors.FabricModelError` for a design that cannot be built at all.
+    Never raises for an infeasible plan: the result says why, and with ``suggest`` a plan
+    that does not fit in memory also names the fastest single change that makes it fit
+    (:func:`memory_fixes`). Raises :class:`~fabric_model.errors.FabricModelError` for a
+    design that cannot be built at all.
     """
     s = scenario
     cat = catalog or load_catalog()
@@ -285,27 +371,47 @@ def training_step(scenario: Scenario, catalog: Catalog | None = None) -> StepRes
         return StepResult(n, False, tuple(problems))
     m, tr = s.model, s.training
     counts = shape_counts(m)
+    if tr.precision == "fp8" and not gpu.fp8_dense_tflops:
+        problems.append(Problem("training.precision", f"fp8 needs FP8 tensor cores; "
+                                f"{s.cluster.gpu} has none (allowed: bf16)"))
     mem = memory_per_gpu(s, plan, counts, gpu.hbm_gib)
-    if not mem.fits:
+    warnings: list[str] = []
+    if mem.status == "over":
+        advice = ("Raise parallel.tp/pp/cp or the ZeRO stage, lower training.micro_batch, or "
+                  "set training.recompute = full")
+        fixes = memory_fixes(s) if suggest and not problems else []
+        if fixes:
+            key, value, fixed = fixes[0]
+            need = fixed.memory.total_gib if fixed.memory else math.nan
+            advice = (f"The fastest single change that fits: {key} = {value} ({need:,.1f} GiB, "
+                      f"step {fixed.step_time_s:,.2f} s)")
         problems.append(Problem(
             "parallel.pp" if plan.pp < m.layers else "training.recompute",
-            f"needs {mem.total_gib:,.1f} GiB per GPU (weights {mem.weights_gib:,.1f}, "
-            f"gradients {mem.grads_gib:,.1f}, optimizer {mem.optimizer_gib:,.1f}, "
-            f"activations {mem.activations_gib:,.1f}); {s.cluster.gpu} has "
-            f"{mem.capacity_gib:,.1f} GiB usable. Raise parallel.tp/pp/cp, the ZeRO stage, "
-            f"or set training.recompute = full"))
+            f"needs {mem.describe()}. {advice}"))
+    elif mem.status == "tight":
+        warnings.append(f"memory is tight: {mem.describe()}; the estimate's uncertainty "
+                        f"spans the capacity, so the plan may or may not fit")
     if problems:
         return StepResult(n, False, tuple(problems), plan=plan, memory=mem)
 
     # ---- compute ------------------------------------------------------------------------
     peak = gpu.bf16_dense_tflops * 1e12 * tr.compute_efficiency
+    fp8 = tr.precision == "fp8" and gpu.fp8_dense_tflops
+    # FP8 runs the linear layers' GEMMs (not attention, not the output layer) at the FP8 peak
+    gemm_speedup = gpu.fp8_dense_tflops / gpu.bf16_dense_tflops if fp8 else 1.0
     seq = m.seq_len
     tokens_mb = plan.micro_batch * seq
     layer_flops, layer_attn, layer_experts = _layer_flops_per_token(counts, seq)
     out_flops = 6.0 * counts.output_layer
     stage_model = plan.layers_per_stage * layer_flops + out_flops  # per token, heaviest stage
-    recompute = {"none": 0.0, "selective": layer_attn / 3.0,
+    recompute = {"none": 0.0, "selective": layer_attn / 3.0 + _cheap_recompute_flops(s),
                  "full": layer_flops / 3.0}[plan.recompute] * plan.layers_per_stage
+    # BF16-equivalent FLOPs: FP8 GEMM FLOPs count 1 / speedup (times stay FLOPs / peak)
+    linear_share = (layer_flops - layer_attn) / layer_flops
+    fp8_saving = 1.0 - 1.0 / gemm_speedup
+    stage_eq = stage_model - fp8_saving * plan.layers_per_stage * (layer_flops - layer_attn)
+    recompute_eq = recompute * (1.0 - fp8_saving * linear_share) \
+        if plan.recompute == "full" else recompute
     split = plan.tp * plan.cp
     # memory-bound kernels (norms, activations, softmax, dropout): HBM bytes / bandwidth
     moe_share = counts.moe_layers / m.layers
@@ -313,15 +419,16 @@ def training_step(scenario: Scenario, catalog: Catalog | None = None) -> StepRes
         moe_share * activation_traffic_bytes_per_layer(s, plan, True)
         + (1 - moe_share) * activation_traffic_bytes_per_layer(s, plan, False))
     t_mem = traffic / (gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY)
-    t_fwd = stage_model / 3.0 * tokens_mb / split / peak + t_mem / 2
-    t_mb = (stage_model + recompute) * tokens_mb / split / peak + t_mem
+    t_fwd = stage_eq / 3.0 * tokens_mb / split / peak + t_mem / 2
+    t_mb = (stage_eq + recompute_eq) * tokens_mb / split / peak + t_mem
     t_bwd = t_mb - t_fwd
     mb = plan.micro_batches
     compute = mb * t_mb
     imbalance = 0.0
     if plan.ep > 1 and m.routing_skew > 1.0:
         hottest = float(receive_weights(plan.ep, m.routing_skew, m.hot_fraction).max())
-        expert_share = plan.layers_per_stage * layer_experts / (stage_model + recompute)
+        expert_share = plan.layers_per_stage * layer_experts / gemm_speedup \
+            / (stage_eq + recompute_eq)
         imbalance = mb * t_mb * expert_share * (hottest - 1.0)
     bubble = (plan.pp - 1) / plan.vpp * (t_mb + imbalance / mb)
 
@@ -356,7 +463,10 @@ def training_step(scenario: Scenario, catalog: Catalog | None = None) -> StepRes
     if plan.ep > 1:
         moe_stage = plan.layers_per_stage * counts.moe_layers / m.layers
         tokens_local = plan.micro_batch * seq / plan.cp / plan.tp
-        a2a_bytes = tokens_local * m.top_k * h * BF16
+        copies = dispatch_copies(s, plan.ep)
+        # forward dispatch in FP8 with fp8 training (DeepSeek-V3 3.3.2), the rest in BF16
+        elem = (1.0 + 3 * BF16) / 4 if tr.precision == "fp8" else BF16
+        a2a_bytes = tokens_local * copies * h * elem
         a2a = fab.collective("ep", "alltoall", a2a_bytes)
         n_a2a = (4 + (2 if full_rc else 0)) * moe_stage * mb
         comm["ep"] = n_a2a * a2a.time_s
@@ -412,12 +522,13 @@ def training_step(scenario: Scenario, catalog: Catalog | None = None) -> StepRes
     step = compute + imbalance + bubble + exposed_total
     tokens = float(tr.global_batch_tokens)
     flops = counts.model_flops_per_token(seq) * tokens
+    mfu = flops / (n * gpu.bf16_dense_tflops * 1e12 * step)
     return StepResult(
         n_gpus=n, feasible=True, problems=(), plan=plan, step_time_s=step, compute_s=compute,
         imbalance_s=imbalance, bubble_s=bubble, exposed_comm_s=exposed_total, comm_s=comm,
-        exposed_s=exposed, comm_detail=detail,
-        mfu=flops / (n * gpu.bf16_dense_tflops * 1e12 * step), tokens_per_s=tokens / step,
-        tokens_per_step=tokens, model_flops_per_step=flops, memory=mem)
+        exposed_s=exposed, comm_detail=detail, mfu=mfu, tokens_per_s=tokens / step,
+        tokens_per_step=tokens, model_flops_per_step=flops, memory=mem,
+        mfu_precision_peak=mfu / gemm_speedup, warnings=tuple(warnings))
 
 
 def step_or_raise(scenario: Scenario) -> StepResult:
