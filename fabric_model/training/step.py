@@ -45,7 +45,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fabric_model.catalog import Catalog, load_catalog
+from fabric_model.catalog import Catalog, Gpu, load_catalog
 from fabric_model.collectives.algorithms import receive_weights
 from fabric_model.errors import FabricModelError
 from fabric_model.scenario import Scenario, apply_overrides
@@ -59,7 +59,8 @@ from fabric_model.training.memory import (
 )
 from fabric_model.training.shapes import ShapeCounts, shape_counts
 
-__all__ = ["DIMS", "Plan", "Problem", "StepResult", "resolve_plan", "training_step"]
+__all__ = ["DIMS", "ComputeTimes", "Plan", "Problem", "StepResult", "compute_times",
+           "dispatch_copies", "memory_fixes", "resolve_plan", "training_step"]
 
 #: Communication dimensions, in the order the breakdown shows them.
 DIMS = ("dp", "tp", "pp", "ep", "cp")
@@ -318,6 +319,72 @@ def _describe(call: CommTime | None, count: float, size: float) -> str:
             f"{call.busbw_GBps:,.1f} GB/s busbw ({call.bottleneck})")
 
 
+@dataclass(frozen=True)
+class ComputeTimes:
+    """The compute side of a step on the heaviest stage, seconds (see the module docstring)."""
+
+    micro_batch_s: float
+    forward_s: float
+    compute_s: float
+    imbalance_s: float
+    bubble_s: float
+    gemm_speedup: float
+
+    @property
+    def backward_s(self) -> float:
+        """Backward part of one micro-batch (recomputation included)."""
+        return self.micro_batch_s - self.forward_s
+
+    @property
+    def busy_s(self) -> float:
+        """Compute, imbalance and bubble: the step with a free network (a lower bound)."""
+        return self.compute_s + self.imbalance_s + self.bubble_s
+
+
+def compute_times(s: Scenario, plan: Plan, counts: ShapeCounts, gpu: Gpu) -> ComputeTimes:
+    """Time the heaviest stage's math, memory-bound kernels, expert imbalance and bubble.
+
+    FP8 runs the linear layers' GEMMs (not attention, not the output layer) at the FP8 peak;
+    their FLOPs count ``bf16 / fp8`` peak in BF16-equivalent time.
+    """
+    m, tr = s.model, s.training
+    peak = gpu.bf16_dense_tflops * 1e12 * tr.compute_efficiency
+    fp8 = tr.precision == "fp8" and gpu.fp8_dense_tflops
+    gemm_speedup = gpu.fp8_dense_tflops / gpu.bf16_dense_tflops \
+        if fp8 and gpu.fp8_dense_tflops else 1.0
+    seq = m.seq_len
+    tokens_mb = plan.micro_batch * seq
+    layer_flops, layer_attn, layer_experts = _layer_flops_per_token(counts, seq)
+    out_flops = 6.0 * counts.output_layer
+    stage_model = plan.layers_per_stage * layer_flops + out_flops  # per token, heaviest stage
+    recompute = {"none": 0.0, "selective": layer_attn / 3.0 + _cheap_recompute_flops(s),
+                 "full": layer_flops / 3.0}[plan.recompute] * plan.layers_per_stage
+    linear_share = (layer_flops - layer_attn) / layer_flops
+    fp8_saving = 1.0 - 1.0 / gemm_speedup
+    stage_eq = stage_model - fp8_saving * plan.layers_per_stage * (layer_flops - layer_attn)
+    recompute_eq = recompute * (1.0 - fp8_saving * linear_share) \
+        if plan.recompute == "full" else recompute
+    split = plan.tp * plan.cp
+    # memory-bound kernels (norms, activations, softmax, dropout): HBM bytes / bandwidth
+    moe_share = counts.moe_layers / m.layers
+    traffic = plan.layers_per_stage * (
+        moe_share * activation_traffic_bytes_per_layer(s, plan, True)
+        + (1 - moe_share) * activation_traffic_bytes_per_layer(s, plan, False))
+    t_mem = traffic / (gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY)
+    t_fwd = stage_eq / 3.0 * tokens_mb / split / peak + t_mem / 2
+    t_mb = (stage_eq + recompute_eq) * tokens_mb / split / peak + t_mem
+    mb = plan.micro_batches
+    imbalance = 0.0
+    if plan.ep > 1 and m.routing_skew > 1.0:
+        hottest = float(receive_weights(plan.ep, m.routing_skew, m.hot_fraction).max())
+        expert_share = plan.layers_per_stage * layer_experts / gemm_speedup \
+            / (stage_eq + recompute_eq)
+        imbalance = mb * t_mb * expert_share * (hottest - 1.0)
+    bubble = (plan.pp - 1) / plan.vpp * (t_mb + imbalance / mb)
+    return ComputeTimes(micro_batch_s=t_mb, forward_s=t_fwd, compute_s=mb * t_mb,
+                        imbalance_s=imbalance, bubble_s=bubble, gemm_speedup=gemm_speedup)
+
+
 def memory_fixes(scenario: Scenario) -> list[tuple[str, Any, StepResult]]:
     """Single-key changes that make a plan fit in memory, fastest first.
 
@@ -395,42 +462,15 @@ def training_step(scenario: Scenario, catalog: Catalog | None = None, *,
         return StepResult(n, False, tuple(problems), plan=plan, memory=mem)
 
     # ---- compute ------------------------------------------------------------------------
+    ct = compute_times(s, plan, counts, gpu)
+    compute, imbalance, bubble = ct.compute_s, ct.imbalance_s, ct.bubble_s
+    t_fwd, t_bwd, mb = ct.forward_s, ct.backward_s, plan.micro_batches
+    gemm_speedup = ct.gemm_speedup
     peak = gpu.bf16_dense_tflops * 1e12 * tr.compute_efficiency
-    fp8 = tr.precision == "fp8" and gpu.fp8_dense_tflops
-    # FP8 runs the linear layers' GEMMs (not attention, not the output layer) at the FP8 peak
-    gemm_speedup = gpu.fp8_dense_tflops / gpu.bf16_dense_tflops if fp8 else 1.0
     seq = m.seq_len
     tokens_mb = plan.micro_batch * seq
-    layer_flops, layer_attn, layer_experts = _layer_flops_per_token(counts, seq)
-    out_flops = 6.0 * counts.output_layer
-    stage_model = plan.layers_per_stage * layer_flops + out_flops  # per token, heaviest stage
-    recompute = {"none": 0.0, "selective": layer_attn / 3.0 + _cheap_recompute_flops(s),
-                 "full": layer_flops / 3.0}[plan.recompute] * plan.layers_per_stage
-    # BF16-equivalent FLOPs: FP8 GEMM FLOPs count 1 / speedup (times stay FLOPs / peak)
-    linear_share = (layer_flops - layer_attn) / layer_flops
-    fp8_saving = 1.0 - 1.0 / gemm_speedup
-    stage_eq = stage_model - fp8_saving * plan.layers_per_stage * (layer_flops - layer_attn)
-    recompute_eq = recompute * (1.0 - fp8_saving * linear_share) \
-        if plan.recompute == "full" else recompute
+    layer_attn = _layer_flops_per_token(counts, seq)[1]
     split = plan.tp * plan.cp
-    # memory-bound kernels (norms, activations, softmax, dropout): HBM bytes / bandwidth
-    moe_share = counts.moe_layers / m.layers
-    traffic = plan.layers_per_stage * (
-        moe_share * activation_traffic_bytes_per_layer(s, plan, True)
-        + (1 - moe_share) * activation_traffic_bytes_per_layer(s, plan, False))
-    t_mem = traffic / (gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY)
-    t_fwd = stage_eq / 3.0 * tokens_mb / split / peak + t_mem / 2
-    t_mb = (stage_eq + recompute_eq) * tokens_mb / split / peak + t_mem
-    t_bwd = t_mb - t_fwd
-    mb = plan.micro_batches
-    compute = mb * t_mb
-    imbalance = 0.0
-    if plan.ep > 1 and m.routing_skew > 1.0:
-        hottest = float(receive_weights(plan.ep, m.routing_skew, m.hot_fraction).max())
-        expert_share = plan.layers_per_stage * layer_experts / gemm_speedup \
-            / (stage_eq + recompute_eq)
-        imbalance = mb * t_mb * expert_share * (hottest - 1.0)
-    bubble = (plan.pp - 1) / plan.vpp * (t_mb + imbalance / mb)
 
     # ---- communication ------------------------------------------------------------------
     fab = DimensionFabric(s, plan.layout)
