@@ -193,6 +193,8 @@ class Gpu(_Entry):
         The GPU alone, USD, for reference; the server price already contains its GPUs.
     server
         Key of the default server entry.
+    n_sms
+        Streaming multiprocessors: GEMM tiles run in waves of this many (wave quantization).
     """
 
     arch: str
@@ -205,6 +207,7 @@ class Gpu(_Entry):
     tdp_w: float
     price_usd: float
     server: str
+    n_sms: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -904,6 +907,7 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "tdp_w": _FieldSpec("float"),
             "price_usd": _FieldSpec("float"),
             "server": _FieldSpec("str"),
+            "n_sms": _FieldSpec("int"),
         },
     ),
     "servers": (

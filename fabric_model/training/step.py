@@ -51,6 +51,7 @@ from fabric_model.errors import FabricModelError
 from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.training.constants import training_constant
 from fabric_model.training.fabric import CommTime, DimensionFabric
+from fabric_model.training.gemm import linear_utilisation
 from fabric_model.training.layout import Layout
 from fabric_model.training.memory import (
     MemoryBreakdown,
@@ -345,7 +346,8 @@ def compute_times(s: Scenario, plan: Plan, counts: ShapeCounts, gpu: Gpu) -> Com
     """Time the heaviest stage's math, memory-bound kernels, expert imbalance and bubble.
 
     FP8 runs the linear layers' GEMMs (not attention, not the output layer) at the FP8 peak;
-    their FLOPs count ``bf16 / fp8`` peak in BF16-equivalent time.
+    every linear GEMM is slowed by its shape's tile and wave quantization
+    (:func:`~fabric_model.training.gemm.linear_utilisation`).
     """
     m, tr = s.model, s.training
     peak = gpu.bf16_dense_tflops * 1e12 * tr.compute_efficiency
@@ -359,10 +361,12 @@ def compute_times(s: Scenario, plan: Plan, counts: ShapeCounts, gpu: Gpu) -> Com
     stage_model = plan.layers_per_stage * layer_flops + out_flops  # per token, heaviest stage
     recompute = {"none": 0.0, "selective": layer_attn / 3.0 + _cheap_recompute_flops(s),
                  "full": layer_flops / 3.0}[plan.recompute] * plan.layers_per_stage
+    # linear GEMMs: at the precision's peak, slowed by their shapes' tile and wave quantization
+    util = linear_utilisation(s, plan.tp, plan.cp, plan.ep, plan.micro_batch, gpu)
     linear_share = (layer_flops - layer_attn) / layer_flops
-    fp8_saving = 1.0 - 1.0 / gemm_speedup
-    stage_eq = stage_model - fp8_saving * plan.layers_per_stage * (layer_flops - layer_attn)
-    recompute_eq = recompute * (1.0 - fp8_saving * linear_share) \
+    stretch = 1.0 / (gemm_speedup * util) - 1.0  # extra BF16-peak time per linear FLOP
+    stage_eq = stage_model + stretch * plan.layers_per_stage * (layer_flops - layer_attn)
+    recompute_eq = recompute * (1.0 + stretch * linear_share) \
         if plan.recompute == "full" else recompute
     split = plan.tp * plan.cp
     # memory-bound kernels (norms, activations, softmax, dropout): HBM bytes / bandwidth
@@ -377,7 +381,7 @@ def compute_times(s: Scenario, plan: Plan, counts: ShapeCounts, gpu: Gpu) -> Com
     imbalance = 0.0
     if plan.ep > 1 and m.routing_skew > 1.0:
         hottest = float(receive_weights(plan.ep, m.routing_skew, m.hot_fraction).max())
-        expert_share = plan.layers_per_stage * layer_experts / gemm_speedup \
+        expert_share = plan.layers_per_stage * layer_experts * (1.0 + stretch) \
             / (stage_eq + recompute_eq)
         imbalance = mb * t_mb * expert_share * (hottest - 1.0)
     bubble = (plan.pp - 1) / plan.vpp * (t_mb + imbalance / mb)
