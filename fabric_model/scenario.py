@@ -464,6 +464,18 @@ class TrainingSpec:
             choices=("core_attn", "cheap"),
         ),
     )
+    framework: str = _f(
+        "megatron",
+        FieldSpec(
+            "choice",
+            "whose memory conventions: megatron (Megatron-Core + Transformer Engine: fused "
+            "vocab-parallel cross entropy, selective = core attention, distributed optimizer "
+            "with fp32 main grads) or torchtitan (FSDP2: fp32 sharded parameters and gradients, "
+            "the loss on fp32-upcast logits, selective = op-level checkpointing that saves "
+            "every other matmul)",
+            choices=("megatron", "torchtitan"),
+        ),
+    )
     precision: str = _f(
         "bf16",
         FieldSpec(

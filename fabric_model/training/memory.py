@@ -30,7 +30,8 @@
   ==============  ===========================================================================
 
   For a 4h GELU MLP with dropout and no FlashAttention this is Korthikanti's
-  ``s b h (34 + 5 a s / h)``. FP8 GEMMs save their inputs in 1 byte. Selective recomputation
+  ``s b h (34 + 5 a s / h)``. An FP8 GEMM saves its input's FP8 copy and transpose (2 bytes,
+  as BF16 would). Selective recomputation
   (Megatron: the core attention) drops the softmax terms, and with
   ``training.recompute_modules = cheap`` also the norms' outputs, the activation's output
   and MLA's up-projected heads (DeepSeek-V3 report, section 3.2.3); full recomputation keeps
@@ -43,6 +44,12 @@
   When the layers do not divide evenly the missing layers come off the first and the last
   ranks first, as Llama 3's training did to balance the embedding, the output layer and the
   warm-up micro-batches (Llama 3 Herd of Models, arXiv 2407.21783, section 3.3.2).
+- **Frameworks** (``training.framework``): the above is Megatron-Core's; torchtitan (FSDP2)
+  keeps fp32 shards of the weights (:data:`FSDP_MASTER_BYTES`) and gradients (unsharded
+  with pipelining: the reduce-scatter waits for the last micro-batch), the bf16 weights
+  unsharded only without resharding after the forward pass (ZeRO-2), its loss holds
+  the logits upcast to fp32 (:data:`TITAN_LOGITS_BYTES`), and its selective checkpointing is
+  op-level (:func:`_op_sac_bytes_per_token`).
 - **Transients**: the last rank's logits and cross-entropy softmax of one micro-batch
   (:data:`LOGITS_BYTES`), the rematerialised layer of full recomputation, ZeRO-3's gathered
   layers.
@@ -51,7 +58,8 @@
   (:data:`FRAGMENTATION` of everything allocated).
 
 The capacity is the device memory CUDA reports (the catalog's ``hbm_gib``). The estimate is
-held to :data:`ACTIVATION_UNCERTAINTY` on activations and transients (the memory golden set);
+held to :data:`ACTIVATION_UNCERTAINTY` on activations and transients (the memory golden set)
+and carries the fragmentation as uncertainty too (the allocator's settings decide it);
 within that band of the capacity a plan is **tight** (it runs, with a warning), beyond it
 **over** (refused with the breakdown).
 """
@@ -81,6 +89,8 @@ GRAD_BYTES = training_constant("grad_bytes_per_param")
 OPTIMIZER_BYTES = training_constant("optimizer_bytes_per_param")
 FP8_WEIGHT_CACHE_BYTES = training_constant("fp8_weight_cache_bytes_per_param")
 LOGITS_BYTES = training_constant("logits_bytes_per_element")
+TITAN_LOGITS_BYTES = training_constant("torchtitan_logits_bytes_per_element")
+FSDP_MASTER_BYTES = training_constant("fsdp_master_bytes_per_param")
 CUDA_CONTEXT_GIB = training_constant("cuda_context_gib")
 NCCL_GIB_PER_GROUP = training_constant("nccl_gib_per_group")
 FRAGMENTATION = training_constant("allocator_fragmentation")
@@ -115,8 +125,14 @@ class StageMemory:
 
     @property
     def uncertainty_gib(self) -> float:
-        """How far the estimate may be off (activations and transients)."""
-        return ACTIVATION_UNCERTAINTY * (self.activations_gib + self.transient_gib)
+        """How far the estimate may be off (activations, transients, fragmentation).
+
+        The fragmentation is the allocator's settings' to decide (PyTorch's expandable
+        segments remove most of it), so it counts as uncertainty.
+        """
+        allocated = self.states_gib + self.activations_gib + self.transient_gib
+        return (ACTIVATION_UNCERTAINTY * (self.activations_gib + self.transient_gib)
+                + FRAGMENTATION * allocated)
 
 
 @dataclass(frozen=True)
@@ -145,6 +161,17 @@ class MemoryBreakdown:
         """Everything the heaviest rank needs at its peak."""
         return (self.weights_gib + self.grads_gib + self.optimizer_gib + self.activations_gib
                 + self.transient_gib + self.runtime_gib)
+
+    @property
+    def allocated_gib(self) -> float:
+        """What the framework's allocator hands out at the peak (PyTorch's max allocated)."""
+        return (self.weights_gib + self.grads_gib + self.optimizer_gib + self.activations_gib
+                + self.transient_gib)
+
+    @property
+    def reserved_gib(self) -> float:
+        """Allocated plus the caching allocator's fragmentation (PyTorch's max reserved)."""
+        return self.allocated_gib * (1.0 + FRAGMENTATION)
 
     @property
     def headroom_gib(self) -> float:
@@ -192,7 +219,25 @@ def _mlp_bytes(f: float, lin: float, gated: bool, keep_act: bool) -> float:
     return (2.0 * f if gated else f) * BF16 + (f * lin if keep_act else 0.0)
 
 
-def _layer_bytes_per_token(s: Scenario, moe_layer: bool, mode: str) -> float:
+def _op_sac_bytes_per_token(s: Scenario, moe_layer: bool, tp: int) -> float:
+    """Bytes one layer keeps per token under torchtitan's op-level selective checkpointing.
+
+    The policy (``torchtitan/models/llama3/infra/parallelize.py``, ``_save_list``) keeps the
+    outputs of matmuls and attention except every second matmul of a block, and the block's
+    input; everything else is rebuilt. In forward order the matmuls are wq, wk, wv, wo, w1,
+    w3, w2: wq, wv, w1, w2 are kept with the attention output. w2's output is kept before
+    its reduce-scatter, whole on every tensor-parallel rank.
+    """
+    m = s.model
+    h = float(m.hidden)
+    d = float(m.head_dim or m.hidden // m.heads)
+    f = float(m.ffn_hidden if moe_layer else (m.dense_ffn_hidden or m.ffn_hidden))
+    copies = (m.top_k + m.shared_experts) if moe_layer else 1
+    per_rank = h + m.heads * d + m.kv_heads * d + m.heads * d + copies * f  # split by tp
+    return BF16 * (per_rank + copies * h * tp)
+
+
+def _layer_bytes_per_token(s: Scenario, moe_layer: bool, mode: str, tp: int = 1) -> float:
     """Bytes one layer keeps per token of a micro-batch, before tensor parallelism.
 
     Selective recomputation of the ``cheap`` modules drops the norms' outputs (the QKV, FC1
@@ -202,8 +247,10 @@ def _layer_bytes_per_token(s: Scenario, moe_layer: bool, mode: str) -> float:
     h = float(m.hidden)
     if mode == "full":
         return BF16 * h
+    if mode == "selective" and s.training.framework == "torchtitan":
+        return _op_sac_bytes_per_token(s, moe_layer, tp)
     cheap = mode == "selective" and s.training.recompute_modules == "cheap"
-    lin = 1.0 if s.training.precision == "fp8" else BF16  # GEMM inputs saved for wgrad
+    lin = BF16  # an FP8 GEMM saves its input's FP8 copy and transpose: 2 bytes as BF16
     norm_out = 0.0 if cheap else lin * h
     qkv, out, latents = _attention_widths(s)
     if cheap and m.kv_lora_rank:
@@ -239,7 +286,7 @@ def activation_bytes_per_layer(s: Scenario, plan: Plan, moe_layer: bool,
     """
     mode = recompute or plan.recompute
     tokens = s.model.seq_len / plan.cp * plan.micro_batch
-    kept = tokens * _layer_bytes_per_token(s, moe_layer, mode) / plan.tp
+    kept = tokens * _layer_bytes_per_token(s, moe_layer, mode, plan.tp) / plan.tp
     if mode == "none":
         kept += attention_score_bytes_per_layer(s, plan)
     return kept
@@ -311,6 +358,7 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts,
     m = s.model
     L = m.layers
     fp8 = s.training.precision == "fp8"
+    titan = s.training.framework == "torchtitan"
     dp_dense = plan.dp * plan.cp
     dp_expert = max(1, plan.dp // plan.ep) * plan.cp  # an EP not dividing DP is reported
     moe_share = counts.moe_layers / L
@@ -331,18 +379,26 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts,
         p_dense = (dense_per_layer * layers + embed) / plan.tp
         p_expert = expert_per_layer * layers / (plan.ep * plan.tp)
         weights = grads = optim = 0.0
+        z = plan.zero_stage
         for p, n in ((p_dense, dp_dense), (p_expert, dp_expert)):
-            z = plan.zero_stage
+            if titan and z >= 2:  # FSDP2: fp32 shards of weights and gradients, Adam on them
+                weights += (WEIGHT_BYTES if z == 2 else 0.0) * p + FSDP_MASTER_BYTES * p / n
+                # with pipelining the reduce-scatter waits for the last micro-batch, so the
+                # fp32 gradients accumulate unsharded (torch.distributed.pipelining)
+                grads += GRAD_BYTES * p / (n if plan.pp == 1 else 1)
+                optim += (OPTIMIZER_BYTES - FSDP_MASTER_BYTES) * p / n
+                continue
             weights += WEIGHT_BYTES * p / (n if z >= 3 else 1)
             grads += GRAD_BYTES * p / (n if z >= 2 else 1)
             optim += OPTIMIZER_BYTES * p / (n if z >= 1 else 1)
-        if fp8:
-            weights += FP8_WEIGHT_CACHE_BYTES * (p_dense + p_expert - embed / plan.tp)
+        if fp8:  # an FP8 copy of the GEMM weights (Transformer Engine's cache, torchao's saved
+            weights += FP8_WEIGHT_CACHE_BYTES * (p_dense + p_expert - embed / plan.tp)  # casts)
         in_flight = micro_batches_in_flight(plan, rank)
         acts = per_layer * layers * in_flight
         transient = remat if plan.recompute == "full" else 0.0  # one layer rematerialised
         if rank == plan.pp - 1:  # logits and the loss's softmax of one micro-batch
-            transient = max(transient, tokens * m.vocab / plan.tp * LOGITS_BYTES)
+            loss = TITAN_LOGITS_BYTES if titan else LOGITS_BYTES
+            transient = max(transient, tokens * m.vocab / plan.tp * loss)
         if plan.zero_stage >= 3:  # two layers' weights gathered (computing, prefetched)
             transient += 2 * WEIGHT_BYTES * (p_dense + p_expert) / max(1, layers)
         allocated = weights + grads + optim + acts + transient
