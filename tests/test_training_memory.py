@@ -167,3 +167,13 @@ def test_memory_invariants(tp: int, pp: int, vpp: int, mb: int, zero: int, rc: s
     if rc != "full":
         fuller = training_step(apply_overrides(s, {"training.recompute": "full"})).memory
         assert fuller is not None and fuller.activations_gib <= mem.activations_gib + 1e-9
+
+
+def test_tensor_parallelism_must_divide_the_key_value_groups() -> None:
+    """Megatron-Core divides num_query_groups by the tensor-parallel size."""
+    s = apply_overrides(Scenario(), {"cluster.gpu": "gb200", "cluster.gpus_per_node": 4,
+                                     "cluster.nvlink_domain": 72, "cluster.n_gpus": 1152,
+                                     "parallel.tp": 16})
+    res = training_step(s)
+    assert not res.feasible and res.problems[0].key == "parallel.tp"
+    assert "kv_heads = 8" in res.reason

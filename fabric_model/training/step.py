@@ -210,6 +210,9 @@ def resolve_plan(scenario: Scenario) -> tuple[Plan | None, list[Problem]]:
                                 f"needs NVLink bandwidth)"))
     if m.heads % par.tp:
         problems.append(Problem("parallel.tp", f"must divide model.heads = {m.heads}"))
+    elif not m.kv_lora_rank and m.kv_heads % par.tp:  # Megatron splits the KV groups by TP
+        problems.append(Problem("parallel.tp", f"must divide model.kv_heads = {m.kv_heads} "
+                                f"(each tensor-parallel rank holds whole key/value groups)"))
     if m.layers < par.pp * par.vpp:
         problems.append(Problem("parallel.pp", f"pp x vpp = {par.pp * par.vpp} exceeds "
                                 f"model.layers = {m.layers}"))
