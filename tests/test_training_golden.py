@@ -18,8 +18,8 @@ from fabric_model.validate.training_golden import (
     validation_table,
 )
 
-HELD_OUT_BAND = 0.20
-HELD_OUT_MEDIAN = 0.10
+HELD_OUT_BAND = 0.15
+HELD_OUT_MEDIAN = 0.05
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +63,12 @@ def test_recomputation_and_data_parallel_effects_have_the_published_sign(
             by[f"korthikanti-2022 {size} full recompute"]
     assert by["korthikanti-2022 530B selective + SP, 8-way DP on 2240 GPUs"] > \
         by["korthikanti-2022 530B selective + SP"]
+
+
+def test_findings_say_why_and_are_still_missed(table: list[ValidationRow]) -> None:
+    """A row labelled ``finding`` states what the model lacks; once the model lands it
+    within the band the label is stale and the row belongs to the held-out set."""
+    for row in table:
+        if row.case.use == "finding":
+            assert len(row.case.finding) > 40, row.case.name
+            assert abs(row.error) >= HELD_OUT_BAND, f"{row.case.name}: {row.error:+.1%}"

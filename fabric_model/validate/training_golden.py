@@ -39,6 +39,7 @@ class TrainingCase:
     scenario: Scenario
     measured_kind: str
     measured_value: float
+    finding: str = ""
 
     @property
     def measured_step_time_s(self) -> float:
@@ -88,6 +89,7 @@ def load_training_golden(path: Path = TRAINING_GOLDEN_PATH) -> list[TrainingCase
     for row in data["rows"]:
         out.append(TrainingCase(
             name=row["name"], group=row["group"], use=row.get("use", "held-out"),
+            finding=str(row.get("finding", "")),
             source=row["source"], quote=row["quote"], assumed=row.get("assumed", ""),
             scenario=_scenario(row["scenario"]), measured_kind=row["measured"]["kind"],
             measured_value=float(row["measured"]["value"])))
