@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import yaml
 
 from fabric_model.errors import CatalogError, InfeasibleDesignError, UnknownCatalogKeyError
+from fabric_model.resources import asset
 
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped,unused-ignore]
@@ -55,7 +56,7 @@ __all__ = [
 ]
 
 #: The shipped catalog, found relative to the package.
-DEFAULT_CATALOG_PATH: Final[Path] = Path(__file__).resolve().parents[1] / "assets" / "catalog.yaml"
+DEFAULT_CATALOG_PATH: Final[Path] = asset("catalog.yaml")
 
 #: Entry sections of the catalog, in file order.
 SECTIONS: Final[tuple[str, ...]] = (

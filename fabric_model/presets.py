@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from pathlib import Path
 
 from fabric_model.errors import ScenarioError
+from fabric_model.resources import asset
 from fabric_model.scenario import Scenario, scenario_from_text
 
 __all__ = ["DEFAULT_PRESET", "PRESET_DIR", "PresetInfo", "list_presets", "load_preset"]
 
-PRESET_DIR = Path(__file__).resolve().parents[1] / "assets" / "presets"
+PRESET_DIR = asset("presets")
 #: The preset equal to an empty scenario ``{}``.
 DEFAULT_PRESET = "dgx-h100-ib-ndr"
 

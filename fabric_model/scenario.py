@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from fabric_model.errors import ScenarioError, ScenarioFileError
+from fabric_model.resources import asset
 
 __all__ = [
     "MAX_SCENARIO_BYTES",
@@ -129,7 +130,7 @@ def _f(default: Any, spec: FieldSpec) -> Any:
 GPU_COUNT_MAX = 1_048_576
 
 #: Published model shapes (``model.name``), from ``assets/models.yaml``.
-MODELS_PATH = Path(__file__).resolve().parents[1] / "assets" / "models.yaml"
+MODELS_PATH = asset("models.yaml")
 MODEL_SHAPES: dict[str, dict[str, Any]] = yaml.safe_load(MODELS_PATH.read_text(encoding="utf-8"))
 MODEL_NAMES: tuple[str, ...] = tuple(MODEL_SHAPES)
 

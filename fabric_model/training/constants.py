@@ -12,10 +12,11 @@ from pathlib import Path
 import yaml
 
 from fabric_model.errors import CatalogError
+from fabric_model.resources import asset
 
 __all__ = ["CONSTANTS_PATH", "training_constant", "training_constants"]
 
-CONSTANTS_PATH = Path(__file__).resolve().parents[2] / "assets" / "training_constants.yaml"
+CONSTANTS_PATH = asset("training_constants.yaml")
 
 
 @lru_cache(maxsize=1)
