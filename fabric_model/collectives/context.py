@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +19,7 @@ import yaml
 from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.design import Hardware, resolve_hardware, topology_request
 from fabric_model.flows import FlowSet, solve_maxmin
+from fabric_model.resources import asset
 from fabric_model.routing import degraded_capacities, route
 from fabric_model.scenario import Scenario
 from fabric_model.topology import Topology, build_topology_from_request
@@ -28,7 +28,7 @@ from fabric_model.units import FIBER_NS_PER_M, gbps_to_Bps
 __all__ = ["CLASS_MIN_CONNECTIONS", "ECMP_SEEDS", "MAX_CLASSES", "FabricContext", "PatternResult",
            "nccl_constants"]
 
-CONSTANTS_PATH = Path(__file__).resolve().parents[2] / "assets" / "nccl_constants.yaml"
+CONSTANTS_PATH = asset("nccl_constants.yaml")
 #: Seeds over which static ECMP hashing is averaged (the spread is reported too).
 ECMP_SEEDS = 5
 #: Most flow classes a class-aggregated solve takes.
@@ -284,10 +284,16 @@ class FabricContext:
 
     @cached_property
     def domain_order(self) -> np.ndarray:
-        """Physical domain of each logical domain (ring order): identity or scattered."""
+        """Physical domain of each logical domain (ring order): identity or scattered.
+
+        Scattering permutes the full domains only: a partial last domain holds fewer GPUs
+        than a full one, so the job's last (partial) logical domain stays on it.
+        """
         n_dom = self.n_domains
         if self.scenario.what_if.placement == "scattered":
-            return np.random.default_rng(12345).permutation(n_dom)
+            n_full = self.n_ranks // self.physical_domain
+            order = np.random.default_rng(12345).permutation(n_full)
+            return np.concatenate([order, np.arange(n_full, n_dom)])
         return np.arange(n_dom)
 
     def endpoint(self, logical_domain: np.ndarray, slot: np.ndarray) -> np.ndarray:

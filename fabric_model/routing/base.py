@@ -94,13 +94,20 @@ def degraded_capacities(topo: Topology, which: str, factor: float,
     Raises
     ------
     InfeasibleDesignError
-        If the design has no link of that class (e.g. ``spine-core`` on a 2-tier fabric).
+        If the design has no link of that class (e.g. ``spine-core`` on a 2-tier fabric,
+        or any class on a switchless design of one node).
     """
     g = topo.graph
     cap = g.link_capacity_Bps.copy()
     if factor >= 1.0:
         return cap
     names = [lc.name for lc in topo.links]
+    if not names:  # a switchless design of one node: its GPUs talk over NVLink only
+        raise InfeasibleDesignError(
+            "what_if.degraded_link",
+            f"this {topo.family} design of {topo.request.n_gpus:,} GPUs (one NVLink domain) "
+            f"has no cable to degrade; set what_if.degraded_link_factor = 1",
+        )
     wanted = DEGRADED_CLASS[which]
     if wanted in names:
         cls = names.index(wanted)

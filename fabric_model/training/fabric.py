@@ -3,13 +3,16 @@
 A training step asks for a handful of (dimension, operation, size) times; a sweep or a plan
 search asks for the same ones many times. Built fabrics and solved algorithm models are kept
 in small LRU caches keyed by what they depend on (the cluster, fabric and what-if sections,
-the MoE skew, and the rank layout), so a repeated evaluation costs arithmetic only.
+the MoE skew, and the rank layout), so a repeated evaluation costs arithmetic only. The
+caches are shared by every thread (each Streamlit session runs in its own) and locked.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -31,21 +34,60 @@ T = TypeVar("T")
 
 
 class _Lru:
-    """A tiny LRU cache (functools.lru_cache cannot key on our unhashable arrays' owners)."""
+    """A small LRU cache, safe to share between threads (every Streamlit session's thread).
+
+    A value is built by a closure over objects that are not part of its key (the scenario
+    beside its cluster, fabric and what-if sections), which ``functools.lru_cache``'s
+    keying by arguments cannot express; so this keeps an ``OrderedDict`` under a lock. The
+    lock covers only the bookkeeping, never ``make()``: a slow build for one key does not
+    hold up lookups of other keys. Threads asking for a key that is being built wait for
+    that one build (its value, or its exception) instead of building it again.
+    """
 
     def __init__(self, size: int) -> None:
         self.size = size
         self.data: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self._building: dict[Hashable, Future[Any]] = {}
 
     def get(self, key: Hashable, make: Callable[[], T]) -> T:
-        if key in self.data:
-            self.data.move_to_end(key)
-            return self.data[key]  # type: ignore[no-any-return]
-        value = make()
-        self.data[key] = value
-        if len(self.data) > self.size:
-            self.data.popitem(last=False)
+        """Return the value cached under ``key``, building it with ``make`` on a miss.
+
+        Raises
+        ------
+        Exception
+            Whatever ``make`` raises (also in the threads that waited for it); nothing is
+            cached then.
+        """
+        with self._lock:
+            if key in self.data:
+                self.data.move_to_end(key)
+                return self.data[key]  # type: ignore[no-any-return]
+            pending = self._building.get(key)
+            builder = pending is None
+            if pending is None:
+                pending = self._building[key] = Future()
+        if not builder:
+            return pending.result()  # type: ignore[no-any-return]
+        try:
+            value = make()
+        except BaseException as exc:
+            with self._lock:
+                del self._building[key]
+            pending.set_exception(exc)
+            raise
+        with self._lock:
+            self.data[key] = value
+            if len(self.data) > self.size:
+                self.data.popitem(last=False)
+            del self._building[key]
+        pending.set_result(value)
         return value
+
+    def clear(self) -> None:
+        """Forget every cached value (builds under way finish and are kept)."""
+        with self._lock:
+            self.data.clear()
 
 
 #: Whole-cluster fabrics (a 131,072-GPU topology holds tens of MB: keep few).
@@ -56,8 +98,8 @@ _MODELS = _Lru(2048)
 
 def clear_caches() -> None:
     """Forget every cached fabric and model (tests use it to measure cold paths)."""
-    _BASES.data.clear()
-    _MODELS.data.clear()
+    _BASES.clear()
+    _MODELS.clear()
 
 
 def _fabric_key(s: Scenario) -> tuple[Hashable, ...]:
