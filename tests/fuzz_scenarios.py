@@ -35,7 +35,6 @@ from typing import Any
 from fabric_model.catalog import load_catalog
 from fabric_model.cli import main
 from fabric_model.collectives import ALGOS, OPS
-from fabric_model.collectives.algorithms import ALLTOALL_MAX_CONNECTIONS
 from fabric_model.presets import list_presets, load_preset
 from fabric_model.scenario import MODEL_SHAPES, SHAPE_KEYS, FieldSpec, Scenario, iter_field_specs
 
@@ -110,8 +109,6 @@ _SIZES_BYTES = (0, 1, 7, 8, 1000, 4095, 2**13, 2**16, 2**20 + 3, 2**24, 2**26, 2
 #: JSON keys ending so are times, rates, counts, costs or powers: never negative.
 _NON_NEGATIVE = ("_us", "_s", "_GBps", "_Bps", "_usd", "_w", "_gib", "_bytes", "bytes",
                  "n_gpus", "n_switches", "n_links", "n_nics", "n_cables", "n_transceivers")
-#: Most flows a per-connection all-to-all of a case may route (see ``_bound_queue_pairs``).
-MAX_ALLTOALL_FLOWS = 2_000_000
 #: Chance that a case keeps its preset's cluster and fabric (a published design with
 #: what-ifs) when the preset is small enough for the verb.
 KEEP_PRESET_DESIGN_CHANCE = 0.15
@@ -484,23 +481,6 @@ def _verb_args(rng: random.Random, verb: str, n_gpus: int, max_gpus: int) -> tup
     return (), ""  # step
 
 
-def _bound_queue_pairs(overrides: dict[str, Any], base: Scenario, n_gpus: int) -> None:
-    """Lower ``fabric.qps_per_connection`` where an all-to-all would route too many flows.
-
-    Below ``ALLTOALL_MAX_CONNECTIONS`` connections an all-to-all is solved connection by
-    connection, each queue pair a flow under ECMP, for 5 hash seeds: 64 QPs on a 256-GPU,
-    4-NIC design take two minutes and 5 GB. That performance cliff is reported, not a crash;
-    the cases keep under :data:`MAX_ALLTOALL_FLOWS` so a run stays bounded.
-    """
-    qps = overrides.get("fabric.qps_per_connection", base.fabric.qps_per_connection)
-    nics = overrides.get("cluster.nics_per_gpu", base.cluster.nics_per_gpu)
-    if not isinstance(qps, int) or not isinstance(nics, int) or nics < 1:
-        return  # an out-of-range value on purpose: refused before any solve
-    connections = min(ALLTOALL_MAX_CONNECTIONS, n_gpus * n_gpus * nics)
-    if qps * connections > MAX_ALLTOALL_FLOWS:
-        overrides["fabric.qps_per_connection"] = max(1, MAX_ALLTOALL_FLOWS // connections)
-
-
 def random_case(rng: random.Random, verb: str | None = None,
                 max_gpus: int | None = None) -> FuzzCase:
     """Draw one case: ``verb`` (or one by :data:`VERB_WEIGHTS`) on random overrides.
@@ -518,7 +498,6 @@ def random_case(rng: random.Random, verb: str | None = None,
     drawn = overrides.get("cluster.n_gpus", base.cluster.n_gpus)
     n_gpus = drawn if isinstance(drawn, int) else 8
     args, log_text = _verb_args(rng, verb, max(2, min(n_gpus, cap)), cap)
-    _bound_queue_pairs(overrides, base, cap if verb == "check-nccl" else n_gpus)
     items = tuple((k, _fmt(v)) for k, v in overrides.items())
     return FuzzCase(verb, args, preset, items, log_text)
 

@@ -42,8 +42,9 @@ from fabric_model.collectives.model import AlgoModel, AlgorithmUnavailableError,
 
 __all__ = ["ALLTOALL_MAX_CONNECTIONS", "MODELS"]
 
-#: All-to-all is solved per connection up to this many concurrent connections, and by flow
-#: classes (uniform traffic, see ``FabricContext.solve_all_to_all``) beyond.
+#: All-to-all is solved per connection up to this many concurrent flows (connections, times
+#: the queue pairs ECMP hashes separately), and by flow classes (uniform traffic, see
+#: ``FabricContext.solve_all_to_all``) beyond.
 ALLTOALL_MAX_CONNECTIONS = 300_000
 
 
@@ -431,7 +432,9 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
     else:
         n_conn = n * (n - d) * ctx.nics
         conn_bytes_fraction = 1 / n / ctx.nics
-    if n_conn > ALLTOALL_MAX_CONNECTIONS:  # uniform: solve by flow classes
+    # ECMP hashes every queue pair as its own flow: the per-connection solve routes that many
+    qps = ctx.scenario.fabric.qps_per_connection if ctx.policy == "ecmp" else 1
+    if n_conn * qps > ALLTOALL_MAX_CONNECTIONS:  # uniform: solve by flow classes
         if rail_aligned:
             components = [ctx.endpoint(np.arange(m), np.full(m, k)) for k in slots]
         else:
