@@ -15,14 +15,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fabric_model.cli import format_table  # noqa: E402
-from fabric_model.collectives import (  # noqa: E402
+from fabric_model.cli import format_table
+from fabric_model.collectives import (
     FabricContext,
     algo_models,
     times_from_models,
 )
-from fabric_model.errors import FabricModelError  # noqa: E402
-from fabric_model.scenario import Scenario, apply_overrides  # noqa: E402
+from fabric_model.errors import FabricModelError
+from fabric_model.scenario import Scenario, apply_overrides
 
 SIZES = [2**i for i in range(3, 43, 2)]  # 20 sizes, 8 B to 2 TiB
 CASES = [

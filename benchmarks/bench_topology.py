@@ -58,11 +58,12 @@ def main() -> None:
             try:
                 topo = build_topology(s)
             except FabricModelError as exc:
-                rows.append({"family": family, "vendor": f"{vendor} {gbps}G", "note": str(exc)[:70]})
+                rows.append({"family": family, "vendor": f"{vendor} {gbps}G",
+                             "note": str(exc)[:70]})
                 continue
-            _, t_topo = best_of(lambda: build_topology(s))
-            _, t_graph = best_of(lambda: replace(build_topology(s)).graph)
-            _, t_bom = best_of(lambda: bill_of_materials(s))
+            _, t_topo = best_of(lambda s=s: build_topology(s))
+            _, t_graph = best_of(lambda s=s: replace(build_topology(s)).graph)
+            _, t_bom = best_of(lambda s=s: bill_of_materials(s))
             rows.append({
                 "family": family, "vendor": f"{vendor} {gbps}G", "tiers": topo.tiers,
                 "switches": topo.n_switches, "cables": topo.n_links,

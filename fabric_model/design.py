@@ -91,12 +91,14 @@ def resolve_hardware(scenario: Scenario, catalog: Catalog | None = None) -> Hard
         nic = _lookup("fabric.nic", cat.nic, f.nic)
         if vendor.protocol not in nic.protocols:
             raise ScenarioError(
-                "fabric.nic", f.nic, f"does not speak {vendor.protocol} (fabric.vendor = {f.vendor})"
+                "fabric.nic", f.nic,
+                f"does not speak {vendor.protocol} (fabric.vendor = {f.vendor})"
             )
         if f.link_gbps not in nic.speeds_gbps:
             raise InfeasibleDesignError(
                 "fabric.link_gbps",
-                f"{nic.name} runs at {', '.join(map(str, nic.speeds_gbps))} Gb/s, not {f.link_gbps}",
+                f"{nic.name} runs at {', '.join(map(str, nic.speeds_gbps))} Gb/s, "
+                f"not {f.link_gbps}",
             )
     radix = switch.radix(f.link_gbps)
     routing = vendor.default_routing if f.routing == "auto" else f.routing

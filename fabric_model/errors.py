@@ -7,13 +7,13 @@ line and the pages turn these errors into one clear line (exit status 2 / ``st.e
 from __future__ import annotations
 
 __all__ = [
+    "CatalogError",
     "FabricModelError",
+    "InfeasibleDesignError",
+    "NcclLogError",
     "ScenarioError",
     "ScenarioFileError",
     "UnknownCatalogKeyError",
-    "CatalogError",
-    "InfeasibleDesignError",
-    "NcclLogError",
 ]
 
 

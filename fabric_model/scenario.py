@@ -810,7 +810,7 @@ def _expand_model_name(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _shape_name(model: ModelSpec) -> str:
-    """The published shape ``model`` has, or ``custom``."""
+    """Return the published shape ``model`` has, or ``custom``."""
     mine = {k: getattr(model, k) for k in SHAPE_KEYS}
     defaults = ModelSpec.__dataclass_fields__
     for name, entry in MODEL_SHAPES.items():
@@ -942,7 +942,7 @@ def _check_cross_fields(s: Scenario) -> None:
         raise ScenarioError("model.kv_heads", m.kv_heads,
                             f"must divide model.heads = {m.heads}")
     if m.params_b != "auto":
-        from fabric_model.training.shapes import shape_counts  # noqa: PLC0415 (cycle)
+        from fabric_model.training.shapes import shape_counts
 
         counted_b = shape_counts(m).total / 1e9
         if abs(float(m.params_b) - counted_b) > 0.05 * counted_b:
@@ -961,7 +961,8 @@ def parse_assignment(text: str) -> tuple[str, str]:
         If there is no ``=`` or the key is unknown.
     """
     if "=" not in text:
-        raise ScenarioError(text, ScenarioError.NO_VALUE, "expected KEY=VALUE, e.g. fabric.link_gbps=800")
+        raise ScenarioError(text, ScenarioError.NO_VALUE,
+                            "expected KEY=VALUE, e.g. fabric.link_gbps=800")
     key, value = text.split("=", 1)
     key = key.strip()
     field_spec(key)

@@ -38,8 +38,8 @@ def test_scopes_ops_sizes_and_band():
 def test_ecmp_floor_uses_the_worst_seed():
     table = acceptance_expectations(apply_overrides(load_preset("dgx-h100-roce-ecmp"), {
         "what_if.placement": "scattered"}), 0.1)
-    big = [r for r in table.rows if r.scope == "whole cluster" and r.size_bytes == 8 * 2**30
-           and r.op == "allreduce"][0]
+    big = next(r for r in table.rows if r.scope == "whole cluster"
+               and r.size_bytes == 8 * 2**30 and r.op == "allreduce")
     assert big.min_busbw_GBps <= big.expected_busbw_GBps * 0.9 + 1e-9
 
 
@@ -52,7 +52,8 @@ def _fake_tools(tmp_path: Path, busbw: float) -> dict[str, str]:
     row = ('#!/usr/bin/env bash\n'
            'size=$2\n'
            'echo "# nThread 1 nGpus 1"\n'
-           f'printf "%12s %12s  float  sum  -1  100.0  1.00  {busbw}  0  100.0  1.00  {busbw}  0\\n"'
+           'printf "%12s %12s  float  sum  -1  100.0  1.00  '
+           f'{busbw}  0  100.0  1.00  {busbw}  0\\n"'
            ' "$size" 1\n')
     for name in ("all_reduce_perf", "all_gather_perf", "alltoall_perf"):
         (bindir / name).write_text(row)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import subprocess
@@ -98,8 +99,8 @@ def test_time_monotone_in_bytes_and_link_speed(op, algo):
     base = sc(cluster__n_gpus=128, cluster__gpu="b300")  # PCIe Gen6: feeds an 800G NIC
     slow = collective(base, op, algo, sizes)
     fast = collective(apply_overrides(base, {"fabric.link_gbps": 800}), op, algo, sizes)
-    assert all(a.time_us <= b.time_us for a, b in zip(slow, slow[1:]))
-    assert all(f.time_us <= s.time_us * (1 + 1e-12) for f, s in zip(fast, slow))
+    assert all(a.time_us <= b.time_us for a, b in itertools.pairwise(slow))
+    assert all(f.time_us <= s.time_us * (1 + 1e-12) for f, s in zip(fast, slow, strict=True))
 
 
 def test_ecmp_loses_to_adaptive_and_more_qps_narrow_the_gap():

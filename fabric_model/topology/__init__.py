@@ -19,12 +19,12 @@ from fabric_model.topology.rail_only import build_rail_only
 from fabric_model.topology.torus3d import build_torus3d
 
 __all__ = [
+    "BUILDERS",
     "FabricGraph",
     "LinkClass",
     "PortGroup",
     "Topology",
     "TopologyRequest",
-    "BUILDERS",
     "build_topology_from_request",
 ]
 

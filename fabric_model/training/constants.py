@@ -7,7 +7,6 @@ entry without one, as the catalog does.
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 
 import yaml
 
