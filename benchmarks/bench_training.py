@@ -1,13 +1,18 @@
 """Time the training model: one step (cold and warm), a full sweep, and the plan search.
 
-Usage: ``python benchmarks/bench_training.py [--workers N]``
+Usage: ``python benchmarks/bench_training.py [--workers N] [--search-only]``
 
 - one step of the default scenario and of the 98K-GPU Colossus-like preset, first call
   (builds the fabric and solves each dimension's patterns) and repeated (cached);
 - the full sweep of the issue's target: 8 to 131,072 GPUs in powers of two x 3 topologies
   (fat-tree, rail-only, dragonfly+) x 2 vendors (InfiniBand, Spectrum-X), cold (fresh
   process caches) and warm (the same sweep again, e.g. after changing only the model);
-- the plan search for Llama 3 70B on 1,024 and 16,384 GPUs.
+- the plan search (branch and bound over every TP/CP/EP/PP/VPP, micro-batch, recomputation
+  and ZeRO stage) for Llama 3 70B on 1,024 and 16,384 GPUs and DeepSeek-V3 on the 4,608-GPU
+  NVL72 presets: cold (fresh fabric caches) and repeated, with how many plans the bound
+  ranked, how many it screened (plan rules, memory), how many it modelled in full and on
+  how many distinct rank layouts (each solves its fabric patterns once). The search's
+  target is under 2 s for a 16K-GPU case. ``--search-only`` skips the step and the sweep.
 
 Wall times on this machine; the README's performance section quotes the latest run.
 """
@@ -23,8 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fabric_model.presets import load_preset
 from fabric_model.scenario import Scenario, apply_overrides
-from fabric_model.training import search_plans, sweep, training_step
+from fabric_model.training import sweep, training_step
 from fabric_model.training.fabric import clear_caches
+from fabric_model.training.sweep import plan_search
 
 GPUS = [2**i for i in range(3, 18)]
 DESIGNS = [(t, v) for t in ("fat-tree", "rail-only", "dragonfly-plus")
@@ -40,11 +46,43 @@ def _time(fn, repeat: int = 1) -> float:  # type: ignore[no-untyped-def]
     return best
 
 
+#: Plan-search cases: (label, preset or None for the default scenario, overrides).
+SEARCHES = [
+    ("Llama 3 70B, 1,024 H100 (default)", None, {}),
+    ("Llama 3 70B, 16,384 H100", None, {"cluster.n_gpus": 16384}),
+    ("DeepSeek-V3, gb300-nvl72-xdr (4,608 GB300)", "gb300-nvl72-xdr",
+     {"model.name": "deepseek-v3"}),
+    ("DeepSeek-V3, gb200-nvl72-ndr (4,608 GB200)", "gb200-nvl72-ndr",
+     {"model.name": "deepseek-v3"}),
+]
+
+
+def plan_searches() -> None:
+    """Print each search of :data:`SEARCHES`, cold and repeated, with its counts."""
+    print("plan search (top 5; cold = fresh fabric caches)")
+    for label, preset, over in SEARCHES:
+        s = apply_overrides(load_preset(preset) if preset else Scenario(), over)
+        clear_caches()
+        cold = plan_search(s)
+        warm = _time(lambda s=s: plan_search(s), repeat=2)
+        best = cold.plans[0]
+        print(f"  {label:<44} cold {cold.time_s:5.2f} s  repeated {warm:5.2f} s; "
+              f"{cold.n_space:,} plans bounded, {cold.n_screened:,} screened, "
+              f"{cold.n_evaluated:,} modelled in full on {cold.n_layouts} layouts"
+              f"{'' if cold.exact else ' (capped)'}")
+        print(f"  {'':<44} best {best.label}: {best.step.step_time_s:.3f} s per step, "
+              f"MFU {best.step.mfu:.1%} (bound {best.bound_s:.3f} s)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--workers", type=int, default=1, help="processes for the sweep")
+    ap.add_argument("--search-only", action="store_true", help="only the plan searches")
     args = ap.parse_args()
     training_step(Scenario())  # numba kernels load from cache
+    if args.search_only:
+        plan_searches()
+        return
 
     print("one step")
     for label, s in (("default (1,024 H100, Llama 3 70B)", Scenario()),
@@ -85,15 +123,7 @@ def main() -> None:
           f"another model on the same fabrics {warm_model:.2f} s")
     if pool:
         pool.shutdown()
-
-    for n in (1024, 16384):
-        s = apply_overrides(Scenario(), {"cluster.n_gpus": n})
-        clear_caches()
-        found: list = []
-        t = _time(lambda s=s, found=found: found.extend(search_plans(s)))
-        best = found[0]
-        print(f"plan search, Llama 3 70B on {n:,} GPUs: {t:.2f} s; best {best.label} "
-              f"({best.step.step_time_s:.2f} s per step, MFU {best.step.mfu:.1%})")
+    plan_searches()
 
 
 if __name__ == "__main__":

@@ -15,28 +15,53 @@ Scaling modes (Narayanan et al. 2021 call them weak and strong scaling):
 
 Scaling efficiency at ``n`` GPUs = (tokens/s per GPU at ``n``) / (tokens/s per GPU at the
 sweep's smallest feasible size).
+
+The plan search (:func:`plan_search`) is a branch and bound over :func:`plan_space`: every
+plan gets a lower bound on its step time without touching the fabric, and plans are modelled
+in full in bound order until the next bound cannot beat the best found.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
+import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from fabric_model.catalog import load_catalog
+from fabric_model.collectives.algorithms import receive_weights
+from fabric_model.collectives.context import nccl_constants
 from fabric_model.cost import bill_of_materials
 from fabric_model.errors import FabricModelError, ScenarioError
-from fabric_model.scenario import Scenario, apply_overrides
+from fabric_model.scenario import Scenario, apply_overrides, field_spec
 from fabric_model.training.fabric import DimensionFabric
-from fabric_model.training.memory import memory_per_gpu
+from fabric_model.training.gemm import linear_utilisation
+from fabric_model.training.layout import Layout
+from fabric_model.training.memory import activation_traffic_bytes_per_layer, memory_per_gpu
 from fabric_model.training.shapes import shape_counts
-from fabric_model.training.step import Plan, StepResult, resolve_plan, training_step
+from fabric_model.training.step import (
+    BF16,
+    BUCKET_MIN_PARAMS,
+    BUCKET_PARAMS_PER_DP,
+    HBM_EFFICIENCY,
+    Plan,
+    StepResult,
+    compute_times,
+    dispatch_copies,
+    resolve_plan,
+    training_step,
+)
 
-__all__ = ["SCALING_MODES", "PlanCandidate", "SweepPoint", "evaluate_point", "expert_degrees",
-           "search_plans", "sweep", "sweep_scenarios"]
+__all__ = ["BOUND_TERMS", "CP_MIN_TOKENS", "MICRO_BATCHES", "SCALING_MODES", "PlanCandidate",
+           "PlanSearch", "SweepPoint", "evaluate_point", "expert_degrees", "plan_search",
+           "plan_space", "search_plans", "sweep", "sweep_scenarios"]
 
 SCALING_MODES = ("weak", "strong")
 MapFn = Callable[[Callable[[Scenario], Any], Iterable[Scenario]], Iterator[Any]]
@@ -88,17 +113,27 @@ class SweepPoint:
 #: model or the plan, so re-sweeping another model costs no bill of materials.
 _CAPEX: OrderedDict[tuple[Any, ...], float] = OrderedDict()
 _CAPEX_SIZE = 512
+#: Guards every look-up and insertion of :data:`_CAPEX` (threads of one process, e.g. a
+#: Streamlit server's sessions, share the module).
+_CAPEX_LOCK = threading.Lock()
 
 
 def _network_capex_usd(scenario: Scenario, step: StepResult) -> float:
     key = (scenario.cluster, scenario.fabric, scenario.costs)
-    if key not in _CAPEX:
-        topo = DimensionFabric(scenario, step.plan.layout).base.topology \
-            if step.feasible and step.plan else None
-        _CAPEX[key] = bill_of_materials(scenario, topology=topo).capex_usd
-        if len(_CAPEX) > _CAPEX_SIZE:
+    with _CAPEX_LOCK:
+        if key in _CAPEX:
+            _CAPEX.move_to_end(key)
+            return _CAPEX[key]
+    # priced outside the lock: two threads may both price a new key, never corrupt the cache
+    topo = DimensionFabric(scenario, step.plan.layout).base.topology \
+        if step.feasible and step.plan else None
+    capex = bill_of_materials(scenario, topology=topo).capex_usd
+    with _CAPEX_LOCK:
+        _CAPEX[key] = capex
+        _CAPEX.move_to_end(key)
+        while len(_CAPEX) > _CAPEX_SIZE:
             _CAPEX.popitem(last=False)
-    return _CAPEX[key]
+    return capex
 
 
 def evaluate_point(scenario: Scenario) -> SweepPoint:
@@ -161,13 +196,44 @@ def sweep(scenario: Scenario, gpus: Sequence[int], *, scaling: str = "weak",
 
 # ---------------------------------------------------------------------------- search
 
+#: Sequences per micro-batch the search tries. Time per token barely depends on it; it trades
+#: the pipeline bubble and activation memory against message sizes and latency terms.
+MICRO_BATCHES = (1, 2, 4, 8)
+#: Fewest tokens of one sequence a context-parallel rank keeps: shorter blocks leave ring
+#: attention too little math to hide its key/value exchange behind.
+CP_MIN_TOKENS = 1024
+#: Plans popped from the bound order per ``map_fn`` call when ``map_fn`` is not ``map`` (a
+#: pool's workers share a batch; the builtin ``map`` gets one plan at a time, the tightest
+#: pruning).
+POOL_BATCH = 32
+#: Terms of the lower bound: the step without communication, then each dimension's
+#: exposed communication (keys of :attr:`StepResult.exposed_s`).
+BOUND_TERMS = ("compute", "tp", "ep", "pp", "dp")
+
 
 @dataclass(frozen=True)
 class PlanCandidate:
-    """A plan the search evaluated: its scenario overrides and result."""
+    """A plan the search evaluated: its overrides, its step, and the bound it was ranked by.
+
+    Attributes
+    ----------
+    overrides : dict
+        Dotted scenario keys that turn the searched scenario into this plan.
+    step : StepResult
+        The plan's training step, modelled in full on the fabric.
+    bound_s : float
+        The lower bound on its step time the search ranked it by, s (see
+        :func:`plan_search`).
+    tiles_nvlink : bool
+        Whether its TP, CP x TP and EP x CP x TP groups tile the NVLink domain (a group
+        that straddles domains is modelled, and costs time, but ranks after a tiling plan
+        of the same step time).
+    """
 
     overrides: dict[str, Any]
     step: StepResult
+    bound_s: float = math.nan
+    tiles_nvlink: bool = True
 
     @property
     def label(self) -> str:
@@ -175,97 +241,550 @@ class PlanCandidate:
         st = self.step
         if st.plan is None:
             return str(self.overrides)
-        return (f"{st.plan.label()} mb{st.plan.micro_batch} {st.plan.recompute} "
-                f"ZeRO-{st.plan.zero_stage}")
+        rc = st.plan.recompute
+        if rc == "selective" and self.overrides.get("training.recompute_modules") == "cheap":
+            rc = "selective+cheap"
+        return f"{st.plan.label()} mb{st.plan.micro_batch} {rc} ZeRO-{st.plan.zero_stage}"
 
 
-def _powers(limit: int) -> list[int]:
-    return [2**i for i in range(int(math.log2(max(1, limit))) + 1)]
+@dataclass(frozen=True)
+class PlanSearch:
+    """What :func:`plan_search` found and how much of the plan space it had to model.
+
+    Attributes
+    ----------
+    plans : tuple of PlanCandidate
+        The fastest feasible plans, best first.
+    n_space : int
+        Plans in :func:`plan_space`, each given a lower bound (vectorised, no fabric).
+    n_screened : int
+        Plans taken in bound order and checked against the plan rules and memory.
+    n_rejected : int
+        Screened plans that break a rule of :func:`~fabric_model.training.step.resolve_plan`
+        or do not fit in memory (:func:`~fabric_model.training.memory.memory_per_gpu`).
+    n_evaluated : int
+        Plans modelled in full on the fabric (:func:`training_step`).
+    n_layouts : int
+        Distinct rank layouts among them (each solves its fabric patterns once).
+    exact : bool
+        True when the search stopped on the bound: every plan it did not model is no faster
+        than the ``top``-th plan returned. False when ``max_evaluations`` cut it short.
+    bound_slack : dict
+        Per bound term (:data:`BOUND_TERMS`), the smallest ratio of a modelled plan's
+        actual time to its bound term (1 when the bound held everywhere; below 1 that term
+        was scaled down for the rest of the search).
+    time_s : float
+        Wall time of the search, s.
+    """
+
+    plans: tuple[PlanCandidate, ...]
+    n_space: int
+    n_screened: int
+    n_rejected: int
+    n_evaluated: int
+    n_layouts: int
+    exact: bool
+    bound_slack: dict[str, float]
+    time_s: float
 
 
-def expert_degrees(scenario: Scenario, dp: int | None = None) -> list[int]:
+def _divisors(n: int) -> list[int]:
+    """Return every positive divisor of ``n``, ascending."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
+
+
+def _key_max(key: str) -> int:
+    """Return the largest value the key table allows for an integer key."""
+    hi = field_spec(key).max
+    return int(hi) if hi is not None else 2**62
+
+
+def expert_degrees(scenario: Scenario, dp: int | None = None, *,
+                   every_divisor: bool = False) -> list[int]:
     """Return the expert-parallel degrees a plan may use.
 
     Powers of two dividing the expert count (and ``dp``, the data-parallel degree, when
-    given); ``[1]`` for a dense model.
+    given); with ``every_divisor`` every divisor (5, 10, 20 of 160 experts too), as the plan
+    search uses; never above the ``parallel.ep`` bound. ``[1]`` for a dense model.
     """
     m = scenario.model
     if m.kind != "moe":
         return [1]
-    return [e for e in _powers(m.n_experts)
-            if m.n_experts % e == 0 and (dp is None or dp % e == 0)]
+    hi = _key_max("parallel.ep")
+    return [e for e in _divisors(m.n_experts)
+            if e <= hi and (dp is None or dp % e == 0) and (every_divisor or e & (e - 1) == 0)]
 
 
-def plan_space(scenario: Scenario) -> list[dict[str, Any]]:
-    """Candidate plans: power-of-two degrees that divide the cluster and fit the shape."""
-    s, m = scenario, scenario.model
-    n = s.cluster.n_gpus
-    tps = [t for t in _powers(min(s.cluster.nvlink_domain, m.heads)) if m.heads % t == 0]
-    pps = _powers(min(64, m.layers))
-    cps = [c for c in _powers(max(1, m.seq_len // 4096)) if c <= 32 and m.seq_len % c == 0]
-    eps = expert_degrees(s)
-    out = []
-    for tp, pp, cp, ep, vpp, rc, mb in itertools.product(
-            tps, pps, cps, eps, (1, 2, 4), ("selective", "full"), (1, 2)):
-        inner = tp * pp * cp
-        if n % inner or (vpp > 1 and pp == 1) or pp * vpp > m.layers:
-            continue
-        dp = n // inner
-        if dp % ep:
-            continue
-        out.append({"parallel.tp": tp, "parallel.pp": pp, "parallel.cp": cp, "parallel.ep": ep,
-                    "parallel.vpp": vpp, "parallel.dp": "auto", "training.recompute": rc,
-                    "training.micro_batch": mb})
+def _interleavings(layers: int, pp: int, vpp_max: int) -> list[int]:
+    """Return the virtual stages per rank that give no rank more layers than ``vpp = 1``.
+
+    ``v`` chunks of ``ceil(layers / (pp v))`` layers must not exceed ``ceil(layers / pp)``
+    (for 80 layers on 2 stages: the divisors of 40); ``[1]`` without pipelining.
+    """
+    if pp <= 1:
+        return [1]
+    per_rank = -(-layers // pp)
+    return [v for v in range(1, min(vpp_max, layers // pp) + 1)
+            if -(-layers // (pp * v)) * v <= per_rank]
+
+
+def _layouts(s: Scenario) -> list[tuple[int, int, int, int]]:
+    """Return ``(tp, cp, ep, pp)`` of every rank layout the plan rules admit."""
+    m, n = s.model, s.cluster.n_gpus
+    seqs = s.training.global_batch_tokens / m.seq_len
+    tps = [t for t in _divisors(m.heads)
+           if t <= min(s.cluster.nvlink_domain, _key_max("parallel.tp"))]
+    cps = [c for c in _divisors(m.seq_len)
+           if m.seq_len // c >= min(CP_MIN_TOKENS, m.seq_len) and c <= _key_max("parallel.cp")]
+    pp_max = min(m.layers, _key_max("parallel.pp"))
+    eps = expert_degrees(s, every_divisor=True)
+    out: list[tuple[int, int, int, int]] = []
+    for tp in tps:
+        for cp in cps:
+            if n % (tp * cp):
+                continue
+            for pp in _divisors(n // (tp * cp)):
+                dp = n // (tp * cp * pp)
+                if pp > pp_max or dp > seqs:  # every replica needs a micro-batch
+                    continue
+                out.extend((tp, cp, ep, pp) for ep in eps if dp % ep == 0)
     return out
 
 
-def _lower_bound_s(s: Scenario) -> float:
-    """Compute plus bubble with no communication (inf when the plan cannot run)."""
-    plan, problems = resolve_plan(s)
-    if plan is None or problems:
-        return math.inf
-    counts = shape_counts(s.model)
-    gpu = load_catalog().gpu(s.cluster.gpu)
-    if not memory_per_gpu(s, plan, counts, gpu.hbm_gib).fits:
-        return math.inf
-    peak = gpu.bf16_dense_tflops * 1e12 * s.training.compute_efficiency
-    tokens_mb = plan.micro_batch * s.model.seq_len
-    flops = counts.model_flops_per_token(s.model.seq_len) * (
-        4 / 3 if plan.recompute == "full" else 1.0)
-    t_mb = flops * tokens_mb / s.cluster.n_gpus * plan.dp / peak
-    return (plan.micro_batches + (plan.pp - 1) / plan.vpp) * t_mb
+def _tiles(tp: np.ndarray, cp: np.ndarray, ep: np.ndarray, domain: int) -> np.ndarray:
+    """Return whether the TP, CP x TP and EP x CP x TP blocks each divide or fill domains."""
+    ok = np.ones(tp.shape, dtype=bool)
+    for block in (tp, tp * cp, tp * cp * ep):
+        ok &= (domain % block == 0) | (block % domain == 0)
+    return ok
 
 
-def _plan_of(st: StepResult) -> Plan | None:
-    return st.plan
+@dataclass(frozen=True)
+class _Space:
+    """The plan space as arrays (one entry per plan) with each term of its lower bound."""
+
+    cols: dict[str, np.ndarray]  # tp, cp, ep, pp, vpp, mb, rc (mode index), zero (stage)
+    terms: dict[str, np.ndarray]  # seconds per BOUND_TERMS entry
+    tiles: np.ndarray
+    recompute_modes: tuple[tuple[str, str], ...]  # (training.recompute, .recompute_modules)
+
+    def __len__(self) -> int:
+        return int(self.tiles.size)
+
+    def overrides(self, i: int) -> dict[str, Any]:
+        """Return the dotted keys of entry ``i``."""
+        c = {k: int(v[i]) for k, v in self.cols.items()}
+        return {"parallel.tp": c["tp"], "parallel.pp": c["pp"], "parallel.cp": c["cp"],
+                "parallel.ep": c["ep"], "parallel.vpp": c["vpp"], "parallel.dp": "auto",
+                "parallel.zero_stage": c["zero"],
+                "training.recompute": self.recompute_modes[c["rc"]][0],
+                "training.recompute_modules": self.recompute_modes[c["rc"]][1],
+                "training.micro_batch": c["mb"]}
+
+    def bound_s(self, slack: dict[str, float] | None = None) -> np.ndarray:
+        """Return the bound of every entry, each term scaled by ``slack`` (default 1)."""
+        slack = slack or {}
+        return sum((self.terms[t] * slack.get(t, 1.0) for t in BOUND_TERMS),
+                   np.zeros(len(self)))
 
 
-def search_plans(scenario: Scenario, *, top: int = 5, shortlist: int = 16,
-                 map_fn: MapFn = map, progress: Progress | None = None) -> list[PlanCandidate]:
+def _recompute_modes(s: Scenario) -> tuple[tuple[str, str], ...]:
+    """Return every ``(training.recompute, training.recompute_modules)`` the key table allows.
+
+    What selective recomputation reruns only matters when it is selective; the other modes
+    keep the scenario's setting.
+    """
+    base = s.training.recompute_modules
+    return tuple((mode, modules) for mode in field_spec("training.recompute").choices
+                 for modules in (field_spec("training.recompute_modules").choices
+                                 if mode == "selective" else (base,)))
+
+
+def _grid(s: Scenario, modes: tuple[tuple[str, str], ...],
+          zeros: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """Return the columns of every plan: layouts x interleavings x batch x modes x stages."""
+    m = s.model
+    lay = np.array(_layouts(s), dtype=np.int64).reshape(-1, 4)
+    vpp_max = _key_max("parallel.vpp")
+    mbs = [b for b in MICRO_BATCHES if b <= _key_max("training.micro_batch")]
+    parts = [np.zeros((0, 8), np.int64)]
+    for pp in np.unique(lay[:, 3]):
+        rows = np.flatnonzero(lay[:, 3] == pp)
+        grid = np.array(np.meshgrid(_interleavings(m.layers, int(pp), vpp_max), mbs,
+                                    np.arange(len(modes)), zeros, indexing="ij")).reshape(4, -1)
+        parts.append(np.concatenate([np.repeat(lay[rows], grid.shape[1], axis=0),
+                                     np.tile(grid.T, (rows.size, 1))], axis=1))
+    cols = dict(zip(("tp", "cp", "ep", "pp", "vpp", "mb", "rc", "zero"),
+                    np.concatenate(parts).T, strict=True))
+    dp = s.cluster.n_gpus // (cols["tp"] * cols["cp"] * cols["pp"])
+    keep = dp * cols["mb"] <= s.training.global_batch_tokens / m.seq_len
+    return {k: v[keep] for k, v in cols.items()}
+
+
+def _moved_s(size_bytes: np.ndarray, n: np.ndarray, k: np.ndarray, total_Bps: float,
+             nic_Bps: float, alltoall: bool = False) -> np.ndarray:
+    """Return a floor on one collective's time that no algorithm on any fabric beats, s.
+
+    ``n`` ranks, at most ``k`` of them in one NVLink domain, ``size_bytes`` in nccl-tests
+    terms. Every rank moves at least ``(n - 1) / n`` of the size, at most at its NVLink
+    plus NIC rate. What a domain's members need from outside it crosses the domain's own
+    NICs: for an all-gather, reduce-scatter or all-reduce (which may be reduced or shared
+    inside the domain first: ring, tree, NVLS, SHARP, hierarchical) the ``(n - k) / n``
+    held outside, once per domain, ``(n - k) / (n k)`` of the size per GPU; for an
+    all-to-all every rank's own ``(n - k) / n`` (distinct data per pair, PXN or not).
+    Latency terms only add.
+    """
+    n = np.maximum(n, 1)
+    k = np.clip(k, 1, n)
+    outside = (n - k) / n if alltoall else (n - k) / (n * k)
+    return np.maximum(size_bytes * (n - 1) / n / total_Bps, size_bytes * outside / nic_Bps)
+
+
+def _domain_share(layout: Layout, dim: str, domain: int) -> int:
+    """Return how many of one group's members share an NVLink domain, as the step sees it.
+
+    A group whose members fill its domains evenly, consecutively in group order, shares
+    that count per domain; one that does not is timed with every member on its own NICs
+    (1), as :class:`~fabric_model.training.layout.GroupContext` treats the slowest group.
+    The smallest over every group of ``dim``, so never above the step's.
+    """
+    members, offsets = layout.members(dim), layout.offsets(dim)
+    size = members.size
+    if size <= 1:
+        return 1
+    if dim != "tp" and domain % layout.tp == 0:
+        # members sit on multiples of tp: groups one tensor-parallel rank apart share domains
+        offsets = offsets[offsets % layout.tp == 0]
+    offsets = np.unique(offsets % domain)  # groups a whole number of domains apart match
+    doms = (members[None, :] + offsets[:, None]) // domain  # rows ascend (group order)
+    first = np.count_nonzero(doms == doms[:, :1], axis=1)  # the first run's length
+    at = np.arange(1, size)[None, :]
+    even = (size % first == 0) & np.all(
+        (np.diff(doms, axis=1) != 0) == (at % first[:, None] == 0), axis=1)
+    return int(np.where(even, first, 1).min())
+
+
+def _per_combo(keys: list[np.ndarray], fn: Callable[..., float]) -> np.ndarray:
+    """Return ``fn(*key)`` for every entry, calling it once per distinct key.
+
+    The key columns are small non-negative integers, packed into one integer per entry.
+    """
+    packed = np.zeros(keys[0].shape, dtype=np.int64)
+    for col in keys:
+        packed = packed * (int(col.max(initial=0)) + 1) + col
+    _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
+    values = np.array([fn(*(int(col[j]) for col in keys)) for j in first], dtype=float)
+    return values[inverse.ravel()]
+
+
+def _space(s: Scenario) -> _Space:
+    """Enumerate the plan space and bound every plan (see :func:`plan_search`)."""
+    m, tr, cl = s.model, s.training, s.cluster
+    n, dom = cl.n_gpus, cl.nvlink_domain
+    modes = _recompute_modes(s)
+    zeros = tuple(int(z) for z in field_spec("parallel.zero_stage").choices)
+    c = _grid(s, modes, zeros)
+    tp, cp, ep, pp, vpp, mb = (c[k] for k in ("tp", "cp", "ep", "pp", "vpp", "mb"))
+    seq, h = m.seq_len, m.hidden
+    dp = n // (tp * cp * pp)
+    full = np.array([mode == "full" for mode, _ in modes])[c["rc"]]
+
+    # ---- the step's compute_times(), vectorised: compute, imbalance, bubble -------------
+    counts = shape_counts(m)
+    gpu = load_catalog().gpu(cl.gpu)
+    peak = gpu.bf16_dense_tflops * 1e12 * tr.compute_efficiency
+    speedup = gpu.fp8_dense_tflops / gpu.bf16_dense_tflops \
+        if tr.precision == "fp8" and gpu.fp8_dense_tflops else 1.0
+    layers = counts.moe_layers + counts.dense_layers
+    attn = counts.attention_flops_per_token(seq)
+    experts = 6.0 * counts.moe_layers * counts.top_k * counts.ffn_per_expert
+    layer_flops = (6.0 * counts.non_expert_layer_params + experts + attn) / layers
+    layer_attn, layer_experts = attn / layers, experts / layers
+    lps = -(-m.layers // (pp * vpp)) * vpp  # layers of the heaviest rank
+    stage = lps * layer_flops + 6.0 * counts.output_layer
+    extra = np.array([{"selective": layer_attn / 3.0, "full": layer_flops / 3.0}.get(mode, 0.0)
+                      for mode, _ in modes])  # reruns that are not GEMMs are left out: a floor
+    rerun = extra[c["rc"]] * lps
+    util = _per_combo([tp, cp, ep, mb], lambda t, k, e, b: linear_utilisation(s, t, k, e, b, gpu))
+    stretch = 1.0 / (speedup * util) - 1.0
+    stage_eq = stage + stretch * lps * (layer_flops - layer_attn)
+    rerun_eq = np.where(full, rerun * (1.0 + stretch * (layer_flops - layer_attn) / layer_flops),
+                        rerun)
+    moe_share = counts.moe_layers / m.layers
+
+    variants = {mod: replace(s, training=replace(tr, recompute_modules=mod))
+                for _, mod in modes}
+
+    def traffic(t: int, k: int, e: int, b: int, r: int) -> float:
+        mode, modules = modes[r]
+        stub = Plan(tp=t, pp=1, dp=e, ep=e, cp=k, vpp=1, zero_stage=0, micro_batch=b,
+                    micro_batches=1, layers_per_stage=1, recompute=mode)
+        v = variants[modules]
+        return (moe_share * activation_traffic_bytes_per_layer(v, stub, True)
+                + (1 - moe_share) * activation_traffic_bytes_per_layer(v, stub, False))
+
+    t_mem = lps * _per_combo([tp, cp, ep, mb, c["rc"]], traffic) \
+        / (gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY)
+    per_flop = mb * seq / (tp * cp) / peak
+    t_mb = (stage_eq + rerun_eq) * per_flop + t_mem
+    t_fwd = stage_eq / 3.0 * per_flop + t_mem / 2
+    n_mb = np.maximum(1, np.ceil(tr.global_batch_tokens / seq / (dp * mb) - 1e-9))
+    hottest = np.ones(tp.shape)
+    if m.kind == "moe" and m.routing_skew > 1.0:
+        hottest = _per_combo([ep], lambda e: float(
+            receive_weights(e, m.routing_skew, m.hot_fraction).max()) if e > 1 else 1.0)
+    imbalance = n_mb * t_mb * lps * layer_experts * (1.0 + stretch) / (stage_eq + rerun_eq) \
+        * (hottest - 1.0)
+    compute = n_mb * t_mb
+    bubble = (pp - 1) / vpp * (t_mb + imbalance / n_mb)
+
+    # ---- the step's exposed collectives at the fastest rates a GPU can send: NVLink and
+    # NICs at the best efficiency any collective algorithm reaches (nccl_constants.yaml)
+    nccl = nccl_constants()
+    nvl_Bps = gpu.nvlink_GBps * 1e9 * max(nccl["nvlink_efficiency"],
+                                          *nccl["nvls_efficiency"].values())
+    nic_Bps = cl.nics_per_gpu * s.fabric.link_gbps * 1e9 / 8 * nccl["net_efficiency"]
+    tot_Bps = nvl_Bps + nic_Bps
+    act = mb * (seq / cp) * h * BF16
+    per_layer = np.where(full, 6, 4)  # collectives per layer and micro-batch (+ recompute)
+    tp_in = _per_combo([tp], lambda t: _domain_share(Layout(t, 1, 1, 1, n // t), "tp", dom))
+    tp_s = np.where(tp > 1, (1 - tr.tp_overlap) * per_layer * lps * n_mb * 2
+                    * _moved_s(act, tp, tp_in, tot_Bps, nic_Bps), 0.0)
+    elem = (1.0 + 3 * BF16) / 4 if tr.precision == "fp8" else BF16
+    copies = _per_combo([ep], lambda e: dispatch_copies(s, e))
+    a2a = mb * seq / cp / tp * copies * h * elem
+    ep_in = _per_combo([tp, cp, ep], lambda t, k, e: _domain_share(
+        Layout(t, k, e, 1, n // (t * k * e)), "ep", dom))
+    ep_s = np.where(ep > 1, (1 - tr.ep_overlap) * per_layer * lps * counts.moe_layers / m.layers
+                    * n_mb * _moved_s(a2a, ep, ep_in, tot_Bps, nic_Bps, True), 0.0)
+    # a send each way per micro-batch and virtual stage, plus fill and drain; stages
+    # tp x cp x ep ranks apart sit in different domains once that reaches the domain
+    p2p_lat_s = (nccl["base_latency_us"]["ring"]["Simple"] + min(
+        nccl["hw_latency_us"][link]["ring"]["Simple"] for link in ("nvlink", "net"))) * 1e-6
+    p2p_Bps = np.where(tp * cp * ep >= dom, nic_Bps, tot_Bps)
+    pp_s = np.where(pp > 1, 2 * (vpp * n_mb + pp - 1) * (p2p_lat_s + act / tp / p2p_Bps), 0.0)
+    # data parallel, over Megatron-core buckets: the fewest parameters any pipeline rank
+    # holds (the memory model reports the heaviest rank, whose layers may be balanced down
+    # to floor(layers / pp)); the last bucket is never hidden, and it holds every
+    # parameter when even the most any rank holds fits in one bucket
+    fewest = np.maximum(1, m.layers // pp)
+    most_dense = (counts.non_expert_layer_params / m.layers * lps + 2 * counts.output_layer) / tp
+    dp_s = np.zeros(tp.shape)
+    t_bwd = t_mb - t_fwd
+    ov, z = tr.dp_overlap, c["zero"]
+    for dim, per_layer_params, most, n_g in (
+            ("dp", counts.non_expert_layer_params / tp, most_dense, dp * cp),
+            ("edp", counts.expert_params / (ep * tp),
+             counts.expert_params / m.layers * lps / (ep * tp), dp // ep * cp)):
+        params = per_layer_params / m.layers * fewest
+        k = _per_combo([tp, cp, ep, pp], lambda t, q, e, p, dim=dim: _domain_share(
+            Layout(t, q, e, p, n // (t * q * e * p)), dim, dom))
+        moved = _moved_s(params * BF16, n_g, k, tot_Bps, nic_Bps)
+        bucket = np.maximum(BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_DP * n_g)
+        last = np.where(most <= bucket, moved, 0.0)
+        dp_s += np.where(n_g > 1, np.select(
+            [z == 0, (z == 1) | (z == 2), z == 3],
+            [np.maximum(last, moved - ov * t_bwd),
+             np.maximum(last, moved - ov * t_bwd) + np.maximum(last, moved - ov * t_fwd),
+             np.maximum(last, n_mb * 3 * moved - ov * compute)], 0.0), 0.0)
+    terms = {"compute": compute + imbalance + bubble, "tp": tp_s, "ep": ep_s, "pp": pp_s,
+             "dp": dp_s}
+    return _Space(cols=c, terms=terms, tiles=_tiles(tp, cp, ep, dom), recompute_modes=modes)
+
+
+def plan_space(scenario: Scenario) -> list[dict[str, Any]]:
+    """Return every candidate plan of the search, as scenario overrides.
+
+    Degrees that divide what they split, not only powers of two: TP divides the heads and
+    fits the NVLink domain; CP divides the sequence into blocks of at least
+    :data:`CP_MIN_TOKENS`; EP divides the experts and the data-parallel degree; PP divides
+    the GPUs left, up to one layer per stage, interleaved by every ``vpp`` that leaves no
+    rank more layers than without interleaving; each micro-batch of :data:`MICRO_BATCHES`
+    that leaves every replica one; every recomputation mode (for selective, each choice of
+    what it reruns) and ZeRO stage the key table allows. Plans whose groups straddle
+    NVLink domains are in the space (the step models what straddling costs).
+    """
+    sp = _space(scenario)
+    return [sp.overrides(i) for i in range(len(sp))]
+
+
+def _with_plan(base: Scenario, over: dict[str, Any]) -> Scenario:
+    """Return ``apply_overrides(base, over)`` for plan keys the space already bounds."""
+    par = replace(base.parallel, tp=over["parallel.tp"], pp=over["parallel.pp"],
+                  cp=over["parallel.cp"], ep=over["parallel.ep"], vpp=over["parallel.vpp"],
+                  dp="auto", zero_stage=over["parallel.zero_stage"])
+    tr = replace(base.training, recompute=over["training.recompute"],
+                 recompute_modules=over["training.recompute_modules"],
+                 micro_batch=over["training.micro_batch"])
+    return replace(base, parallel=par, training=tr)
+
+
+def _actual_terms(st: StepResult) -> dict[str, float]:
+    """Return a modelled step's time per bound term (see :data:`BOUND_TERMS`), s."""
+    free = st.compute_s + getattr(st, "imbalance_s", 0.0) + st.bubble_s
+    out = {t: float(st.exposed_s.get(t, 0.0)) for t in BOUND_TERMS[1:]}
+    out["compute"] = float(free) if math.isfinite(free) else st.step_time_s
+    return out
+
+
+def plan_search(scenario: Scenario, *, top: int = 5, map_fn: MapFn = map,
+                progress: Progress | None = None, max_evaluations: int | None = None,
+                tight: bool = False) -> PlanSearch:
+    """Find the fastest feasible plans of :func:`plan_space` by branch and bound.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        Model, cluster, fabric and training settings; its ``parallel`` section and the
+        searched ``training`` keys are replaced by each plan.
+    top : int
+        How many plans to return, fastest first.
+    map_fn : callable
+        ``map``-like function the full evaluations go through (a pool's ``map`` takes
+        :data:`POOL_BATCH` plans per call).
+    progress : callable, optional
+        Called as ``progress(done, total)`` after each batch; ``total`` is the plans
+        modelled so far plus those whose bound is still below the stopping time.
+    max_evaluations : int, optional
+        Stop after modelling this many plans in full (the result is then not exact).
+    tight : bool
+        Also admit plans whose memory is tight (the estimate's uncertainty spans the
+        capacity: the step runs them, with a warning). Off by default: a recommended plan
+        should fit with the uncertainty to spare.
+
+    Returns
+    -------
+    PlanSearch
+        The plans and the search's counts. Never holds an infeasible plan (empty when
+        nothing fits).
+
+    Notes
+    -----
+    Every plan gets a lower bound on its step time, the sum of :data:`BOUND_TERMS`:
+
+    - ``compute``: the step's own compute (model FLOPs of the heaviest stage plus
+      recomputation at the GPU's peak, plus its memory-bound kernels), hot-expert
+      imbalance and pipeline bubble, every collective free;
+    - ``tp``, ``ep``, ``pp``, ``dp``: the step's exposed collectives of each dimension
+      (its counts, sizes, buckets and overlaps) timed at a floor no collective algorithm
+      beats on any topology: NVLink and NICs at the best efficiency of
+      ``nccl_constants.yaml``; every rank moves ``(n - 1) / n`` of the size; what a
+      domain's members need from outside it crosses their own NICs (a group spread
+      unevenly over domains counts one member per domain, as the step times it); a
+      pipeline send pays at least one latency; the last gradient bucket is never hidden.
+
+    Plans are taken in bound order (ties: the NVLink-tiling plan first), screened by the
+    plan rules and the step's own memory model, and modelled in full; the search stops
+    when the next bound reaches the ``top``-th best step time. Should a modelled plan come
+    out below a term of its bound (the step model changed), that term is scaled down by
+    the ratio for the rest of the search and the remaining plans re-ranked, so the stop
+    stays safe (``PlanSearch.bound_slack`` reports it).
+    """
+    t0 = time.perf_counter()
+    if top < 1:
+        return PlanSearch((), 0, 0, 0, 0, 0, True, dict.fromkeys(BOUND_TERMS, 1.0), 0.0)
+    sp = _space(scenario)
+    slack = dict.fromkeys(BOUND_TERMS, 1.0)
+    bounds = sp.bound_s()
+    order = np.lexsort((~sp.tiles, bounds))
+    batch = 1 if map_fn is map else POOL_BATCH
+    counts = shape_counts(scenario.model)
+    gpu = load_catalog().gpu(scenario.cluster.gpu)
+    best: list[tuple[float, int, PlanCandidate]] = []  # heap: the worst kept plan first
+    n_screened = n_rejected = n_evaluated = 0
+    layouts: set[Any] = set()
+    exact = True
+    pos = 0
+    tick = itertools.count()
+    if scenario.training.precision == "fp8" and not gpu.fp8_dense_tflops:
+        order = order[:0]  # the step refuses every plan (no FP8 tensor cores)
+
+    def stop_s() -> float:
+        return -best[0][0] if len(best) >= top else math.inf
+
+    def loosen(term: str, actual: float, i: int) -> bool:
+        lb = float(sp.terms[term][i])
+        if actual >= lb * slack[term] * (1 - 1e-9):
+            return False
+        slack[term] = actual / lb
+        return True
+
+    while pos < len(order):
+        todo: list[tuple[int, dict[str, Any], Scenario]] = []
+        loosened = False
+        while pos < len(order) and len(todo) < batch and bounds[order[pos]] < stop_s():
+            i = int(order[pos])
+            pos += 1
+            over = sp.overrides(i)
+            n_screened += 1
+            try:
+                cand = _with_plan(scenario, over)
+            except FabricModelError:
+                n_rejected += 1
+                continue
+            plan, problems = resolve_plan(cand)
+            if plan is None or problems:
+                n_rejected += 1
+                continue
+            mem = memory_per_gpu(cand, plan, counts, gpu.hbm_gib)
+            if not (mem.fits if tight else mem.status == "fits"):
+                n_rejected += 1
+                continue
+            # the step's own compute side checks the vectorised copy of it
+            busy = compute_times(cand, plan, counts, gpu).busy_s
+            loosened |= loosen("compute", busy, i)
+            if busy + bounds[i] - sp.terms["compute"][i] * slack["compute"] >= stop_s():
+                continue
+            todo.append((i, over, cand))
+        if not todo and not loosened:
+            break
+        if max_evaluations is not None and n_evaluated + len(todo) > max_evaluations:
+            todo = todo[:max(0, max_evaluations - n_evaluated)]
+            exact = False
+        for (i, over, _), st in zip(todo, map_fn(training_step, [c for _, _, c in todo]),
+                                    strict=True):
+            n_evaluated += 1
+            if st.plan is not None:
+                layouts.add(st.plan.layout)
+            if not st.feasible:
+                continue
+            for term, actual in _actual_terms(st).items():
+                loosened |= loosen(term, actual, i)
+            item = (-st.step_time_s, -next(tick),
+                    PlanCandidate(over, st, float(bounds[i]), bool(sp.tiles[i])))
+            if len(best) < top:
+                heapq.heappush(best, item)
+            elif item > best[0]:
+                heapq.heapreplace(best, item)
+        if loosened:  # re-rank what is left under the scaled-down terms
+            bounds = sp.bound_s(slack)
+            rest = order[pos:]
+            order = np.concatenate([order[:pos],
+                                    rest[np.lexsort((~sp.tiles[rest], bounds[rest]))]])
+        if progress and todo:
+            left = int(np.count_nonzero(bounds[order[pos:]] < stop_s()))
+            progress(n_evaluated, n_evaluated + max(1, left))  # done only at the end
+        if not exact:
+            break
+    if progress:
+        progress(n_evaluated, n_evaluated)
+    plans = sorted((c for _, _, c in best),
+                   key=lambda c: (c.step.step_time_s, not c.tiles_nvlink, c.bound_s))
+    return PlanSearch(plans=tuple(plans), n_space=len(sp), n_screened=n_screened,
+                      n_rejected=n_rejected, n_evaluated=n_evaluated, n_layouts=len(layouts),
+                      exact=exact, bound_slack=slack, time_s=time.perf_counter() - t0)
+
+
+def search_plans(scenario: Scenario, *, top: int = 5, shortlist: int | None = None,
+                 map_fn: MapFn = map, progress: Progress | None = None,
+                 tight: bool = False) -> list[PlanCandidate]:
     """Return the fastest feasible plans for the scenario's model and cluster, best first.
 
-    Every candidate of :func:`plan_space` is screened by memory and a communication-free
-    lower bound (compute and bubble); the ``shortlist`` best are modelled in full on the
-    fabric and the ``top`` fastest feasible ones returned. Never returns an infeasible plan
-    (an empty list when nothing fits).
+    The plans of :func:`plan_search` (branch and bound over :func:`plan_space`, exact
+    unless ``shortlist`` caps the plans modelled in full; ``tight`` as there). Never
+    returns an infeasible plan (an empty list when nothing fits).
     """
-    space = plan_space(scenario)
-    screened = []
-    for over in space:
-        try:
-            cand = apply_overrides(scenario, over)
-        except FabricModelError:
-            continue
-        bound = _lower_bound_s(cand)
-        if math.isfinite(bound):
-            screened.append((bound, over, cand))
-    screened.sort(key=lambda t: t[0])
-    chosen = screened[:shortlist]
-    results: list[PlanCandidate] = []
-    for i, st in enumerate(map_fn(training_step, [c for _, _, c in chosen])):
-        results.append(PlanCandidate(chosen[i][1], st))
-        if progress:
-            progress(i + 1, len(chosen))
-    feasible = [r for r in results if r.step.feasible]
-    feasible.sort(key=lambda r: r.step.step_time_s)
-    return feasible[:top]
+    found = plan_search(scenario, top=top, map_fn=map_fn, progress=progress,
+                        max_evaluations=shortlist, tight=tight)
+    return list(found.plans)
