@@ -113,7 +113,13 @@ def _slowest_group(members: np.ndarray, offsets: np.ndarray, dom: int) -> tuple[
         return 0, 0
     # fewest members in one domain, per straddling group (smaller = more per-NIC traffic)
     rows = np.flatnonzero(straddle)
-    minority = np.array([np.unique(doms[r], return_counts=True)[1].min() for r in rows])
+    sub = doms[rows]  # each row sorted: its runs of equal domains, their shortest length
+    breaks = np.ones((rows.size, k + 1), dtype=bool)
+    breaks[:, 1:k] = np.diff(sub, axis=1) != 0
+    r, pos = np.nonzero(breaks)
+    lengths, same_row = np.diff(pos), r[1:] == r[:-1]
+    minority = np.full(rows.size, k, dtype=np.int64)
+    np.minimum.at(minority, r[:-1][same_row], lengths[same_row])
     score = spans[rows] * (k + 2) - minority
     return int(rows[np.argmax(score)]), n_straddle
 
@@ -234,7 +240,8 @@ class GroupContext(FabricContext):
 
         Members of one physical NVLink domain that the group treats as separate (its
         members are spread unevenly over domains) talk over NVLink: those connections
-        leave the network pattern. On rail-only fabrics a connection first moves over
+        leave the network pattern (a NIC paired with itself stays: SHARP's round trip
+        through the switch). On rail-only fabrics a connection first moves over
         NVLink to the GPU on the destination's rail (PXN), as rails are not connected
         (or, from a partial last domain without that rail, over NVLink at the far end).
         """
@@ -244,7 +251,9 @@ class GroupContext(FabricContext):
         rep_demand = None if demand is None else np.tile(demand, groups)
         ps, pd_ = self._physical(src, offsets), self._physical(dst, offsets)
         dom = self.scenario.cluster.nvlink_domain * self.nics
-        net = ps // dom != pd_ // dom
+        # a NIC to itself is a round trip through its switch (SHARP's shard up and result
+        # down), not an NVLink transfer
+        net = (ps // dom != pd_ // dom) | (ps == pd_)
         if not net.all():
             if not net.any():
                 return PatternResult(np.array([np.inf]), np.inf, "nvlink", 0.0, 0)
