@@ -5,7 +5,8 @@
   (:data:`WEIGHT_BYTES`), fp32 main gradients (:data:`GRAD_BYTES`), fp32 master weights with
   Adam's two moments (:data:`OPTIMIZER_BYTES`): 18 bytes without sharding, ``6 + 12 / d``
   with the distributed optimizer (ZeRO-1). ZeRO-2 shards the gradients too, ZeRO-3 (FSDP)
-  everything, and then gathers two layers' bf16 weights at a time (the one computing and the
+  everything (the stages of Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward
+  Training Trillion Parameter Models", section 5), and then gathers two layers' bf16 weights at a time (the one computing and the
   one prefetched). Non-expert weights are split by ``tp`` and the rank's layers; routed
   experts by ``ep x tp`` (expert tensor parallelism equal to ``tp``, Megatron's default), and
   their data-parallel group is ``dp / ep``; both groups include ``cp``. With FP8 GEMMs the
