@@ -12,8 +12,11 @@ plotly chart has drawn, and the charts' data or titles differ from before the mo
 without charts, the main area's text differs).
 
 Prints sessions, duration, moves, errors (exception elements, error alerts, lost connections,
-page errors, timeouts) and p50/p95/max latency in ms, with the server's peak RSS read from
-/proc. Exits with status 1 if there was any error.
+page errors, timeouts) and p50/p95/max latency in ms, split into moves to a value the server
+had drawn before (any session: its caches are shared) and moves to a new value, with the
+server's peak RSS read from /proc. Exits with status 1 if there was any error. For the slider
+benchmark of one user at the largest size: ``--sessions 1 --page "/?cluster.n_gpus=131072"``
+(a new value there is a new 65,536- or 131,072-GPU fabric).
 """
 
 from __future__ import annotations
@@ -252,7 +255,19 @@ class Start:
 class SessionResult:
     load_ms: float | None = None
     latencies_ms: list[float] = field(default_factory=list)
+    #: per move: whether the server had drawn the slider's new value before (any session)
+    seen_before: list[bool] = field(default_factory=list)
     errors: Counter = field(default_factory=Counter)
+
+
+#: Slider values the server has drawn, across all sessions (its caches are shared).
+SEEN_VALUES: set[str] = set()
+
+
+async def slider_value(slider) -> str:
+    """The slider's shown value (a select_slider's label, else its number)."""
+    return (await slider.get_attribute("aria-valuetext")
+            or await slider.get_attribute("aria-valuenow") or "")
 
 
 async def wait_drawn(page, timeout_ms: float) -> None:
@@ -304,22 +319,39 @@ async def run_session(index: int, browser, args: argparse.Namespace, base: str,
         res.errors[f"no slider named {args.slider!r}"] += 1
         await context.close()
         return res
+    SEEN_VALUES.add(await slider_value(slider))
     while time.monotonic() < deadline:
         try:
             await page.wait_for_selector(IDLE, timeout=timeout_ms)
             before = await page.evaluate(_SIGNATURE_JS)
             now, top, bottom = [await slider.get_attribute(a)
                                 for a in ("aria-valuenow", "aria-valuemax", "aria-valuemin")]
-            if steps >= args.span or (direction == "ArrowRight" and now == top) or (
-                    direction == "ArrowLeft" and now == bottom):
+            # a select_slider has no aria-valuenow/max/min: its ends show as a key press
+            # that leaves the value unchanged (below)
+            at_end = now is not None and ((direction == "ArrowRight" and now == top) or (
+                direction == "ArrowLeft" and now == bottom))
+            if steps >= args.span or at_end:
                 direction = "ArrowLeft" if direction == "ArrowRight" else "ArrowRight"
                 steps = 0
+            old_value = await slider_value(slider)
             await slider.focus()
             t0 = time.perf_counter()
             await slider.press(direction)
+            value = await slider_value(slider)
+            for _ in range(10):  # the widget shows the new value at once, the page later
+                if value != old_value:
+                    break
+                await asyncio.sleep(0.02)
+                value = await slider_value(slider)
+            if value == old_value:  # at an end of the slider: nothing to redraw, turn back
+                direction = "ArrowLeft" if direction == "ArrowRight" else "ArrowRight"
+                steps = 0
+                continue
             await page.wait_for_function(_REDRAWN_JS, arg=before, timeout=timeout_ms,
                                          polling=args.poll_ms)
             res.latencies_ms.append((time.perf_counter() - t0) * 1000)
+            res.seen_before.append(value in SEEN_VALUES)
+            SEEN_VALUES.add(value)
             steps += 1
             res.errors.update(await page.evaluate(PROBLEMS_JS))
         except Exception as exc:  # a timeout or a closed page
@@ -379,6 +411,10 @@ async def load_test(args: argparse.Namespace, base: str, server_pid: int | None)
             await b.close()
 
     latencies = [x for r in results for x in r.latencies_ms]
+    seen = [x for r in results for x, b in zip(r.latencies_ms, r.seen_before, strict=False)
+            if b]
+    new = [x for r in results for x, b in zip(r.latencies_ms, r.seen_before, strict=False)
+           if not b]
     loads = [r.load_ms for r in results if r.load_ms is not None]
     errors: Counter = Counter()
     for r in results:
@@ -393,6 +429,9 @@ async def load_test(args: argparse.Namespace, base: str, server_pid: int | None)
                                        if n_errors else ""))
     print(f"latency ms  p50 {percentile(latencies, 50):,.0f}  p95 {percentile(latencies, 95):,.0f}"
           f"  max {max(latencies, default=math.nan):,.0f}")
+    for label, part in (("seen before", seen), ("new value", new)):
+        print(f"  {label:<10}{len(part):>4} moves, p50 {percentile(part, 50):,.0f}  "
+              f"p95 {percentile(part, 95):,.0f}  max {max(part, default=math.nan):,.0f}")
     if loads:
         print(f"page load   p50 {percentile(loads, 50):,.0f} ms  max {max(loads):,.0f} ms")
     if server_pid:

@@ -464,6 +464,11 @@ def _parse_with_op(path: str, op: str) -> Any:
 # ---------------------------------------------------------------------------- training
 
 
+#: The parts of a pipeline rank's memory (training.memory.StageMemory), GiB.
+_STAGE_PARTS = ("weights_gib", "grads_gib", "optimizer_gib", "activations_gib", "transient_gib",
+                "runtime_gib")
+
+
 def _step_text(d: dict[str, Any], plan_label: str) -> str:
     lines = [
         f"# one training step: {plan_label}",
@@ -488,9 +493,19 @@ def _step_text(d: dict[str, Any], plan_label: str) -> str:
             or [{"dimension": "-", "comm_s": 0.0, "exposed_s": 0.0, "how": ""}]
         ),
         "",
-        f"MFU {d['mfu']:.3f}   tokens/s {d['tokens_per_s']:,.0f}   "
-        f"memory {d['memory_gib_per_gpu']:.1f} GiB per GPU",
+        f"MFU {d['mfu']:.3f}"
+        + (f" ({d['mfu_precision_peak']:.3f} of the FP8 peak)"
+           if d["mfu_precision_peak"] != d["mfu"] else "")
+        + f"   tokens/s {d['tokens_per_s']:,.0f}   "
+        f"memory {d['memory_gib_per_gpu']:.1f} GiB per GPU ({d['memory_status']})",
     ]
+    mem = d.get("memory") or {}
+    if mem.get("stages"):
+        lines.append("memory by pipeline rank: " + "; ".join(
+            f"rank {st['rank']} ({st['layers']} layers, {st['micro_batches_in_flight']:g} "
+            f"in flight) {sum(st[k] for k in _STAGE_PARTS):.1f} GiB"
+            for st in mem["stages"]))
+    lines += [f"warning: {w}" for w in d.get("warnings", [])]
     return "\n".join(lines)
 
 
@@ -502,7 +517,7 @@ def _step_text(d: dict[str, Any], plan_label: str) -> str:
 def _step(args: argparse.Namespace) -> int:
     from fabric_model.training import training_step
 
-    result = training_step(scenario_from_args(args))
+    result = training_step(scenario_from_args(args), suggest=True)
     payload = result.to_dict()
     if not result.feasible:
         if args.json:
@@ -706,8 +721,18 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser with every registered verb."""
+def build_parser(verb_name: str | None = None) -> argparse.ArgumentParser:
+    """Return the argument parser with every registered verb.
+
+    Parameters
+    ----------
+    verb_name
+        Give only this verb its own arguments (the others are listed with their help, and
+        ``VERB --help`` of another verb is never parsed by this parser). A verb's
+        arguments may import its part of the model (``collective`` imports the collectives
+        for the allowed ``--op`` values), so ``presets`` does not pay for them. ``""``: no
+        verb gets its arguments (top-level ``--help``, an unknown verb); None: every verb.
+    """
     parser = _Parser(
         prog="python -m fabric_model",
         description="Flow-level model of GPU-cluster network fabrics for LLM training.",
@@ -716,6 +741,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     for name, v in VERBS.items():
         p = sub.add_parser(name, help=v.help, description=v.help)
+        if verb_name is not None and name != verb_name:
+            continue
         if v.takes_scenario:
             p.add_argument("--scenario", metavar="FILE", help="scenario file (YAML or JSON)")
             p.add_argument(
@@ -735,9 +762,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Parsers built so far, per (verb, registered verbs): a process that calls :func:`main`
+#: many times (tests, scripts) builds each one once.
+_PARSERS: dict[tuple[str, tuple[str, ...]], argparse.ArgumentParser] = {}
+
+
+def _parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """Return the (cached) parser for the verb ``argv`` names, if it names a known one.
+
+    The top-level parser has no option that takes a value, so the verb is the first
+    argument that is not an option.
+    """
+    name = next((a for a in argv if not a.startswith("-")), None)
+    key = (name if name in VERBS else "", tuple(VERBS))
+    if key not in _PARSERS:
+        _PARSERS[key] = build_parser(key[0])
+    return _PARSERS[key]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit status (0 ok, 2 bad input)."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = _parser_for(argv)
     args = parser.parse_args(argv)
     if not args.verb:
         parser.print_help()

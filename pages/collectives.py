@@ -28,6 +28,7 @@ _CHOSEN = "coll_algos"  # the user's algorithm picks per operation (None = the d
 _PLACEMENT_KEY = "what_if.placement"
 _PLACEMENT_WIDGET = "coll:" + _PLACEMENT_KEY
 _EXTRA = "url_extra_overrides"  # ui.state: scenario keys without a sidebar widget
+EFFECTS_OPEN = "coll_effects_open"  # the fabric effects section's expander (open = solved)
 
 
 def _remember_algos(op: str) -> None:
@@ -47,39 +48,44 @@ n_gpus = scenario.cluster.n_gpus
 fabric = (f"{VENDOR_LABELS[scenario.fabric.vendor]} "
           f"{TOPOLOGY_LABELS.get(scenario.fabric.topology, scenario.fabric.topology)}, "
           f"{scenario.fabric.link_gbps}G")
-
-controls = st.columns([1.1, 2.2, 1.6], gap="medium")
-op = controls[0].radio("Operation", OPS, key="coll_op", format_func=OP_LABELS.get,
-                       help="the collective, across all cluster.n_gpus GPUs")
 try:
-    with st.spinner("Solving the collectives' traffic on the fabric ..."):
-        defaults = facade.default_algorithms(scenario, op)
+    with st.spinner("Building the fabric ..."):
+        facade.check_fabric(scenario)
 except FabricModelError as exc:
     show_model_error(exc)
     st.stop()
 
-algo_key = f"coll_algos:{op}"
-chosen = st.session_state.setdefault(_CHOSEN, {}).get(op)
-st.session_state[algo_key] = list(defaults) if chosen is None else chosen
-controls[1].multiselect(
-    "Algorithms to plot", list(facade.OP_ALGORITHMS[op]), key=algo_key,
-    on_change=_remember_algos, args=(op,),
-    help="each line is one algorithm with its fastest protocol per size; auto (NCCL-like) "
-         "is drawn whatever is picked here",
-)
-size = controls[2].select_slider(
-    "Size for the breakdown", options=list(facade.COLLECTIVE_SIZES), value=2**30,
-    key="coll_size", format_func=size_label, help="message size per GPU (nccl-tests' size)",
-)
 
-with st.spinner("Solving the collectives' traffic on the fabric ..."):
-    curves = facade.collective_curves(scenario, op, tuple(st.session_state[algo_key]))
-if curves.unavailable:
-    st.info(unavailable_text(curves.unavailable, op))
+@st.fragment
+def curves_view() -> None:
+    """Operation, algorithms, size: the curves and the breakdown (reruns on its own)."""
+    controls = st.columns([1.1, 2.2, 1.6], gap="medium")
+    op = controls[0].radio("Operation", OPS, key="coll_op", format_func=OP_LABELS.get,
+                           help="the collective, across all cluster.n_gpus GPUs")
+    with st.spinner("Solving the collectives' traffic on the fabric ..."):
+        defaults = facade.default_algorithms(scenario, op)
+    algo_key = f"coll_algos:{op}"
+    chosen = st.session_state.setdefault(_CHOSEN, {}).get(op)
+    st.session_state[algo_key] = list(defaults) if chosen is None else chosen
+    controls[1].multiselect(
+        "Algorithms to plot", list(facade.OP_ALGORITHMS[op]), key=algo_key,
+        on_change=_remember_algos, args=(op,),
+        help="each line is one algorithm with its fastest protocol per size; auto (NCCL-like) "
+             "is drawn whatever is picked here",
+    )
+    size = controls[2].select_slider(
+        "Size for the breakdown", options=list(facade.COLLECTIVE_SIZES), value=2**30,
+        key="coll_size", format_func=size_label, help="message size per GPU (nccl-tests' size)",
+    )
 
-if not curves.curves and not curves.auto:
-    st.info(f"No {OP_LABELS[op]} algorithm can run on this design; nothing to plot.")
-else:
+    with st.spinner("Solving the collectives' traffic on the fabric ..."):
+        curves = facade.collective_curves(scenario, op, tuple(st.session_state[algo_key]))
+    if curves.unavailable:
+        st.info(unavailable_text(curves.unavailable, op))
+
+    if not curves.curves and not curves.auto:
+        st.info(f"No {OP_LABELS[op]} algorithm can run on this design; nothing to plot.")
+        return
     st.caption(
         f"{OP_LABELS[op]} across {n_gpus:,} GPUs on {fabric}, {curves.routing} routing. "
         f"Bus bandwidth as nccl-tests prints it (algorithm bandwidth x the bus factor). "
@@ -126,8 +132,8 @@ else:
             },
         )
         st.caption("time = latency term + bandwidth term; the busbw range spans the "
-                      "ECMP seeds (equal under deterministic routing); the two last columns "
-                      "are the model's large-message bandwidths on each side of the minimum.")
+                   "ECMP seeds (equal under deterministic routing); the two last columns "
+                   "are the model's large-message bandwidths on each side of the minimum.")
         csv_download(breakdown, label="Download breakdown (CSV)",
                      name=f"collectives {op} breakdown {size_label(size)}",
                      key="dl_collective_breakdown")
@@ -136,24 +142,33 @@ else:
                        file_name=f"{scenario.name}-{op}-curves.csv", mime="text/csv",
                        key="dl_collective_curves")
 
+
+curves_view()
+
 st.subheader("Fabric effects")
 st.session_state[_PLACEMENT_WIDGET] = scenario.what_if.placement == "scattered"
 st.toggle("Scattered placement", key=_PLACEMENT_WIDGET, on_change=_on_placement_change,
           help="what_if.placement: the job's servers are spread over the cluster instead of "
                "filling consecutive leaves. A scenario key: it also applies to the curves "
                "above and is kept in the URL.")
-with st.spinner("Solving on InfiniBand, Spectrum-X and RoCE ..."):
-    effects = facade.fabric_effects(scenario)
-chart(fabric_effects_figure(effects), key="fabric_effects", name="collectives fabric effects")
-st.caption(
-    "The same design on each vendor's parts with its default routing. InfiniBand and "
-    "Spectrum-X route adaptively, spreading every flow's packets over the free uplinks; "
-    "plain RoCE hashes each flow onto one ECMP path for its lifetime. A contiguous job's "
-    "rail-aligned ring stays under its leaves, so hashing has nothing to collide on; a "
-    "scattered job's ring hops cross the spines, several hashed flows land on one uplink "
-    "while others idle, and the slowest flow sets the ring's pace. All-to-all crosses the "
-    "spines either way. Error bars: slowest to fastest hash seed."
-)
-notes = fabric_effects_notes(effects)
-if notes:
-    st.info(notes)
+# Solved only when opened: three vendors' fabrics, each with its own ring and all-to-all.
+with st.expander(f"The same design on InfiniBand, Spectrum-X and RoCE: ring all-reduce and "
+                 f"all-to-all at {size_label(facade.EFFECT_SIZE_BYTES)}",
+                 key=EFFECTS_OPEN, on_change="rerun") as effects_section:
+    if effects_section.open:
+        with st.spinner("Solving on InfiniBand, Spectrum-X and RoCE ..."):
+            effects = facade.fabric_effects(scenario)
+        chart(fabric_effects_figure(effects), key="fabric_effects",
+              name="collectives fabric effects")
+        st.caption(
+            "The same design on each vendor's parts with its default routing. InfiniBand and "
+            "Spectrum-X route adaptively, spreading every flow's packets over the free uplinks; "
+            "plain RoCE hashes each flow onto one ECMP path for its lifetime. A contiguous "
+            "job's rail-aligned ring stays under its leaves, so hashing has nothing to collide "
+            "on; a scattered job's ring hops cross the spines, several hashed flows land on one "
+            "uplink while others idle, and the slowest flow sets the ring's pace. All-to-all "
+            "crosses the spines either way. Error bars: slowest to fastest hash seed."
+        )
+        notes = fabric_effects_notes(effects)
+        if notes:
+            st.info(notes)

@@ -40,12 +40,20 @@ cols[2].metric(f"TCO, {scenario.costs.years:g} years", f"${own.tco_usd / 1e6:,.2
                help="capex + network power x PUE x hours x electricity price")
 
 comparisons = facade.vendor_comparison(scenario)
-per_gpu = st.toggle("Per GPU", key="cost_per_gpu", help="divide by the number of GPUs")
-left, right = st.columns(2)
-with left:
-    chart(vendor_capex_figure(comparisons, per_gpu), key="capex_chart", name="cost capex")
-with right:
-    chart(vendor_power_figure(comparisons, per_gpu), key="power_chart", name="cost power")
+
+
+@st.fragment
+def per_vendor_charts() -> None:
+    """Capex and power per vendor; the per-GPU toggle reruns only these two charts."""
+    per_gpu = st.toggle("Per GPU", key="cost_per_gpu", help="divide by the number of GPUs")
+    left, right = st.columns(2)
+    with left:
+        chart(vendor_capex_figure(comparisons, per_gpu), key="capex_chart", name="cost capex")
+    with right:
+        chart(vendor_power_figure(comparisons, per_gpu), key="power_chart", name="cost power")
+
+
+per_vendor_charts()
 for c in comparisons:
     if c.error:
         st.info(f"{VENDOR_LABELS[c.vendor]} cannot build this design: {c.error}")

@@ -31,69 +31,77 @@ st.caption(
 
 topologies = list(field_spec("fabric.topology").choices)
 vendors = list(field_spec("fabric.vendor").choices)
-c1, c2, c3, c4 = st.columns([1.6, 1.4, 1.6, 1.0], gap="medium")
-picked_topos = c1.multiselect(
-    "Topologies", topologies, default=["fat-tree", "rail-only", "dragonfly-plus"],
-    format_func=lambda t: TOPOLOGY_LABELS.get(t, t), key="scal_topos",
-    help="each topology family is a line (colour); the sidebar's other settings stay")
-picked_vendors = c2.multiselect(
-    "Vendors", vendors, default=["infiniband", "spectrum-x"], key="scal_vendors",
-    format_func=lambda v: VENDOR_LABELS.get(v, v),
-    help="each vendor is a dash style; its default routing applies")
-lo, hi = c3.select_slider(
-    "GPU range", options=list(facade.SCALING_SIZES), value=(64, 131072), key="scal_range",
-    format_func=lambda n: f"{n:,}", help="powers of two; every size is a separate design")
-scaling = c4.radio("Scaling", ["strong", "weak"], key="scal_mode", horizontal=False,
-                   help="weak: tokens per data-parallel replica fixed, the global batch grows "
-                        "with the cluster; strong: the global batch stays fixed, so replicas "
-                        "get fewer micro-batches (the batch-size wall)")
-gpus = tuple(n for n in facade.SCALING_SIZES if lo <= n <= hi)
 
-designs = [(scenario.fabric.topology, scenario.fabric.vendor)]
-designs += [(t, v) for t in picked_topos for v in picked_vendors
-            if (t, v) != designs[0]]
-lines = []
-progress = st.progress(0.0, text="Modelling each design at each size ...")
-for i, (topo, vendor) in enumerate(designs):
-    points = facade.scaling_line(scenario, topo, vendor, gpus, scaling)
-    lines.append(ScalingLine(topo, vendor, points, current=(i == 0)))
-    progress.progress((i + 1) / len(designs),
-                      text=f"{TOPOLOGY_LABELS.get(topo, topo)}, {VENDOR_LABELS[vendor]} done")
-progress.empty()
 
-left, right = st.columns(2, gap="medium")
-with left:
-    chart(scaling_figure(lines, "scaling_efficiency", scaling), key="scaling_eff",
-          name="scaling efficiency")
-with right:
-    chart(scaling_figure(lines, "mfu", scaling), key="scaling_mfu", name="scaling mfu")
+@st.fragment
+def scaling_view() -> None:
+    """The page's own controls and the sweep they drive (reruns without the sidebar)."""
+    c1, c2, c3, c4 = st.columns([1.6, 1.4, 1.6, 1.0], gap="medium")
+    picked_topos = c1.multiselect(
+        "Topologies", topologies, default=["fat-tree", "rail-only", "dragonfly-plus"],
+        format_func=lambda t: TOPOLOGY_LABELS.get(t, t), key="scal_topos",
+        help="each topology family is a line (colour); the sidebar's other settings stay")
+    picked_vendors = c2.multiselect(
+        "Vendors", vendors, default=["infiniband", "spectrum-x"], key="scal_vendors",
+        format_func=lambda v: VENDOR_LABELS.get(v, v),
+        help="each vendor is a dash style; its default routing applies")
+    lo, hi = c3.select_slider(
+        "GPU range", options=list(facade.SCALING_SIZES), value=(64, 131072), key="scal_range",
+        format_func=lambda n: f"{n:,}", help="powers of two; every size is a separate design")
+    scaling = c4.radio("Scaling", ["strong", "weak"], key="scal_mode", horizontal=False,
+                       help="weak: tokens per data-parallel replica fixed, the global batch grows "
+                            "with the cluster; strong: the global batch stays fixed, so replicas "
+                            "get fewer micro-batches (the batch-size wall)")
+    gpus = tuple(n for n in facade.SCALING_SIZES if lo <= n <= hi)
 
-current = lines[0]
-feasible = [p for p in current.points if p.feasible]
-if feasible:
-    last = feasible[-1]
-    terms = last.step
-    st.markdown(
-        f"**This design:** {feasible[0].n_gpus:,} to {last.n_gpus:,} GPUs; scaling "
-        f"efficiency {last.scaling_efficiency:.0%} and MFU {terms.mfu:.0%} at "
-        f"{last.n_gpus:,} GPUs, where compute is {terms.compute_s / terms.step_time_s:.0%} "
-        f"of the step, the pipeline bubble {terms.bubble_fraction:.0%} and exposed "
-        f"communication {terms.exposed_comm_s / terms.step_time_s:.0%} (data-parallel "
-        f"{terms.exposed_s.get('dp', 0.0) / terms.step_time_s:.0%})."
-        + (" With a fixed global batch each replica gets fewer micro-batches as the "
-           "cluster grows: the bubble and the un-hidden gradient reduction take over (the "
-           "batch-size wall)." if scaling == "strong" else ""))
-chart(step_breakdown_figure(current.points,
-                            f"Where the step goes: {current.label}"),
-      key="scaling_breakdown", name="scaling breakdown")
+    designs = [(scenario.fabric.topology, scenario.fabric.vendor)]
+    designs += [(t, v) for t in picked_topos for v in picked_vendors
+                if (t, v) != designs[0]]
+    lines = []
+    progress = st.progress(0.0, text="Modelling each design at each size ...")
+    for i, (topo, vendor) in enumerate(designs):
+        points = facade.scaling_line(scenario, topo, vendor, gpus, scaling)
+        lines.append(ScalingLine(topo, vendor, points, current=(i == 0)))
+        progress.progress((i + 1) / len(designs),
+                          text=f"{TOPOLOGY_LABELS.get(topo, topo)}, {VENDOR_LABELS[vendor]} done")
+    progress.empty()
 
-infeasible = [p for p in current.points if not p.feasible]
-if infeasible:
-    with st.expander(f"{len(infeasible)} size(s) this design cannot run"):
-        for p in infeasible:
-            st.markdown(f"- **{p.n_gpus:,} GPUs**: {p.reason}")
+    left, right = st.columns(2, gap="medium")
+    with left:
+        chart(scaling_figure(lines, "scaling_efficiency", scaling), key="scaling_eff",
+              name="scaling efficiency")
+    with right:
+        chart(scaling_figure(lines, "mfu", scaling), key="scaling_mfu", name="scaling mfu")
 
-frame = scaling_frame(lines)
-with st.expander("All points (table)"):
-    st.dataframe(frame, hide_index=True, width="stretch")
-csv_download(frame, label="Download scaling table (CSV)", name="scaling", key="dl_scaling")
+    current = lines[0]
+    feasible = [p for p in current.points if p.feasible]
+    if feasible:
+        last = feasible[-1]
+        terms = last.step
+        st.markdown(
+            f"**This design:** {feasible[0].n_gpus:,} to {last.n_gpus:,} GPUs; scaling "
+            f"efficiency {last.scaling_efficiency:.0%} and MFU {terms.mfu:.0%} at "
+            f"{last.n_gpus:,} GPUs, where compute is {terms.compute_s / terms.step_time_s:.0%} "
+            f"of the step, the pipeline bubble {terms.bubble_fraction:.0%} and exposed "
+            f"communication {terms.exposed_comm_s / terms.step_time_s:.0%} (data-parallel "
+            f"{terms.exposed_s.get('dp', 0.0) / terms.step_time_s:.0%})."
+            + (" With a fixed global batch each replica gets fewer micro-batches as the "
+               "cluster grows: the bubble and the un-hidden gradient reduction take over (the "
+               "batch-size wall)." if scaling == "strong" else ""))
+    chart(step_breakdown_figure(current.points,
+                                f"Where the step goes: {current.label}"),
+          key="scaling_breakdown", name="scaling breakdown")
+
+    infeasible = [p for p in current.points if not p.feasible]
+    if infeasible:
+        with st.expander(f"{len(infeasible)} size(s) this design cannot run"):
+            for p in infeasible:
+                st.markdown(f"- **{p.n_gpus:,} GPUs**: {p.reason}")
+
+    frame = scaling_frame(lines)
+    with st.expander("All points (table)"):
+        st.dataframe(frame, hide_index=True, width="stretch")
+    csv_download(frame, label="Download scaling table (CSV)", name="scaling", key="dl_scaling")
+
+
+scaling_view()

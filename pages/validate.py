@@ -21,6 +21,7 @@ from ui.widgets import chart
 
 _FROM_LOG = "from the log"
 _OP_CHOICES = [_FROM_LOG, *(op for op in NCCL_TESTS_OPS if op != "unknown")]
+ACCEPTANCE_OPEN = "validate_acceptance_open"  # the acceptance section's expander
 
 
 def _op_label(op: str) -> str:
@@ -161,43 +162,48 @@ st.caption(
     "(one node, one rail group, the whole cluster), the model's bus bandwidth with the "
     "tolerance band as pass thresholds."
 )
-try:
-    table = facade.acceptance_table(scenario, tolerance)
-except FabricModelError as exc:
-    show_model_error(exc)
-except NotImplementedError as exc:  # a topology family without routing yet
-    st.warning(f"This design cannot be modelled for acceptance yet: {exc}")
-else:
-    accept = table.to_frame()
-    headline = accept[accept["op"] == "allreduce"].sort_values(
-        "size_bytes", kind="stable").groupby(
-        "scope", sort=False).tail(1)
-    for col, (_, row) in zip(st.columns(max(len(headline), 1)), headline.iterrows(),
-                             strict=False):
-        col.metric(
-            f"All-reduce, {row['scope']} ({row['n_gpus']:,} GPUs)",
-            f"{row['expected_busbw_GBps']:,.0f} GB/s",
-            help=f"expected bus bandwidth at {size_label(int(row['size_bytes']))} "
-                 f"({row['algo']}); pass above {row['min_busbw_GBps']:,.0f} GB/s",
-        )
-    st.dataframe(
-        accept, hide_index=True, width="stretch", key="acceptance_table",
-        column_config={
-            "expected_busbw_GBps": st.column_config.NumberColumn(format="%.2f"),
-            "min_busbw_GBps": st.column_config.NumberColumn(format="%.2f"),
-            "max_busbw_GBps": st.column_config.NumberColumn(format="%.2f"),
-            "expected_time_us": st.column_config.NumberColumn(format="%.1f"),
-        },
-    )
-    d1, d2 = st.columns(2)
-    d1.download_button("Download thresholds (CSV)", table.to_csv().encode(),
-                       file_name=f"{scenario.name}-acceptance.csv", mime="text/csv",
-                       key="dl_acceptance_csv")
-    d2.download_button("Download test script (bash)", table.to_shell_script().encode(),
-                       file_name=f"{scenario.name}-acceptance.sh", mime="text/x-shellscript",
-                       key="dl_acceptance_script")
-    st.caption(
-        "Run it from a node with MPI and nccl-tests built: `NCCL_TESTS=/path/to/nccl-tests/build "
-        f"MPIRUN='mpirun --hostfile hosts' bash {scenario.name}-acceptance.sh`; it exits non-zero "
-        "if any row's bus bandwidth is below its minimum. The CSV holds the same thresholds."
-    )
+# Solved only when opened: the model at one node, one rail group and the whole cluster.
+with st.expander("Expected nccl-tests results and pass thresholds per scope",
+                 key=ACCEPTANCE_OPEN, on_change="rerun") as acceptance_section:
+    if acceptance_section.open:
+        try:
+            table = facade.acceptance_table(scenario, tolerance)
+        except FabricModelError as exc:
+            show_model_error(exc)
+        except NotImplementedError as exc:  # a topology family without routing yet
+            st.warning(f"This design cannot be modelled for acceptance yet: {exc}")
+        else:
+            accept = table.to_frame()
+            headline = accept[accept["op"] == "allreduce"].sort_values(
+                "size_bytes", kind="stable").groupby("scope", sort=False).tail(1)
+            for col, (_, row) in zip(st.columns(max(len(headline), 1)), headline.iterrows(),
+                                     strict=False):
+                col.metric(
+                    f"All-reduce, {row['scope']} ({row['n_gpus']:,} GPUs)",
+                    f"{row['expected_busbw_GBps']:,.0f} GB/s",
+                    help=f"expected bus bandwidth at {size_label(int(row['size_bytes']))} "
+                         f"({row['algo']}); pass above {row['min_busbw_GBps']:,.0f} GB/s",
+                )
+            st.dataframe(
+                accept, hide_index=True, width="stretch", key="acceptance_table",
+                column_config={
+                    "expected_busbw_GBps": st.column_config.NumberColumn(format="%.2f"),
+                    "min_busbw_GBps": st.column_config.NumberColumn(format="%.2f"),
+                    "max_busbw_GBps": st.column_config.NumberColumn(format="%.2f"),
+                    "expected_time_us": st.column_config.NumberColumn(format="%.1f"),
+                },
+            )
+            d1, d2 = st.columns(2)
+            d1.download_button("Download thresholds (CSV)", table.to_csv().encode(),
+                               file_name=f"{scenario.name}-acceptance.csv", mime="text/csv",
+                               key="dl_acceptance_csv")
+            d2.download_button("Download test script (bash)",
+                               table.to_shell_script().encode(),
+                               file_name=f"{scenario.name}-acceptance.sh",
+                               mime="text/x-shellscript", key="dl_acceptance_script")
+            st.caption(
+                "Run it from a node with MPI and nccl-tests built: "
+                "`NCCL_TESTS=/path/to/nccl-tests/build MPIRUN='mpirun --hostfile hosts' bash "
+                f"{scenario.name}-acceptance.sh`; it exits non-zero if any row's bus bandwidth "
+                "is below its minimum. The CSV holds the same thresholds."
+            )

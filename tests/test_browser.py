@@ -100,24 +100,6 @@ def test_first_visitor_of_a_page_url_gets_the_app(first_visit: dict[str, Any]) -
     assert first_visit["nav"] == [p.title for p in PAGES.values()]
 
 
-@pytest.mark.parametrize("url", list(PAGES))
-def test_page_loads_without_errors(page: Page, live_app: str, screenshot_dir: Path,
-                                   url: str) -> None:
-    open_page(page, live_app, url)
-    expect(page).to_have_title("Fabric what-if")  # app.py's st.set_page_config
-    expect(page).to_have_url(re.compile(rf"{re.escape(url)}\?preset={DEFAULT_PRESET}$"))
-    expect_clean(page)
-    drawn = page.locator(CHART).count() + page.locator("[data-testid=stMetric]").count()
-    assert drawn, "the page drew neither charts nor metrics"
-    # a tall viewport instead of full_page=True (Streamlit scrolls an inner container)
-    page.set_viewport_size({"width": 1400, "height": 2800})
-    page.wait_for_selector(IDLE)
-    name = Path(PAGES[url].script).stem
-    shot = screenshot_dir / f"{name}.png"
-    page.screenshot(path=str(shot))
-    assert shot.stat().st_size > 10_000
-
-
 def test_gpu_slider_keyboard_changes_diagram_and_url(page: Page, live_app: str) -> None:
     open_page(page, live_app, "/topology")
     expect(diagram_title(page)).to_contain_text("1,024 GPUs")

@@ -1,11 +1,13 @@
 """Every page of the app, in Streamlit's light and dark theme: drawn, clean, legible, saved.
 
 The pages come from ``app.py``'s navigation (``conftest.app_pages``), so a new page is
-covered as soon as it is added. The theme is chosen with Streamlit's
-``?embed_options=light_theme|dark_theme`` URL option (it works without ``embed=true`` in
-Streamlit 1.67 and stays in the URL when the app rewrites its query). Each page is saved whole
-to ``test-artifacts/screenshots/<page>-<theme>.png``: the viewport is made as tall as the
-page, since Streamlit scrolls an inner container and ``full_page=True`` would capture only the
+covered as soon as it is added. The light run is the plain page URL (a browser's default
+theme), so it is also the page-load test: the app's tab title, the URL the sidebar writes
+(the preset alone), no alert, something drawn. The dark theme is chosen with Streamlit's
+``?embed_options=dark_theme`` URL option (it works without ``embed=true`` in Streamlit 1.67
+and stays in the URL when the app rewrites its query). Each page is saved whole to
+``test-artifacts/screenshots/<page>-<theme>.png``: the viewport is made as tall as the page,
+since Streamlit scrolls an inner container and ``full_page=True`` would capture only the
 viewport.
 """
 
@@ -18,10 +20,17 @@ import pytest
 from conftest import IDLE, app_pages, wait_for_page
 from playwright.sync_api import Page, expect
 
+from fabric_model.presets import DEFAULT_PRESET
+
 pytestmark = pytest.mark.e2e
 
 PAGES = app_pages()
-THEMES = {"light": "light_theme", "dark": "dark_theme"}
+#: URL query per theme: light is the default theme (no option), dark is asked for
+THEMES = {"light": "", "dark": "?embed_options=dark_theme"}
+#: plotly charts drawn for the default preset, for the pages whose count is known
+N_CHARTS = {"/topology": 2, "/cost": 3}
+#: Pages whose first view has no chart or metric, and the closed section that holds them
+DRAWS_ON_DEMAND = {"/validate": "Expected nccl-tests results"}
 PAGE_TIMEOUT_MS = 60_000
 WIDTH = 1400
 MAX_HEIGHT = 12_000
@@ -81,16 +90,35 @@ def _page_height(page: Page) -> int:
     }"""))
 
 
+def _check_page_load(page: Page, url: str) -> None:
+    """What any visitor of the page sees on a default load of the default preset."""
+    expect(page).to_have_title("Fabric what-if")  # app.py's st.set_page_config
+    expect(page).to_have_url(re.compile(rf"{re.escape(url)}\?preset={DEFAULT_PRESET}$"))
+    expect(page.locator("[data-testid=stAlert]")).to_have_count(0)  # no error/warning/info
+    expect(page.get_by_role("dialog")).to_have_count(0)
+    charts = page.locator("[data-testid=stPlotlyChart] .js-plotly-plot")
+    if url in N_CHARTS:
+        expect(charts).to_have_count(N_CHARTS[url])
+    if url in DRAWS_ON_DEMAND:  # nothing to draw before a log or an opened section
+        expect(page.locator("[data-testid=stExpander]", has_text=DRAWS_ON_DEMAND[url])) \
+            .to_have_count(1)
+    else:
+        drawn = charts.count() + page.locator("[data-testid=stMetric]").count()
+        assert drawn, "the page drew neither charts nor metrics"
+
+
 @pytest.mark.parametrize("theme", list(THEMES))
 @pytest.mark.parametrize("app_page", PAGES, ids=[Path(p.script).stem for p in PAGES])
 def test_page_screenshot(page: Page, live_app: str, screenshot_dir: Path, app_page, theme: str
                          ) -> None:
     page.set_default_timeout(PAGE_TIMEOUT_MS)
-    page.goto(f"{live_app}{app_page.url}?embed_options={THEMES[theme]}")
+    page.goto(f"{live_app}{app_page.url}{THEMES[theme]}")
     wait_for_page(page, app_page.title, PAGE_TIMEOUT_MS)
 
     expect(page.locator("[data-testid=stException]")).to_have_count(0)
     expect(page.locator("[data-testid=stAlertContentError]")).to_have_count(0)
+    if theme == "light":  # the plain page load
+        _check_page_load(page, app_page.url)
 
     # the theme took: a dark page background in dark theme, a light one in light theme
     background = _rgb(page.locator("[data-testid=stApp]").evaluate(

@@ -45,6 +45,8 @@ PRESETS = [p.name for p in list_presets()]
 SIZES = list(facade.COLLECTIVE_SIZES)
 GIB = 2**30
 CURVE_TITLE = "bus bandwidth vs message size"
+#: The fabric effects expander's key: closed, the section is not solved.
+EFFECTS_OPEN = "coll_effects_open"
 
 
 # --------------------------------------------------------------------------------------
@@ -61,10 +63,13 @@ def scattered_roce() -> Any:
     return apply_overrides(load_preset("dgx-h100-roce-ecmp"), {"what_if.placement": "scattered"})
 
 
-def open_page(**query: str) -> AppTest:
+def open_page(effects: bool = False, **query: str) -> AppTest:
+    """Open the page in a new session; ``effects`` opens the (lazy) fabric effects section."""
     at = AppTest.from_file(APP, default_timeout=APPTEST_TIMEOUT_S)
     for key, value in query.items():
         at.query_params[key] = value
+    if effects:
+        at.session_state[EFFECTS_OPEN] = True
     at.run()
     at.switch_page(PAGE).run()
     assert_no_exception(at)
@@ -373,7 +378,7 @@ def _model_auto(scenario: Any, op: str) -> list[Any] | None:
 @pytest_app
 @pytest.mark.parametrize("preset", PRESETS)
 def test_page_runs_on_every_preset(preset: str) -> None:
-    at = open_page(preset=preset)
+    at = open_page(effects=True, preset=preset)
     assert url(at) == {"preset": preset}
     scenario = load_preset(preset)
     try:
@@ -446,7 +451,7 @@ def test_unavailable_algorithm_is_an_info_not_a_crash() -> None:
 
 @pytest_app
 def test_refused_all_to_all_is_explained() -> None:
-    at = open_page(preset="colossus-100k-spectrum-x")
+    at = open_page(effects=True, preset="colossus-100k-spectrum-x")
     at.radio(key="coll_op").set_value("alltoall").run()
     assert_no_exception(at)
     scenario = load_preset("colossus-100k-spectrum-x")
@@ -462,7 +467,7 @@ def test_refused_all_to_all_is_explained() -> None:
 
 @pytest_app
 def test_placement_toggle_changes_the_comparison_and_the_url() -> None:
-    at = open_page(preset="dgx-h100-roce-ecmp")
+    at = open_page(effects=True, preset="dgx-h100-roce-ecmp")
     contiguous = figure(at, "Fabric effects")
     assert "contiguous" in contiguous["layout"]["title"]["text"]
     at.toggle(key="coll:what_if.placement").set_value(True).run()
@@ -478,6 +483,20 @@ def test_placement_toggle_changes_the_comparison_and_the_url() -> None:
 
     at.toggle(key="coll:what_if.placement").set_value(False).run()
     assert url(at) == {"preset": "dgx-h100-roce-ecmp"}
+
+
+@pytest_app
+def test_fabric_effects_are_solved_only_when_opened() -> None:
+    at = open_page()
+    (section,) = [e for e in at.expander if e.label.startswith("The same design on")]
+    assert "4 GiB" in section.label
+    assert not [f for f in figures(at) if "Fabric effects" in f["layout"]["title"]["text"]]
+    assert at.toggle(key="coll:what_if.placement").value is False  # the toggle stays outside
+    at.session_state[EFFECTS_OPEN] = True
+    at.run()
+    assert_no_exception(at)
+    assert "contiguous" in figure(at, "Fabric effects")["layout"]["title"]["text"]
+    figure(at, CURVE_TITLE)  # the curves are still drawn
 
 
 @pytest_app

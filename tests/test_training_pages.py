@@ -54,6 +54,10 @@ def test_scaling_page_explains_sizes_the_design_cannot_build() -> None:
     assert "131,072 GPUs" in texts and "65,536 NIC ports" in texts
 
 
+def _titles(at: AppTest) -> list[str]:
+    return [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+
+
 def test_moe_page_skew_raises_the_step() -> None:
     at = _open("pages/moe.py", **{"model.name": "mixtral-8x7b", "parallel.tp": "2",
                                   "parallel.pp": "1"})
@@ -61,11 +65,29 @@ def test_moe_page_skew_raises_the_step() -> None:
     skew = _fig(at, 1)
     totals = [sum(t["y"][i] for t in skew["data"]) for i in range(len(skew["data"][0]["y"]))]
     assert totals == sorted(totals) and totals[-1] > totals[0]
-    share = _fig(at, 0)
-    assert {t["name"] for t in share["data"]} >= {"Fat-tree", "Rail-only"}
+    # only the sidebar's topology until others are picked (each costs a step per EP degree)
+    assert [t["name"] for t in _fig(at, 0)["data"]] == ["Fat-tree"]
+    at.multiselect(key="moe_topos").select("rail-only").run()
+    assert not at.exception
+    assert {t["name"] for t in _fig(at, 0)["data"]} == {"Fat-tree", "Rail-only"}
     at.multiselect(key="moe_skews").set_value([1.0, 8.0]).run()
     assert not at.exception
     assert len(_fig(at, 1)["data"][0]["x"]) == 2
+
+
+def test_moe_page_sweeps_dense_vs_moe_only_when_opened() -> None:
+    at = _open("pages/moe.py")
+    assert not any("Dense vs MoE" in t for t in _titles(at))
+    assert [e for e in at.expander if e.label.startswith("Sweep both models")]
+    at.session_state["moe_dense_open"] = True
+    at.run()
+    assert not at.exception
+    titles = _titles(at)
+    assert sum("Dense vs MoE" in t for t in titles) == 1
+    sweep = _fig(at, titles.index(next(t for t in titles if "Dense vs MoE" in t)))
+    names = [t["name"] for t in sweep["data"]]
+    assert names[0] == "dense: llama3-70b" and names[1].startswith("MoE: deepseek-v3 (EP")
+    assert any(y is not None for y in sweep["data"][1]["y"])  # the MoE line has points
 
 
 def test_sidebar_model_and_plan_drive_the_overview_and_the_url() -> None:

@@ -21,7 +21,6 @@ from fabric_model.collectives import (
     CollectiveTime,
     FabricContext,
     algo_models,
-    collective,
     times_from_models,
 )
 from fabric_model.cost import BillOfMaterials, VendorComparison, bill_of_materials, compare_vendors
@@ -29,9 +28,9 @@ from fabric_model.design import build_topology
 from fabric_model.errors import FabricModelError
 from fabric_model.routing import POLICIES
 from fabric_model.scenario import Scenario, apply_overrides
+from fabric_model.topology import Topology
 from fabric_model.training import Problem, StepResult, SweepPoint, sweep
 from fabric_model.training import training_step as _training_step
-from fabric_model.topology import Topology
 from fabric_model.units import GIB
 from fabric_model.validate.compare import LogComparison, compare_log
 from fabric_model.validate.nccl_log import NcclTestsLog, parse_nccl_tests
@@ -40,17 +39,18 @@ from ui.training_figures import MoePoint
 
 __all__ = [
     "COLLECTIVE_SIZES",
+    "CURVE_SIZES",
     "DEFAULT_ALGORITHMS",
     "EFFECT_CASES",
     "EFFECT_SIZE_BYTES",
     "OP_ALGORITHMS",
-    "CURVE_SIZES",
+    "SCALING_SIZES",
     "SUMMARY_SIZES",
     "CollectiveCurves",
     "CollectiveSummary",
-    "SCALING_SIZES",
     "acceptance_table",
     "bom",
+    "check_fabric",
     "collective_curves",
     "collective_summary",
     "default_algorithms",
@@ -69,19 +69,19 @@ __all__ = [
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def topology(scenario: Scenario) -> Topology:
-    """The scenario's topology (raises the model's errors)."""
+    """Build the scenario's topology (raises the model's errors)."""
     return build_topology(scenario)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def bom(scenario: Scenario) -> BillOfMaterials:
-    """The scenario's bill of materials."""
+    """Price the scenario's bill of materials."""
     return bill_of_materials(scenario)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def vendor_comparison(scenario: Scenario) -> list[VendorComparison]:
-    """The scenario's design priced on InfiniBand, Spectrum-X and RoCE."""
+    """Price the scenario's design on InfiniBand, Spectrum-X and RoCE."""
     return compare_vendors(scenario)
 
 
@@ -175,6 +175,21 @@ def _algo_model(scenario: Scenario, op: str, algo: str) -> AlgoModel | str:
 def _auto_candidates(scenario: Scenario, op: str) -> tuple[str, ...]:
     """Return the algorithms ``auto`` chooses among (as ``collectives.algo_models`` does)."""
     return tuple(a for a in AUTO_CANDIDATES[op] if a != "sharp" or scenario.fabric.sharp)
+
+
+def _auto_models(scenario: Scenario, op: str) -> list[AlgoModel]:
+    """Return the models ``auto`` chooses among, from the per-algorithm cache.
+
+    Equal to ``algo_models(ctx, op, "auto")``, but every candidate's solve is the one the
+    Collectives page, the Overview, What-if, Compare and the fabric effects share.
+    """
+    built = (_algo_model(scenario, op, a) for a in _auto_candidates(scenario, op))
+    return [m for m in built if isinstance(m, AlgoModel)]
+
+
+def check_fabric(scenario: Scenario) -> None:
+    """Build the scenario's fabric (cached for the solves after); raise why it cannot be."""
+    _fabric_context(scenario)
 
 
 def default_algorithms(scenario: Scenario, op: str) -> tuple[str, ...]:
@@ -313,19 +328,23 @@ SUMMARY_DIRECT_ALLTOALL_MAX_GPUS = 16_384
 @st.cache_resource(max_entries=64, show_spinner=False)
 def collective_summary(scenario: Scenario) -> CollectiveSummary:
     """NCCL-like ``auto`` all-reduce and all-to-all at 1 MiB and 1 GiB (one fabric build)."""
-    ctx = _fabric_context(scenario)
-    ar_models = algo_models(ctx, "allreduce", "auto")
+    _fabric_context(scenario)  # an infeasible design raises here, not as a "reason"
+    ar_models = _auto_models(scenario, "allreduce")
     if not ar_models:
         raise AlgorithmUnavailableError("no algorithm can run allreduce on this design")
     allreduce = tuple(times_from_models(ar_models, SUMMARY_SIZES, "auto"))
-    a2a_algo = "auto" if scenario.cluster.n_gpus <= SUMMARY_DIRECT_ALLTOALL_MAX_GPUS \
-        else "hierarchical"
+    a2a: tuple[CollectiveTime, ...] = ()
     try:
-        a2a: tuple[CollectiveTime, ...] = tuple(times_from_models(
-            algo_models(ctx, "alltoall", a2a_algo), SUMMARY_SIZES, a2a_algo))
-        error = None if a2a else "no all-to-all algorithm can run on this design"
+        if scenario.cluster.n_gpus <= SUMMARY_DIRECT_ALLTOALL_MAX_GPUS:
+            a2a_algo, a2a_models = "auto", _auto_models(scenario, "alltoall")
+            error = None if a2a_models else "no all-to-all algorithm can run on this design"
+        else:
+            a2a_algo, built = "hierarchical", _algo_model(scenario, "alltoall", "hierarchical")
+            a2a_models, error = ([], built) if isinstance(built, str) else ([built], None)
     except FabricModelError as exc:
-        a2a, error = (), str(exc)
+        a2a_models, error = [], str(exc)
+    if a2a_models:
+        a2a = tuple(times_from_models(a2a_models, SUMMARY_SIZES, a2a_algo))
     curve = tuple(times_from_models(ar_models, CURVE_SIZES, "auto"))
     return CollectiveSummary(allreduce, a2a, error, curve)
 
@@ -349,7 +368,7 @@ def _variant(scenario: Scenario, **over: Any) -> Scenario:
 @st.cache_resource(max_entries=64, show_spinner=False)
 def scaling_line(scenario: Scenario, topology: str, vendor: str, gpus: tuple[int, ...],
                  scaling: str) -> tuple[SweepPoint, ...]:
-    """The scenario's model and plan on another topology/vendor, swept over ``gpus``.
+    """Sweep the scenario's model and plan over ``gpus`` on another topology/vendor.
 
     The vendor's default routing applies (adaptive for InfiniBand and Spectrum-X, ECMP for
     RoCE) unless the scenario's vendor is the one asked for.

@@ -1,0 +1,128 @@
+"""MoE page logic: the MoE model shown, its expert-parallel degrees and the points it draws.
+
+The page computes only what is on screen: the all-to-all share per EP degree on the picked
+topologies (by default the sidebar's alone), the skew bars at one EP degree, and the dense
+vs MoE sweep over cluster sizes only once its section is opened (it builds a fabric per
+size, the costliest part of the page).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fabric_model.scenario import MODEL_SHAPES, Scenario, apply_overrides
+from fabric_model.training import SweepPoint
+from fabric_model.training.sweep import expert_degrees
+from ui import facade
+from ui.training_figures import MoePoint
+
+__all__ = [
+    "DEFAULT_MOE",
+    "DEFAULT_SKEWS",
+    "DENSE_MODEL",
+    "MAX_EP",
+    "SKEWS",
+    "MoeSetup",
+    "current_ep",
+    "dense_vs_moe_lines",
+    "moe_names",
+    "setup",
+]
+
+#: The MoE model shown when the sidebar's model is dense.
+DEFAULT_MOE = "deepseek-v3"
+#: The dense model the MoE one is compared with when the sidebar's model is MoE.
+DENSE_MODEL = "llama3-70b"
+#: Largest expert-parallel degree drawn.
+MAX_EP = 256
+#: Routing skews offered, and those drawn before the user picks.
+SKEWS = (1.0, 1.5, 2.0, 4.0, 8.0)
+DEFAULT_SKEWS = (1.0, 2.0, 4.0)
+#: Cluster sizes of the dense vs MoE sweep.
+SWEEP_MIN_GPUS = 64
+
+
+def moe_names() -> list[str]:
+    """Return the published MoE shapes (``assets/models.yaml``), in file order."""
+    return [n for n, e in MODEL_SHAPES.items() if e["shape"]["kind"] == "moe"]
+
+
+@dataclass(frozen=True)
+class MoeSetup:
+    """The MoE scenario the page models and the EP degrees its plan allows.
+
+    Attributes
+    ----------
+    moe : Scenario
+        The sidebar's scenario with the picked MoE model (the sidebar's own if ``custom``).
+    dp : int
+        Data-parallel degree of the sidebar's plan (0 when tp x pp x cp does not divide the
+        cluster).
+    eps : tuple[int, ...]
+        Expert-parallel degrees to draw: powers of two dividing the experts and ``dp``, at
+        most :data:`MAX_EP` (empty when ``dp`` is 0).
+    """
+
+    moe: Scenario
+    dp: int
+    eps: tuple[int, ...]
+
+
+def setup(scenario: Scenario, name: str) -> MoeSetup:
+    """Return the MoE scenario of model ``name`` (``custom``: the sidebar's) and its EP degrees."""
+    moe = scenario if name == "custom" else apply_overrides(scenario, {"model.name": name})
+    par = moe.parallel
+    inner = par.tp * par.pp * par.cp
+    dp = moe.cluster.n_gpus // inner if moe.cluster.n_gpus % inner == 0 else 0
+    eps = tuple(e for e in expert_degrees(moe, dp) if e <= MAX_EP) if dp else ()
+    return MoeSetup(moe, dp, eps)
+
+
+def ep_points(moe: MoeSetup, topologies: Sequence[str]) -> list[MoePoint]:
+    """Model every EP degree on each topology, at the scenario's routing skew."""
+    points: list[MoePoint] = []
+    for topo in topologies:
+        points += facade.moe_points(moe.moe, topo, moe.eps, (moe.moe.model.routing_skew,))
+    return points
+
+
+def current_ep(moe: MoeSetup, points: Sequence[MoePoint]) -> int:
+    """Return the EP degree of the skew chart and the sweep.
+
+    The sidebar's, if it is one the plan allows; else the fastest feasible one on the
+    sidebar's topology; else the largest.
+    """
+    s = moe.moe
+    if s.parallel.ep > 1 and s.parallel.ep in moe.eps:
+        return s.parallel.ep
+    here = [p for p in points if p.topology == s.fabric.topology and p.step.feasible]
+    if here:
+        return min(here, key=lambda p: p.step.step_time_s).ep
+    return max(moe.eps)
+
+
+def skew_points(moe: MoeSetup, ep: int, skews: Sequence[float]) -> tuple[MoePoint, ...]:
+    """Model the sidebar's topology at EP degree ``ep`` for each routing skew (sorted)."""
+    s = apply_overrides(moe.moe, {"parallel.ep": ep})
+    return facade.moe_points(s, s.fabric.topology, (ep,), tuple(sorted(skews or [1.0])))
+
+
+def dense_vs_moe_lines(scenario: Scenario, moe: MoeSetup,
+                       ep: int) -> dict[str, tuple[SweepPoint, ...]]:
+    """Weak scaling of the dense model and the MoE one (at EP ``ep``) on the sidebar's fabric.
+
+    The dense model is the sidebar's, or :data:`DENSE_MODEL` when the sidebar's is MoE. The
+    dense line is the Scaling page's line for the same design, so the two pages share it.
+    """
+    dense = apply_overrides(scenario, {"model.name": DENSE_MODEL}) \
+        if scenario.model.kind == "moe" else scenario
+    gpus = tuple(n for n in facade.SCALING_SIZES if n >= SWEEP_MIN_GPUS)
+    moe_ep = apply_overrides(moe.moe, {"parallel.ep": ep})
+    f = scenario.fabric
+    return {
+        f"dense: {dense.model.name}": facade.scaling_line(dense, f.topology, f.vendor, gpus,
+                                                          "weak"),
+        f"MoE: {moe.moe.model.name} (EP{ep})": facade.scaling_line(moe_ep, f.topology,
+                                                                  f.vendor, gpus, "weak"),
+    }
