@@ -93,3 +93,18 @@ def test_impossible_design_raises_and_missing_scopes_are_explained():
         acceptance_expectations(apply_overrides(s, {"cluster.n_gpus": 131072}))
     torus = acceptance_expectations(load_preset("torus-3d-4k"))
     assert any("one rail group" in n for n in torus.skipped)
+
+
+def test_acceptance_json_says_what_it_skipped_on_stderr(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The JSON stays the contract's list; the scopes not modelled are named on stderr."""
+    import json
+
+    from fabric_model.cli import main
+
+    status = main(["acceptance", "--json", "--set", "fabric.topology=hypercube",
+                   "--set", "cluster.gpus_per_node=2", "--set", "cluster.nvlink_domain=2",
+                   "--set", "cluster.n_gpus=2", "--set", "what_if.degraded_link_factor=0.5"])
+    out, err = capsys.readouterr()
+    assert status == 0 and json.loads(out) == []
+    assert err.count("# not modelled:") >= 2 and "no cable to degrade" in err
