@@ -35,26 +35,26 @@ from ui.theme import (
 __all__ = [
     "MAX_GROUPS_PER_ROW",
     "auto_crossovers",
+    "auto_pick_text",
+    "auto_summary_text",
     "collective_breakdown_figure",
     "collective_breakdown_frame",
     "collective_busbw_figure",
     "collective_curve_frame",
-    "auto_pick_text",
-    "auto_summary_text",
     "fabric_effects_figure",
     "fabric_effects_notes",
     "hop_histogram_figure",
     "size_label",
-    "unavailable_text",
     "topology_counts_frame",
     "topology_figure",
+    "unavailable_text",
+    "validation_busbw_figure",
+    "validation_frame",
+    "validation_ratio_figure",
     "vendor_capex_figure",
     "vendor_power_figure",
     "vendor_summary_frame",
     "vendor_tco_figure",
-    "validation_busbw_figure",
-    "validation_frame",
-    "validation_ratio_figure",
 ]
 
 #: Above this many boxes in a row, the diagram aggregates contiguous switches/servers.
@@ -136,18 +136,19 @@ def topology_figure(topo: Topology, max_groups: int = MAX_GROUPS_PER_ROW) -> go.
     fig = go.Figure()
     max_count = counts.max() if counts.size else 1
     n_buckets = 4
-    bucket = np.minimum(n_buckets - 1, (np.log1p(counts) / np.log1p(max_count) * n_buckets).astype(int))
+    bucket = np.minimum(n_buckets - 1,
+                        (np.log1p(counts) / np.log1p(max_count) * n_buckets).astype(int))
     mid_x, mid_y, mid_text = [], [], []
     for k in range(n_buckets):
         xs: list[float | None] = []
         ys: list[float | None] = []
-        for p, q, n in zip(ea[bucket == k], eb[bucket == k], counts[bucket == k]):
+        for p, q, n in zip(ea[bucket == k], eb[bucket == k], counts[bucket == k], strict=True):
             (x0, y0), (x1, y1) = xy[p], xy[q]
             if y0 == y1:  # same row: an arc above it
                 t = np.linspace(0, 1, 16)
                 height = 0.25 + 0.35 * abs(x1 - x0)
-                xs += list(x0 + (x1 - x0) * t) + [None]
-                ys += list(y0 + height * 4 * t * (1 - t)) + [None]
+                xs += [*list(x0 + (x1 - x0) * t), None]
+                ys += [*list(y0 + height * 4 * t * (1 - t)), None]
                 mx, my = (x0 + x1) / 2, y0 + height
             else:
                 xs += [x0, x1, None]
@@ -181,7 +182,8 @@ def topology_figure(topo: Topology, max_groups: int = MAX_GROUPS_PER_ROW) -> go.
         ))
     tick_rows = sorted(rows)
     tick_text = [
-        "servers" if r == 0 else ("NVLink domains" if topo.tiers == 0 else _ROW_NAMES.get(r, str(r)))
+        "servers" if r == 0
+        else ("NVLink domains" if topo.tiers == 0 else _ROW_NAMES.get(r, str(r)))
         for r in tick_rows
     ]
     aggregated = any(b["count"] > 1 for b in boxes[len(rows.get(0, [])):]) or \
@@ -240,7 +242,8 @@ def _stacked(comparisons: Sequence[VendorComparison], values: str, scale: float,
                    legend={"orientation": "h", "y": -0.15})
 
 
-def vendor_capex_figure(comparisons: Sequence[VendorComparison], per_gpu: bool = False) -> go.Figure:
+def vendor_capex_figure(comparisons: Sequence[VendorComparison],
+                        per_gpu: bool = False) -> go.Figure:
     """Stacked network capex by category, one bar per vendor."""
     if per_gpu:
         return _stacked(comparisons, "capex_by_category_usd", 1.0,
@@ -249,7 +252,8 @@ def vendor_capex_figure(comparisons: Sequence[VendorComparison], per_gpu: bool =
                     "Network capex by category", "million USD", False)
 
 
-def vendor_power_figure(comparisons: Sequence[VendorComparison], per_gpu: bool = False) -> go.Figure:
+def vendor_power_figure(comparisons: Sequence[VendorComparison],
+                        per_gpu: bool = False) -> go.Figure:
     """Stacked network power by category, one bar per vendor."""
     if per_gpu:
         return _stacked(comparisons, "power_by_category_w", 1.0,
@@ -277,7 +281,7 @@ def vendor_tco_figure(comparisons: Sequence[VendorComparison]) -> go.Figure:
 
 def vendor_summary_frame(comparisons: Sequence[VendorComparison]) -> pd.DataFrame:
     """One row per vendor: parts, counts, capex, power, per-GPU figures, share, TCO."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for c in comparisons:
         if c.bom is None:
             rows.append({"vendor": VENDOR_LABELS.get(c.vendor, c.vendor), "note": c.error})
@@ -303,7 +307,7 @@ def vendor_summary_frame(comparisons: Sequence[VendorComparison]) -> pd.DataFram
 
 
 def topology_counts_frame(topo: Topology) -> pd.DataFrame:
-    """Counts per switch tier and per cable class, with speed and length."""
+    """Return the counts per switch tier and per cable class, with speed and length."""
     rows: list[dict[str, Any]] = [
         {"what": f"{tier} switches", "count": n, "detail": f"radix {topo.params.get('radix', '')}"}
         for tier, n in topo.switches_by_tier.items()

@@ -42,7 +42,7 @@ def current_scenario() -> Scenario:
 
 
 def show_model_error(exc: FabricModelError) -> None:
-    """An infeasible design is content: say which key to change and what is allowed."""
+    """Show an infeasible design as content: which key to change and what is allowed."""
     st.warning(f"This design cannot be built: {exc}")
 
 

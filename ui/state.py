@@ -43,9 +43,9 @@ __all__ = [
     "SIDEBAR_KEYS",
     "ScenarioState",
     "apply_scenario",
+    "page_params",
     "read_scenario_file",
     "sidebar_scenario",
-    "page_params",
     "url_value",
     "write_page_params",
 ]
@@ -124,7 +124,7 @@ def _on_preset_change() -> None:
 
 
 def _on_gpu_change() -> None:
-    """Picking a GPU sets its server's GPUs per node and NVLink domain (editable after)."""
+    """Set the picked GPU's server's GPUs per node and NVLink domain (editable after)."""
     values = st.session_state[_VALUES]
     try:
         server = load_catalog().server(load_catalog().gpu(values["cluster.gpu"]).server)
@@ -449,7 +449,7 @@ def _on_cost_change(key: str) -> None:
 
 
 def _catalog_price(bom: Any, key: str) -> float | None:
-    """The catalog's unit price of the part a cost key overrides, for the placeholder."""
+    """Return the catalog's unit price of the part a cost key overrides (the placeholder)."""
     hw = bom.hardware
     direct = {"costs.switch_usd": hw.switch.price_usd, "costs.nic_usd": hw.nic.price_usd,
               "costs.server_usd": hw.server.price_usd}
@@ -457,7 +457,7 @@ def _catalog_price(bom: Any, key: str) -> float | None:
         return float(direct[key])
     where = {"costs.optic_switch_usd": ("optics", "side"), "costs.optic_nic_usd": ("optics", "NIC"),
              "costs.copper_cable_usd": ("cables", None), "costs.fiber_usd": ("cables", None)}
-    category, hint = where[key]
+    category, _hint = where[key]
     for line in bom.lines:
         if line.category != category:
             continue

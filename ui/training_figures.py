@@ -97,7 +97,9 @@ def scaling_figure(lines: Sequence[ScalingLine], metric: str, scaling: str) -> g
     fig = go.Figure()
     sizes: list[int] = []
     for line in lines:
-        xs, ys, hover = [], [], []
+        xs: list[int] = []
+        ys: list[float | None] = []
+        hover: list[Any] = []
         for p in line.points:
             sizes.append(p.n_gpus)
             xs.append(p.n_gpus)

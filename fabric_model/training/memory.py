@@ -6,10 +6,11 @@
   Adam's two moments (:data:`OPTIMIZER_BYTES`): 18 bytes without sharding, ``6 + 12 / d``
   with the distributed optimizer (ZeRO-1). ZeRO-2 shards the gradients too, ZeRO-3 (FSDP)
   everything (the stages of Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward
-  Training Trillion Parameter Models", section 5), and then gathers two layers' bf16 weights at a time (the one computing and the
-  one prefetched). Non-expert weights are split by ``tp`` and the rank's layers; routed
-  experts by ``ep x tp`` (expert tensor parallelism equal to ``tp``, Megatron's default), and
-  their data-parallel group is ``dp / ep``; both groups include ``cp``. With FP8 GEMMs the
+  Training Trillion Parameter Models", section 5), and then gathers two layers' bf16
+  weights at a time (the one computing and the one prefetched). Non-expert weights are
+  split by ``tp`` and the rank's layers; routed experts by ``ep x tp`` (expert tensor
+  parallelism equal to ``tp``, Megatron's default), and their data-parallel group is
+  ``dp / ep``; both groups include ``cp``. With FP8 GEMMs the
   rank also keeps an FP8 copy of its GEMM weights (:data:`FP8_WEIGHT_CACHE_BYTES`).
 - **Activations** per layer and micro-batch, counted tensor by tensor as Korthikanti et al.
   2022 ("Reducing Activation Recomputation in Large Transformer Models", section 4.1) do,
