@@ -64,6 +64,13 @@ if step.feasible and step.plan is not None:
     if step.exposed_comm_s > 0.25 * step.step_time_s:
         st.warning(f"Exposed communication is {step.exposed_comm_s / step.step_time_s:.0%} "
                    f"of the step: see the Scaling page and the plan in the sidebar.")
+    for warning in step.warnings:  # e.g. memory within the estimate's error of the HBM
+        st.warning(warning[0].upper() + warning[1:])
+    if step.memory is not None:
+        st.caption("Memory per GPU by pipeline rank: " + "; ".join(
+            f"rank {s.rank} {s.total_gib:,.1f} GiB" for s in step.memory.stages)
+            + f" of {step.memory.capacity_gib:,.1f} GiB ({step.memory.status}); "
+            f"MFU against the precision's peak {step.mfu_precision_peak:.1%}.")
 else:
     st.warning("This parallel plan cannot run: " + step.reason)
 

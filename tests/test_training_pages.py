@@ -105,3 +105,13 @@ def test_sidebar_model_and_plan_drive_the_overview_and_the_url() -> None:
     at.select_slider(key="w:parallel.tp").set_value(256).run()
     assert not at.exception
     assert any("parallel.tp" in w.value for w in at.warning)
+
+
+def test_overview_warns_when_memory_is_tight_and_shows_it_by_pipeline_rank() -> None:
+    """Llama 3 405B on PP16 (the issue's plan): it runs, with the memory warning."""
+    at = _open("pages/overview.py", **{"model.name": "llama3-405b", "cluster.n_gpus": "8192",
+                                      "parallel.pp": "16"})
+    assert not at.exception
+    assert any(w.value.startswith("Memory is tight") and "GiB" in w.value for w in at.warning)
+    caption = next(c.value for c in at.caption if "by pipeline rank" in c.value)
+    assert "rank 0" in caption and "rank 15" in caption and "(tight)" in caption
