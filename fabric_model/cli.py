@@ -466,11 +466,6 @@ def _parse_with_op(path: str, op: str) -> Any:
 # ---------------------------------------------------------------------------- training
 
 
-#: The parts of a pipeline rank's memory (training.memory.StageMemory), GiB.
-_STAGE_PARTS = ("weights_gib", "grads_gib", "optimizer_gib", "activations_gib", "transient_gib",
-                "runtime_gib")
-
-
 def _step_text(d: dict[str, Any], plan_label: str) -> str:
     lines = [
         f"# one training step: {plan_label}",
@@ -505,7 +500,7 @@ def _step_text(d: dict[str, Any], plan_label: str) -> str:
     if mem.get("stages"):
         lines.append("memory by pipeline rank: " + "; ".join(
             f"rank {st['rank']} ({st['layers']} layers, {st['micro_batches_in_flight']:g} "
-            f"in flight) {sum(st[k] for k in _STAGE_PARTS):.1f} GiB"
+            f"in flight) {st['total_gib']:.1f} GiB"
             for st in mem["stages"]))
     lines += [f"warning: {w}" for w in d.get("warnings", [])]
     return "\n".join(lines)

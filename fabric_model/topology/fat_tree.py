@@ -522,16 +522,7 @@ def _one_tier(
     n_leaves: int,
 ) -> Topology:
     n_e = req.n_endpoints
-    links = (
-        LinkClass(
-            "nic-leaf",
-            n_e,
-            req.link_gbps,
-            req.nic_leaf_m,
-            ("nic", "leaf"),
-            (PortGroup("leaf", n_e, 1),),
-        ),
-    )
+    links = (_nic_leaf_class(req, leaf_of_e, 1),)
     hist, hmax, hmean = hop_histogram(_pair_counts(req, leaf_of_e, None, 1))
 
     def graph():  # type: ignore[no-untyped-def]

@@ -177,10 +177,18 @@ class StepResult:
             "model_flops_per_step": self.model_flops_per_step,
             "memory_gib_per_gpu": mem.total_gib if mem else math.nan,
             "memory_status": mem.status if mem else "",
-            "memory": asdict(mem) if mem else None,
+            "memory": _memory_dict(mem) if mem else None,
             "plan": asdict(self.plan) if self.plan else None,
         }
         return out
+
+
+def _memory_dict(mem: MemoryBreakdown) -> dict[str, Any]:
+    """Return the breakdown's fields, each pipeline rank with its total."""
+    out = asdict(mem)
+    for stage, st in zip(out["stages"], mem.stages, strict=True):
+        stage["total_gib"] = st.total_gib
+    return out
 
 
 # ------------------------------------------------------------------------------ plan
