@@ -50,31 +50,58 @@ def main() -> None:
     for family in BUILDERS:
         # NDR (radix 64) tops out at 65,536 NICs in 3 tiers, so InfiniBand runs XDR 800G here
         for vendor, gbps in (("infiniband", 800), ("spectrum-x", 400)):
-            s: Scenario = apply_overrides(Scenario(), {
-                "cluster.n_gpus": N_GPUS, "fabric.topology": family, "fabric.vendor": vendor,
-                "fabric.link_gbps": gbps,
-                **FAMILY_OVERRIDES.get(family, {}),
-            })
+            s: Scenario = apply_overrides(
+                Scenario(),
+                {
+                    "cluster.n_gpus": N_GPUS,
+                    "fabric.topology": family,
+                    "fabric.vendor": vendor,
+                    "fabric.link_gbps": gbps,
+                    **FAMILY_OVERRIDES.get(family, {}),
+                },
+            )
             try:
                 topo = build_topology(s)
             except FabricModelError as exc:
-                rows.append({"family": family, "vendor": f"{vendor} {gbps}G",
-                             "note": str(exc)[:70]})
+                rows.append(
+                    {"family": family, "vendor": f"{vendor} {gbps}G", "note": str(exc)[:70]}
+                )
                 continue
             _, t_topo = best_of(lambda s=s: build_topology(s))
             _, t_graph = best_of(lambda s=s: replace(build_topology(s)).graph)
             _, t_bom = best_of(lambda s=s: bill_of_materials(s))
-            rows.append({
-                "family": family, "vendor": f"{vendor} {gbps}G", "tiers": topo.tiers,
-                "switches": topo.n_switches, "cables": topo.n_links,
-                "directed_links": topo.graph.n_links,
-                "topology_ms": round(t_topo * 1e3, 1),
-                "topology+arrays_ms": round(t_graph * 1e3, 1),
-                "bom_ms": round(t_bom * 1e3, 1), "note": "",
-            })
+            rows.append(
+                {
+                    "family": family,
+                    "vendor": f"{vendor} {gbps}G",
+                    "tiers": topo.tiers,
+                    "switches": topo.n_switches,
+                    "cables": topo.n_links,
+                    "directed_links": topo.graph.n_links,
+                    "topology_ms": round(t_topo * 1e3, 1),
+                    "topology+arrays_ms": round(t_graph * 1e3, 1),
+                    "bom_ms": round(t_bom * 1e3, 1),
+                    "note": "",
+                }
+            )
     print(f"Building {N_GPUS:,}-GPU designs (warm, best of 3)")
-    print(format_table(rows, ["family", "vendor", "tiers", "switches", "cables", "directed_links",
-                              "topology_ms", "topology+arrays_ms", "bom_ms", "note"]))
+    print(
+        format_table(
+            rows,
+            [
+                "family",
+                "vendor",
+                "tiers",
+                "switches",
+                "cables",
+                "directed_links",
+                "topology_ms",
+                "topology+arrays_ms",
+                "bom_ms",
+                "note",
+            ],
+        )
+    )
 
 
 if __name__ == "__main__":

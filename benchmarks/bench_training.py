@@ -33,8 +33,11 @@ from fabric_model.training.fabric import clear_caches
 from fabric_model.training.sweep import plan_search
 
 GPUS = [2**i for i in range(3, 18)]
-DESIGNS = [(t, v) for t in ("fat-tree", "rail-only", "dragonfly-plus")
-           for v in ("infiniband", "spectrum-x")]
+DESIGNS = [
+    (t, v)
+    for t in ("fat-tree", "rail-only", "dragonfly-plus")
+    for v in ("infiniband", "spectrum-x")
+]
 
 
 def _time(fn, repeat: int = 1) -> float:  # type: ignore[no-untyped-def]
@@ -50,10 +53,16 @@ def _time(fn, repeat: int = 1) -> float:  # type: ignore[no-untyped-def]
 SEARCHES = [
     ("Llama 3 70B, 1,024 H100 (default)", None, {}),
     ("Llama 3 70B, 16,384 H100", None, {"cluster.n_gpus": 16384}),
-    ("DeepSeek-V3, gb300-nvl72-xdr (4,608 GB300)", "gb300-nvl72-xdr",
-     {"model.name": "deepseek-v3"}),
-    ("DeepSeek-V3, gb200-nvl72-ndr (4,608 GB200)", "gb200-nvl72-ndr",
-     {"model.name": "deepseek-v3"}),
+    (
+        "DeepSeek-V3, gb300-nvl72-xdr (4,608 GB300)",
+        "gb300-nvl72-xdr",
+        {"model.name": "deepseek-v3"},
+    ),
+    (
+        "DeepSeek-V3, gb200-nvl72-ndr (4,608 GB200)",
+        "gb200-nvl72-ndr",
+        {"model.name": "deepseek-v3"},
+    ),
 ]
 
 
@@ -66,12 +75,16 @@ def plan_searches() -> None:
         cold = plan_search(s)
         warm = _time(lambda s=s: plan_search(s), repeat=2)
         best = cold.plans[0]
-        print(f"  {label:<44} cold {cold.time_s:5.2f} s  repeated {warm:5.2f} s; "
-              f"{cold.n_space:,} plans bounded, {cold.n_screened:,} screened, "
-              f"{cold.n_evaluated:,} modelled in full on {cold.n_layouts} layouts"
-              f"{'' if cold.exact else ' (capped)'}")
-        print(f"  {'':<44} best {best.label}: {best.step.step_time_s:.3f} s per step, "
-              f"MFU {best.step.mfu:.1%} (bound {best.bound_s:.3f} s)")
+        print(
+            f"  {label:<44} cold {cold.time_s:5.2f} s  repeated {warm:5.2f} s; "
+            f"{cold.n_space:,} plans bounded, {cold.n_screened:,} screened, "
+            f"{cold.n_evaluated:,} modelled in full on {cold.n_layouts} layouts"
+            f"{'' if cold.exact else ' (capped)'}"
+        )
+        print(
+            f"  {'':<44} best {best.label}: {best.step.step_time_s:.3f} s per step, "
+            f"MFU {best.step.mfu:.1%} (bound {best.bound_s:.3f} s)"
+        )
 
 
 def main() -> None:
@@ -85,18 +98,24 @@ def main() -> None:
         return
 
     print("one step")
-    for label, s in (("default (1,024 H100, Llama 3 70B)", Scenario()),
-                     ("colossus-100k-spectrum-x (98,304 H100, 405B)",
-                      apply_overrides(load_preset("colossus-100k-spectrum-x"),
-                                      {"training.recompute": "full"}))):
+    for label, s in (
+        ("default (1,024 H100, Llama 3 70B)", Scenario()),
+        (
+            "colossus-100k-spectrum-x (98,304 H100, 405B)",
+            apply_overrides(
+                load_preset("colossus-100k-spectrum-x"), {"training.recompute": "full"}
+            ),
+        ),
+    ):
         clear_caches()
         cold = _time(lambda s=s: training_step(s))
         warm = _time(lambda s=s: training_step(s), repeat=20)
         print(f"  {label:<48} cold {cold * 1e3:8.1f} ms   warm {warm * 1e3:6.2f} ms")
 
     base = apply_overrides(Scenario(), {"training.recompute": "full"})
-    scenarios = [apply_overrides(base, {"fabric.topology": t, "fabric.vendor": v})
-                 for t, v in DESIGNS]
+    scenarios = [
+        apply_overrides(base, {"fabric.topology": t, "fabric.vendor": v}) for t, v in DESIGNS
+    ]
     if args.workers > 1:
         from concurrent.futures import ProcessPoolExecutor
 
@@ -112,15 +131,18 @@ def main() -> None:
         for s in scenarios:
             pts = sweep(s, GPUS, map_fn=map_fn)
             counts.append(sum(p.feasible for p in pts))
+
     cold = _time(full_sweep)
     other_model = [apply_overrides(s, {"model.name": "llama3-8b"}) for s in scenarios]
     warm = _time(full_sweep)
     scenarios[:] = other_model
     warm_model = _time(full_sweep)
-    print(f"full sweep ({len(GPUS)} sizes x {len(DESIGNS)} designs = "
-          f"{len(GPUS) * len(DESIGNS)} points, {sum(counts)} feasible; workers "
-          f"{args.workers}): cold {cold:.2f} s, repeated {warm:.3f} s, "
-          f"another model on the same fabrics {warm_model:.2f} s")
+    print(
+        f"full sweep ({len(GPUS)} sizes x {len(DESIGNS)} designs = "
+        f"{len(GPUS) * len(DESIGNS)} points, {sum(counts)} feasible; workers "
+        f"{args.workers}): cold {cold:.2f} s, repeated {warm:.3f} s, "
+        f"another model on the same fabrics {warm_model:.2f} s"
+    )
     if pool:
         pool.shutdown()
     plan_searches()

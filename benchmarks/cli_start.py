@@ -44,23 +44,35 @@ def _cmd(args: list[str], preset: str | None) -> list[str]:
 
 def _run(cmd: list[str], root: Path = ROOT) -> float:
     t = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    proc = subprocess.run(
+        cmd,
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
     elapsed = time.perf_counter() - t
     if proc.returncode:
-        raise RuntimeError(f"{' '.join(cmd[2:])} exited {proc.returncode}: "
-                           f"{proc.stderr.decode(errors='replace').strip()[-300:]}")
+        raise RuntimeError(
+            f"{' '.join(cmd[2:])} exited {proc.returncode}: "
+            f"{proc.stderr.decode(errors='replace').strip()[-300:]}"
+        )
     return elapsed
 
 
 def _slowest_imports(cmd: list[str], root: Path = ROOT, n: int = 6) -> list[str]:
-    proc = subprocess.run([cmd[0], "-X", "importtime", *cmd[1:]], cwd=root,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(
+        [cmd[0], "-X", "importtime", *cmd[1:]],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     rows = []
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "|" not in line:
             continue
-        _, cumulative, name = (x.strip() for x in line[len("import time:"):].split("|"))
+        _, cumulative, name = (x.strip() for x in line[len("import time:") :].split("|"))
         if cumulative.isdigit() and name.split(".")[0] != "encodings":
             depth = (len(name) - len(name.lstrip())) // 2
             rows.append((int(cumulative), depth, name.strip()))
@@ -73,13 +85,19 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5, help="runs per verb (best is kept)")
     parser.add_argument("--preset", default=None, help="preset for bom/step/collective")
     parser.add_argument("--imports", action="store_true", help="list the slowest imports")
-    parser.add_argument("--root", type=Path, default=ROOT,
-                        help="checkout to run (default this one), e.g. a copy at an older commit")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=ROOT,
+        help="checkout to run (default this one), e.g. a copy at an older commit",
+    )
     args = parser.parse_args()
 
     width = max(len(" ".join(v)) for v, _ in VERBS) + 2
-    print(f"{'verb'.ljust(width)}{'best s':>8}{'median s':>10}{'target s':>10}  ok"
-          + (f"   (preset {args.preset})" if args.preset else ""))
+    print(
+        f"{'verb'.ljust(width)}{'best s':>8}{'median s':>10}{'target s':>10}  ok"
+        + (f"   (preset {args.preset})" if args.preset else "")
+    )
     missed = 0
     for verb, target in VERBS:
         cmd = _cmd(verb, args.preset)
@@ -87,8 +105,11 @@ def main() -> int:
         times = [_run(cmd, args.root) for _ in range(args.repeat)]
         best = min(times)
         missed += best > target
-        print(f"{' '.join(verb).ljust(width)}{best:>8.2f}{statistics.median(times):>10.2f}"
-              f"{target:>10.1f}  {'yes' if best <= target else 'NO'}", flush=True)
+        print(
+            f"{' '.join(verb).ljust(width)}{best:>8.2f}{statistics.median(times):>10.2f}"
+            f"{target:>10.1f}  {'yes' if best <= target else 'NO'}",
+            flush=True,
+        )
         if args.imports:
             for item in _slowest_imports(cmd, args.root):
                 print(f"{'':<{width}}  {item}")

@@ -23,8 +23,10 @@ from fabric_model.validate.golden import fabric_class, load_golden, predict, sca
 def _summary(label: str, errors: list[float]) -> str:
     if not errors:
         return f"{label}: no held-out case"
-    return (f"{label}: {len(errors)} case(s), median |error| {statistics.median(errors):.1%}, "
-            f"worst {max(errors):.1%}")
+    return (
+        f"{label}: {len(errors)} case(s), median |error| {statistics.median(errors):.1%}, "
+        f"worst {max(errors):.1%}"
+    )
 
 
 def main() -> None:
@@ -40,8 +42,16 @@ def main() -> None:
             held_out.append(abs(err))
             by_fabric[fabric_class(case)].append(abs(err))
             by_scale[scale_class(case)].append(abs(err))
-        rows.append({"case": case.name, "use": case.use, "published_GBps": case.busbw_GBps,
-                     "model_GBps": round(model, 1), "error": f"{err:+.1%}", "note": flag})
+        rows.append(
+            {
+                "case": case.name,
+                "use": case.use,
+                "published_GBps": case.busbw_GBps,
+                "model_GBps": round(model, 1),
+                "error": f"{err:+.1%}",
+                "note": flag,
+            }
+        )
     print(format_table(rows))
     print(_summary("held-out", held_out))
     for label in ("InfiniBand", "Ethernet"):

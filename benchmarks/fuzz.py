@@ -53,16 +53,22 @@ def main() -> int:
             if case.log_text:
                 kept.write_text(case.log_text, encoding="utf-8")
             detail = describe_failure(case, outcome, kept.parent).replace(
-                str(kept.parent / "nccl.log"), str(kept))
+                str(kept.parent / "nccl.log"), str(kept)
+            )
             lines = detail.splitlines()
             print(f"CRASH case {i}: {lines[0]}\n    " + "\n    ".join(lines[-2:]), flush=True)
     elapsed_s = time.perf_counter() - t0
-    rows = [{"verb": v, "results": c["result"], "refused": c["refused"], "crashes": c["crash"]}
-            for v, c in counts.items() if sum(c.values())]
+    rows = [
+        {"verb": v, "results": c["result"], "refused": c["refused"], "crashes": c["crash"]}
+        for v, c in counts.items()
+        if sum(c.values())
+    ]
     total = len(indices)
     print(format_table(rows))
-    print(f"{total} cases (seed {args.seed}) in {elapsed_s:.0f} s: {crashes} crash(es), "
-          f"{1000 * crashes / max(total, 1):.1f} per thousand")
+    print(
+        f"{total} cases (seed {args.seed}) in {elapsed_s:.0f} s: {crashes} crash(es), "
+        f"{1000 * crashes / max(total, 1):.1f} per thousand"
+    )
     return 1 if crashes else 0
 
 

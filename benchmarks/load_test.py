@@ -44,8 +44,14 @@ ARTIFACTS = ROOT / "test-artifacts"
 
 #: Flags that work with Debian's chromium in containers (as in tests/conftest.py).
 CHROME_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
     "--disable-dev-shm-usage",
 ]
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
@@ -92,8 +98,9 @@ PROBLEMS_JS = """() => {
 
 
 def chrome_path() -> str:
-    path = os.environ.get("CHROME_PATH") or shutil.which("chromium") or shutil.which(
-        "google-chrome")
+    path = (
+        os.environ.get("CHROME_PATH") or shutil.which("chromium") or shutil.which("google-chrome")
+    )
     if not path:
         sys.exit("no chromium on PATH (apt-get install chromium, or set CHROME_PATH)")
     return path
@@ -106,18 +113,34 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(log_name: str = "load-test-streamlit.log",
-                     timeout_s: float = 60.0) -> Iterator[tuple[str, int]]:
+def streamlit_server(
+    log_name: str = "load-test-streamlit.log", timeout_s: float = 60.0
+) -> Iterator[tuple[str, int]]:
     """Run ``streamlit run app.py`` on a free port; yield ``(base URL, pid)``, then stop it."""
     ARTIFACTS.mkdir(exist_ok=True)
     port = _free_port()
     with open(ARTIFACTS / log_name, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
-             "--server.headless", "true", "--server.address", "127.0.0.1",
-             "--server.port", str(port), "--server.fileWatcherType", "none",
-             "--browser.gatherUsageStats", "false"],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                str(ROOT / "app.py"),
+                "--server.headless",
+                "true",
+                "--server.address",
+                "127.0.0.1",
+                "--server.port",
+                str(port),
+                "--server.fileWatcherType",
+                "none",
+                "--browser.gatherUsageStats",
+                "false",
+            ],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         url = f"http://127.0.0.1:{port}"
         try:
@@ -214,11 +237,13 @@ class MemorySampler:
         server = set()
         if self.server_pid:
             server = {self.server_pid, *_descendants(self.server_pid)}
-            self.server_peak_kb = max(self.server_peak_kb, sum(
-                _status_kb(p, "VmRSS") or 0 for p in server))
+            self.server_peak_kb = max(
+                self.server_peak_kb, sum(_status_kb(p, "VmRSS") or 0 for p in server)
+            )
         browser = [p for p in _descendants(os.getpid()) if p not in server]
-        self.browser_peak_kb = max(self.browser_peak_kb, sum(
-            _status_kb(p, "VmRSS") or 0 for p in browser))
+        self.browser_peak_kb = max(
+            self.browser_peak_kb, sum(_status_kb(p, "VmRSS") or 0 for p in browser)
+        )
 
     async def _run(self) -> None:
         while True:
@@ -266,8 +291,11 @@ SEEN_VALUES: set[str] = set()
 
 async def slider_value(slider) -> str:
     """The slider's shown value (a select_slider's label, else its number)."""
-    return (await slider.get_attribute("aria-valuetext")
-            or await slider.get_attribute("aria-valuenow") or "")
+    return (
+        await slider.get_attribute("aria-valuetext")
+        or await slider.get_attribute("aria-valuenow")
+        or ""
+    )
 
 
 async def wait_drawn(page, timeout_ms: float) -> None:
@@ -278,7 +306,8 @@ async def open_page(page, url: str, timeout_ms: float) -> None:
     """Open a page and wait until it is drawn (its title or an exception box, then idle)."""
     await page.goto(url, timeout=timeout_ms)
     await page.locator("[data-testid=stMain] h1, [data-testid=stException]").first.wait_for(
-        timeout=timeout_ms)
+        timeout=timeout_ms
+    )
     await wait_drawn(page, timeout_ms)
 
 
@@ -288,8 +317,9 @@ def slider_locator(page, label: str):
     return page.get_by_role("slider", name=re.compile(rf"^{name}( {name})?$"))
 
 
-async def run_session(index: int, browser, args: argparse.Namespace, base: str,
-                      start: Start, loaded: asyncio.Queue) -> SessionResult:
+async def run_session(
+    index: int, browser, args: argparse.Namespace, base: str, start: Start, loaded: asyncio.Queue
+) -> SessionResult:
     """One user: open the page, wait for the common start, move the slider until the end."""
     res = SessionResult()
     timeout_ms = args.timeout * 1000
@@ -324,12 +354,16 @@ async def run_session(index: int, browser, args: argparse.Namespace, base: str,
         try:
             await page.wait_for_selector(IDLE, timeout=timeout_ms)
             before = await page.evaluate(_SIGNATURE_JS)
-            now, top, bottom = [await slider.get_attribute(a)
-                                for a in ("aria-valuenow", "aria-valuemax", "aria-valuemin")]
+            now, top, bottom = [
+                await slider.get_attribute(a)
+                for a in ("aria-valuenow", "aria-valuemax", "aria-valuemin")
+            ]
             # a select_slider has no aria-valuenow/max/min: its ends show as a key press
             # that leaves the value unchanged (below)
-            at_end = now is not None and ((direction == "ArrowRight" and now == top) or (
-                direction == "ArrowLeft" and now == bottom))
+            at_end = now is not None and (
+                (direction == "ArrowRight" and now == top)
+                or (direction == "ArrowLeft" and now == bottom)
+            )
             if steps >= args.span or at_end:
                 direction = "ArrowLeft" if direction == "ArrowRight" else "ArrowRight"
                 steps = 0
@@ -347,8 +381,9 @@ async def run_session(index: int, browser, args: argparse.Namespace, base: str,
                 direction = "ArrowLeft" if direction == "ArrowRight" else "ArrowRight"
                 steps = 0
                 continue
-            await page.wait_for_function(_REDRAWN_JS, arg=before, timeout=timeout_ms,
-                                         polling=args.poll_ms)
+            await page.wait_for_function(
+                _REDRAWN_JS, arg=before, timeout=timeout_ms, polling=args.poll_ms
+            )
             res.latencies_ms.append((time.perf_counter() - t0) * 1000)
             res.seen_before.append(value in SEEN_VALUES)
             SEEN_VALUES.add(value)
@@ -378,8 +413,10 @@ async def load_test(args: argparse.Namespace, base: str, server_pid: int | None)
 
     sampler = MemorySampler(server_pid)
     async with async_playwright() as pw:
-        browsers = [await pw.chromium.launch(executable_path=chrome_path(), args=CHROME_ARGS)
-                    for _ in range(max(1, args.browsers))]
+        browsers = [
+            await pw.chromium.launch(executable_path=chrome_path(), args=CHROME_ARGS)
+            for _ in range(max(1, args.browsers))
+        ]
         # warm-up: the server's first page view pays imports and numba compilation
         warm = await browsers[0].new_context(viewport=VIEWPORT)
         page = await warm.new_page()
@@ -387,17 +424,22 @@ async def load_test(args: argparse.Namespace, base: str, server_pid: int | None)
         problems = await page.evaluate(PROBLEMS_JS)
         await warm.close()
         if problems:
-            print(f"{base + args.page} is broken before the test starts: {', '.join(problems)}",
-                  file=sys.stderr)
+            print(
+                f"{base + args.page} is broken before the test starts: {', '.join(problems)}",
+                file=sys.stderr,
+            )
             return 1
 
         sampler.start()
         rss_before = _status_kb(server_pid, "VmRSS") if server_pid else None
         cpu_before = _cpu_seconds(server_pid) if server_pid else None
         start, loaded = Start(asyncio.Semaphore(max(1, args.parallel_loads))), asyncio.Queue()
-        tasks = [asyncio.create_task(run_session(i, browsers[i % len(browsers)], args, base,
-                                                 start, loaded))
-                 for i in range(args.sessions)]
+        tasks = [
+            asyncio.create_task(
+                run_session(i, browsers[i % len(browsers)], args, base, start, loaded)
+            )
+            for i in range(args.sessions)
+        ]
         for _ in range(args.sessions):
             await loaded.get()
         t_start = time.monotonic()
@@ -411,10 +453,8 @@ async def load_test(args: argparse.Namespace, base: str, server_pid: int | None)
             await b.close()
 
     latencies = [x for r in results for x in r.latencies_ms]
-    seen = [x for r in results for x, b in zip(r.latencies_ms, r.seen_before, strict=False)
-            if b]
-    new = [x for r in results for x, b in zip(r.latencies_ms, r.seen_before, strict=False)
-           if not b]
+    seen = [x for r in results for x, b in zip(r.latencies_ms, r.seen_before, strict=False) if b]
+    new = [x for r in results for x, b in zip(r.latencies_ms, r.seen_before, strict=False) if not b]
     loads = [r.load_ms for r in results if r.load_ms is not None]
     errors: Counter = Counter()
     for r in results:
@@ -425,20 +465,28 @@ async def load_test(args: argparse.Namespace, base: str, server_pid: int | None)
     print(f"sessions    {args.sessions} in {len(browsers)} chromium process(es)")
     print(f"duration    {elapsed:.1f} s")
     print(f"moves       {len(latencies)} ({len(latencies) / elapsed:.1f}/s)")
-    print(f"errors      {n_errors}" + (f" ({', '.join(f'{k}: {v}' for k, v in errors.items())})"
-                                       if n_errors else ""))
-    print(f"latency ms  p50 {percentile(latencies, 50):,.0f}  p95 {percentile(latencies, 95):,.0f}"
-          f"  max {max(latencies, default=math.nan):,.0f}")
+    print(
+        f"errors      {n_errors}"
+        + (f" ({', '.join(f'{k}: {v}' for k, v in errors.items())})" if n_errors else "")
+    )
+    print(
+        f"latency ms  p50 {percentile(latencies, 50):,.0f}  p95 {percentile(latencies, 95):,.0f}"
+        f"  max {max(latencies, default=math.nan):,.0f}"
+    )
     for label, part in (("seen before", seen), ("new value", new)):
-        print(f"  {label:<10}{len(part):>4} moves, p50 {percentile(part, 50):,.0f}  "
-              f"p95 {percentile(part, 95):,.0f}  max {max(part, default=math.nan):,.0f}")
+        print(
+            f"  {label:<10}{len(part):>4} moves, p50 {percentile(part, 50):,.0f}  "
+            f"p95 {percentile(part, 95):,.0f}  max {max(part, default=math.nan):,.0f}"
+        )
     if loads:
         print(f"page load   p50 {percentile(loads, 50):,.0f} ms  max {max(loads):,.0f} ms")
     if server_pid:
         hwm = _status_kb(server_pid, "VmHWM")
-        print(f"server RSS  {(rss_before or 0) / mib:,.0f} MiB before, peak "
-              f"{sampler.server_peak_kb / mib:,.0f} MiB during the run"
-              + (f" (VmHWM {hwm / mib:,.0f} MiB)" if hwm else ""))
+        print(
+            f"server RSS  {(rss_before or 0) / mib:,.0f} MiB before, peak "
+            f"{sampler.server_peak_kb / mib:,.0f} MiB during the run"
+            + (f" (VmHWM {hwm / mib:,.0f} MiB)" if hwm else "")
+        )
         if cpu_before is not None and cpu_after is not None:
             used = cpu_after - cpu_before
             per_move = f", {used / len(latencies) * 1000:,.0f} ms per move" if latencies else ""
@@ -456,13 +504,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sessions", type=int, default=10, help="concurrent browser sessions")
     p.add_argument("--seconds", type=float, default=60, help="how long the sessions move")
     p.add_argument("--page", default="/", help="page URL path (and query), e.g. /cost")
-    p.add_argument("--browsers", type=int, default=1,
-                   help="chromium processes; sessions are spread over them round-robin")
+    p.add_argument(
+        "--browsers",
+        type=int,
+        default=1,
+        help="chromium processes; sessions are spread over them round-robin",
+    )
     p.add_argument("--slider", default="GPUs", help="label of the sidebar slider to move")
-    p.add_argument("--span", type=int, default=2,
-                   help="steps in one direction before turning back")
-    p.add_argument("--parallel-loads", type=int, default=2,
-                   help="sessions that open their page at the same time before the moves start")
+    p.add_argument("--span", type=int, default=2, help="steps in one direction before turning back")
+    p.add_argument(
+        "--parallel-loads",
+        type=int,
+        default=2,
+        help="sessions that open their page at the same time before the moves start",
+    )
     p.add_argument("--timeout", type=float, default=30, help="seconds before a move times out")
     p.add_argument("--think-ms", type=float, default=0, help="pause between moves")
     p.add_argument("--poll-ms", type=float, default=20, help="redraw check interval")

@@ -24,15 +24,21 @@ def main() -> None:
     for r in rows:
         c = r.case
         if markdown:
-            print(f"| {c.name} | {c.use} | {c.measure} | {c.measured_gib:.1f} "
-                  f"| {r.estimate_gib:.1f} | {r.error:+.1%} |")
+            print(
+                f"| {c.name} | {c.use} | {c.measure} | {c.measured_gib:.1f} "
+                f"| {r.estimate_gib:.1f} | {r.error:+.1%} |"
+            )
         else:
-            print(f"{c.name:<64} {c.use:<11} {c.measure:<10} published {c.measured_gib:6.1f}"
-                  f"  model {r.estimate_gib:6.1f} GiB  error {r.error:+6.1%}")
+            print(
+                f"{c.name:<64} {c.use:<11} {c.measure:<10} published {c.measured_gib:6.1f}"
+                f"  model {r.estimate_gib:6.1f} GiB  error {r.error:+6.1%}"
+            )
     held = [abs(r.error) for r in rows if r.case.use == "held-out"]
     if held:
-        print(f"\nheld-out rows: {len(held)}, median |error| {statistics.median(held):.1%}, "
-              f"worst {max(held):.1%}")
+        print(
+            f"\nheld-out rows: {len(held)}, median |error| {statistics.median(held):.1%}, "
+            f"worst {max(held):.1%}"
+        )
 
 
 if __name__ == "__main__":

@@ -100,8 +100,17 @@ def _apptest_worker(preset: str, scripts: list[str], warm_runs: int, timeout_s: 
         _clear_caches()
         cold_s, error = run(script, preset)
         warm = [run(script, preset)[0] for _ in range(warm_runs)] if not error else []
-        print(json.dumps({"page": script, "cold_s": cold_s,
-                          "warm_s": min(warm) if warm else None, "error": error}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "page": script,
+                    "cold_s": cold_s,
+                    "warm_s": min(warm) if warm else None,
+                    "error": error,
+                }
+            ),
+            flush=True,
+        )
 
 
 # ------------------------------------------------------------------------------ browser
@@ -138,34 +147,57 @@ def _browser_worker(preset: str, scripts: list[str], warm_runs: int, timeout_s: 
             return time.perf_counter() - t
 
         warmup_s = visit(scripts[0], _other_preset(preset))
-        print(json.dumps({"start_s": time.perf_counter() - t0, "warmup_s": warmup_s}),
-              flush=True)
+        print(json.dumps({"start_s": time.perf_counter() - t0, "warmup_s": warmup_s}), flush=True)
         for script in scripts:
             try:
                 cold_s, error = visit(script, preset), ""
                 warm = min(switch(script) for _ in range(warm_runs))
             except Exception as exc:  # a timeout: report it, go on with the next page
                 cold_s, warm, error = timeout_s, None, f"{type(exc).__name__}: {exc}"[:200]
-            print(json.dumps({"page": script, "cold_s": cold_s, "warm_s": warm,
-                              "error": error}), flush=True)
+            print(
+                json.dumps({"page": script, "cold_s": cold_s, "warm_s": warm, "error": error}),
+                flush=True,
+            )
         browser.close()
 
 
 # ------------------------------------------------------------------------------ driver
-def _run_preset(runner: str, preset: str, scripts: list[str], args: argparse.Namespace
-                ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    cmd = [sys.executable, __file__, "--worker", runner, "--presets", preset,
-           "--pages", ",".join(scripts), "--warm-runs", str(args.warm_runs),
-           "--timeout", str(args.timeout)]
+def _run_preset(
+    runner: str, preset: str, scripts: list[str], args: argparse.Namespace
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        runner,
+        "--presets",
+        preset,
+        "--pages",
+        ",".join(scripts),
+        "--warm-runs",
+        str(args.warm_runs),
+        "--timeout",
+        str(args.timeout),
+    ]
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env,
-                          timeout=args.timeout * (1 + args.warm_runs) * len(scripts) + 300)
+    proc = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=args.timeout * (1 + args.warm_runs) * len(scripts) + 300,
+    )
     lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
     if not lines:  # the app did not even import: every page of the preset is an error
         tail = " | ".join(proc.stderr.strip().splitlines()[-3:])[-300:]
-        return ({"start_s": 0.0, "warmup_s": 0.0},
-                [{"page": s, "cold_s": 0.0, "warm_s": None, "error": f"worker: {tail}"}
-                 for s in scripts])
+        return (
+            {"start_s": 0.0, "warmup_s": 0.0},
+            [
+                {"page": s, "cold_s": 0.0, "warm_s": None, "error": f"worker: {tail}"}
+                for s in scripts
+            ],
+        )
     return lines[0], lines[1:]
 
 
@@ -173,14 +205,20 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
-def _table(runner: str, results: dict[str, dict[str, Any]], starts: dict[str, dict[str, Any]],
-           scripts: list[str]) -> str:
+def _table(
+    runner: str,
+    results: dict[str, dict[str, Any]],
+    starts: dict[str, dict[str, Any]],
+    scripts: list[str],
+) -> str:
     presets = list(results)
     name_w = max(len(Path(s).stem) for s in scripts) + 2
     col_w = max(13, *(len(p) for p in presets)) + 2
-    out = [f"## {runner}: seconds, cold / warm (targets {COLD_TARGET_S:g} s / "
-           f"{WARM_TARGET_S:g} s; * = over, ! = error)",
-           "page".ljust(name_w) + "".join(p.rjust(col_w) for p in presets)]
+    out = [
+        f"## {runner}: seconds, cold / warm (targets {COLD_TARGET_S:g} s / "
+        f"{WARM_TARGET_S:g} s; * = over, ! = error)",
+        "page".ljust(name_w) + "".join(p.rjust(col_w) for p in presets),
+    ]
     for s in scripts:
         cells = []
         for p in presets:
@@ -188,22 +226,38 @@ def _table(runner: str, results: dict[str, dict[str, Any]], starts: dict[str, di
             if r is None:
                 cells.append("-")
                 continue
-            mark = "!" if r["error"] else ("*" if r["cold_s"] > COLD_TARGET_S or
-                                          (r["warm_s"] or 0) > WARM_TARGET_S else " ")
+            mark = (
+                "!"
+                if r["error"]
+                else (
+                    "*"
+                    if r["cold_s"] > COLD_TARGET_S or (r["warm_s"] or 0) > WARM_TARGET_S
+                    else " "
+                )
+            )
             cells.append(f"{_fmt(r['cold_s'])} / {_fmt(r['warm_s'])}{mark}")
         out.append(Path(s).stem.ljust(name_w) + "".join(c.rjust(col_w) for c in cells))
-    out.append("start".ljust(name_w) + "".join(
-        f"{starts[p]['start_s']:.1f}+{starts[p]['warmup_s']:.1f}".rjust(col_w)
-        for p in presets) + "   (imports + first page on another preset)")
-    rows = [(r["cold_s"], r["warm_s"] or 0.0, Path(s).stem, p, r["error"])
-            for p in presets for s, r in results[p].items()]
+    out.append(
+        "start".ljust(name_w)
+        + "".join(
+            f"{starts[p]['start_s']:.1f}+{starts[p]['warmup_s']:.1f}".rjust(col_w) for p in presets
+        )
+        + "   (imports + first page on another preset)"
+    )
+    rows = [
+        (r["cold_s"], r["warm_s"] or 0.0, Path(s).stem, p, r["error"])
+        for p in presets
+        for s, r in results[p].items()
+    ]
     if rows:
         cold = max(rows)
         warm = max(rows, key=lambda r: r[1])
         over = sum(r[0] > COLD_TARGET_S or r[1] > WARM_TARGET_S for r in rows)
-        out.append(f"slowest cold: {cold[2]} on {cold[3]}, {cold[0]:.2f} s; slowest warm: "
-                   f"{warm[2]} on {warm[3]}, {warm[1]:.2f} s; {over} of {len(rows)} "
-                   f"page x preset cells over target")
+        out.append(
+            f"slowest cold: {cold[2]} on {cold[3]}, {cold[0]:.2f} s; slowest warm: "
+            f"{warm[2]} on {warm[3]}, {warm[1]:.2f} s; {over} of {len(rows)} "
+            f"page x preset cells over target"
+        )
         for r in rows:
             if r[4]:
                 out.append(f"error: {r[2]} on {r[3]}: {r[4]}")
@@ -213,8 +267,9 @@ def _table(runner: str, results: dict[str, dict[str, Any]], starts: dict[str, di
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--presets", default="", help="comma-separated (default: all)")
-    parser.add_argument("--pages", default="",
-                        help="comma-separated page names or scripts (default: all)")
+    parser.add_argument(
+        "--pages", default="", help="comma-separated page names or scripts (default: all)"
+    )
     parser.add_argument("--browser", action="store_true", help="also time pages in chromium")
     parser.add_argument("--no-apptest", action="store_true", help="skip the AppTest runner")
     parser.add_argument("--warm-runs", type=int, default=2, help="warm runs, best kept")
@@ -242,8 +297,12 @@ def main() -> int:
             t = time.perf_counter()
             starts[preset], lines = _run_preset(runner, preset, scripts, args)
             results[preset] = {r["page"]: r for r in lines}
-            print(f"[{runner}] {preset}: {time.perf_counter() - t:.0f} s "
-                  + json.dumps(results[preset]), file=sys.stderr, flush=True)
+            print(
+                f"[{runner}] {preset}: {time.perf_counter() - t:.0f} s "
+                + json.dumps(results[preset]),
+                file=sys.stderr,
+                flush=True,
+            )
         print(_table(runner, results, starts, scripts) + "\n", flush=True)
         report[runner] = {"results": results, "start": starts}
     if args.json:

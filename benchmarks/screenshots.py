@@ -68,7 +68,8 @@ async def take(base: str, args: argparse.Namespace) -> int:
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=chrome_path(), args=CHROME_ARGS)
         context = await browser.new_context(
-            viewport={"width": args.width, "height": args.height}, color_scheme="light")
+            viewport={"width": args.width, "height": args.height}, color_scheme="light"
+        )
         page = await context.new_page()
         await open_page(page, base + "/?embed_options=light_theme", TIMEOUT_MS)
         pages = await discover_pages(page)
@@ -84,17 +85,20 @@ async def take(base: str, args: argparse.Namespace) -> int:
                 continue
             out = OUT / f"{slug(title)}.png"
             height = await page.evaluate(_CROP_JS, args.height)
-            await page.screenshot(path=str(out), clip={
-                "x": 0, "y": 0, "width": args.width, "height": height})
+            await page.screenshot(
+                path=str(out), clip={"x": 0, "y": 0, "width": args.width, "height": height}
+            )
             kb = out.stat().st_size / 1024
             too_big = kb > args.max_kb
             status |= too_big
-            print(f"{title:<14} {path:<16} -> {out.relative_to(ROOT)} ({kb:,.0f} KB"
-                  + (f", over {args.max_kb:g} KB)" if too_big else ")"))
-        if wanted and not any(title.lower() in wanted or slug(title) in wanted
-                              for title, _ in pages):
-            print(f"no page matches --pages {args.pages}; pages: "
-                  + ", ".join(t for t, _ in pages))
+            print(
+                f"{title:<14} {path:<16} -> {out.relative_to(ROOT)} ({kb:,.0f} KB"
+                + (f", over {args.max_kb:g} KB)" if too_big else ")")
+            )
+        if wanted and not any(
+            title.lower() in wanted or slug(title) in wanted for title, _ in pages
+        ):
+            print(f"no page matches --pages {args.pages}; pages: " + ", ".join(t for t, _ in pages))
             status = 1
         await browser.close()
     return status

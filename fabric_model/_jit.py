@@ -9,8 +9,12 @@ import numba
 
 #: ``cache=True`` writes compiled kernels next to the module (``__pycache__``), so the app's
 #: cold start pays the compile once per machine; ``nogil`` lets Streamlit threads overlap.
-JIT_OPTIONS: dict[str, Any] = {"cache": True, "nogil": True, "fastmath": False,
-                               "error_model": "numpy"}
+JIT_OPTIONS: dict[str, Any] = {
+    "cache": True,
+    "nogil": True,
+    "fastmath": False,
+    "error_model": "numpy",
+}
 
 
 def jit(signature_or_function: Any = None) -> Any:

@@ -1283,8 +1283,10 @@ def _check_gpus(cat: Catalog, where: str) -> None:
             )
         low = g.hbm_gb * 1e9 / 2**30  # what the GB figure means in decimal units
         if not low - 0.051 <= g.hbm_gib <= g.hbm_gb:  # HBM stacks are binary-sized
-            raise CatalogError(f"{here}.hbm_gib: {g.hbm_gib:g} GiB visible to CUDA must lie "
-                               f"between {low:.1f} and {g.hbm_gb:g} for {g.hbm_gb:g} GB")
+            raise CatalogError(
+                f"{here}.hbm_gib: {g.hbm_gib:g} GiB visible to CUDA must lie "
+                f"between {low:.1f} and {g.hbm_gb:g} for {g.hbm_gb:g} GB"
+            )
 
 
 def _check_servers(cat: Catalog, where: str) -> None:

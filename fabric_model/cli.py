@@ -491,17 +491,24 @@ def _step_text(d: dict[str, Any], plan_label: str) -> str:
         ),
         "",
         f"MFU {d['mfu']:.3f}"
-        + (f" ({d['mfu_precision_peak']:.3f} of the FP8 peak)"
-           if d["mfu_precision_peak"] != d["mfu"] else "")
+        + (
+            f" ({d['mfu_precision_peak']:.3f} of the FP8 peak)"
+            if d["mfu_precision_peak"] != d["mfu"]
+            else ""
+        )
         + f"   tokens/s {d['tokens_per_s']:,.0f}   "
         f"memory {d['memory_gib_per_gpu']:.1f} GiB per GPU ({d['memory_status']})",
     ]
     mem = d.get("memory") or {}
     if mem.get("stages"):
-        lines.append("memory by pipeline rank: " + "; ".join(
-            f"rank {st['rank']} ({st['layers']} layers, {st['micro_batches_in_flight']:g} "
-            f"in flight) {st['total_gib']:.1f} GiB"
-            for st in mem["stages"]))
+        lines.append(
+            "memory by pipeline rank: "
+            + "; ".join(
+                f"rank {st['rank']} ({st['layers']} layers, {st['micro_batches_in_flight']:g} "
+                f"in flight) {st['total_gib']:.1f} GiB"
+                for st in mem["stages"]
+            )
+        )
     lines += [f"warning: {w}" for w in d.get("warnings", [])]
     return "\n".join(lines)
 

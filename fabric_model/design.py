@@ -81,7 +81,8 @@ def resolve_hardware(scenario: Scenario, catalog: Catalog | None = None) -> Hard
         switch = _lookup("fabric.switch", cat.switch, f.switch)
         if switch.protocol != vendor.protocol:
             raise ScenarioError(
-                "fabric.switch", f.switch,
+                "fabric.switch",
+                f.switch,
                 f"is a {switch.protocol} switch; fabric.vendor = {f.vendor} needs a "
                 f"{vendor.protocol} switch",
             )
@@ -91,8 +92,9 @@ def resolve_hardware(scenario: Scenario, catalog: Catalog | None = None) -> Hard
         nic = _lookup("fabric.nic", cat.nic, f.nic)
         if vendor.protocol not in nic.protocols:
             raise ScenarioError(
-                "fabric.nic", f.nic,
-                f"does not speak {vendor.protocol} (fabric.vendor = {f.vendor})"
+                "fabric.nic",
+                f.nic,
+                f"does not speak {vendor.protocol} (fabric.vendor = {f.vendor})",
             )
         if f.link_gbps not in nic.speeds_gbps:
             raise InfeasibleDesignError(
@@ -102,8 +104,9 @@ def resolve_hardware(scenario: Scenario, catalog: Catalog | None = None) -> Hard
             )
     radix = switch.radix(f.link_gbps)
     routing = vendor.default_routing if f.routing == "auto" else f.routing
-    hw = Hardware(gpu=gpu, server=server, vendor=vendor, switch=switch, nic=nic, radix=radix,
-                  routing=routing)
+    hw = Hardware(
+        gpu=gpu, server=server, vendor=vendor, switch=switch, nic=nic, radix=radix, routing=routing
+    )
     _check_host_link(scenario, hw, cat)
     return hw
 
@@ -127,13 +130,13 @@ def _check_host_link(scenario: Scenario, hw: Hardware, cat: Catalog) -> None:
     feed_GBps = min(hw.host_link_GBps, hw.nic_host_link_GBps)
     if f.link_gbps / 8.0 <= feed_GBps:
         return
-    ok = sorted({g for v in cat.vendors.values() for g in v.nic_by_gbps
-                 if g / 8.0 <= feed_GBps})
+    ok = sorted({g for v in cat.vendors.values() for g in v.nic_by_gbps if g / 8.0 <= feed_GBps})
     raise InfeasibleDesignError(
         "fabric.link_gbps",
         f"{f.link_gbps} Gb/s ({f.link_gbps / 8:g} GB/s per NIC) is more than cluster.gpu = "
         f"{c.gpu} can feed: its host link to the NIC ({hw.server.name}, {hw.nic.name}) "
-        f"carries {feed_GBps:g} GB/s each way; allowed: {', '.join(map(str, ok)) or 'none'} Gb/s")
+        f"carries {feed_GBps:g} GB/s each way; allowed: {', '.join(map(str, ok)) or 'none'} Gb/s",
+    )
 
 
 def topology_request(scenario: Scenario, hardware: Hardware) -> TopologyRequest:

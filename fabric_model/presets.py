@@ -52,8 +52,9 @@ def load_preset(name: str) -> Scenario:
     if name in RENAMED:
         raise ScenarioError("preset", name, RENAMED[name])
     if name not in presets:
-        raise ScenarioError("preset", name, "must be one of "
-                            + ", ".join(p.name for p in list_presets()))
+        raise ScenarioError(
+            "preset", name, "must be one of " + ", ".join(p.name for p in list_presets())
+        )
     return presets[name]
 
 
@@ -62,5 +63,6 @@ RENAMED = {
     "gb200-nvl72-xdr": (
         "was removed: GB200 NVL72 compute trays carry one 400G ConnectX-7 per GPU on PCIe Gen5 "
         "(NVIDIA DGX GB200 reference architecture), not 800G XDR; use gb200-nvl72-ndr, or "
-        "gb300-nvl72-xdr for 800G ConnectX-8 (GB300)"),
+        "gb300-nvl72-xdr for 800G ConnectX-8 (GB300)"
+    ),
 }

@@ -250,8 +250,11 @@ class FabricSpec:
     )
     nvls: bool = _f(
         True,
-        FieldSpec("bool", "NVLink SHARP (NVLS, NVLS-Tree) available to NCCL; false = "
-                  "NCCL_NVLS_ENABLE=0, as many published multi-rack NVL72 runs set it"),
+        FieldSpec(
+            "bool",
+            "NVLink SHARP (NVLS, NVLS-Tree) available to NCCL; false = "
+            "NCCL_NVLS_ENABLE=0, as many published multi-rack NVL72 runs set it",
+        ),
     )
     switch: str = _f(
         "auto", FieldSpec("text", "switch model (catalog key); auto = the vendor's default")
@@ -324,12 +327,20 @@ class ModelSpec:
     top_k: int = _f(1, FieldSpec("int", "experts chosen per token", "", min=1, max=64))
     shared_experts: int = _f(0, FieldSpec("int", "always-on shared experts", "", min=0, max=64))
     dense_layers: int = _f(
-        0, FieldSpec("int", "leading dense (non-MoE) layers of an MoE model", "layers",
-                     min=0, max=1024)
+        0,
+        FieldSpec(
+            "int", "leading dense (non-MoE) layers of an MoE model", "layers", min=0, max=1024
+        ),
     )
     dense_ffn_hidden: int = _f(
-        0, FieldSpec("int", "feed-forward hidden size of those dense layers; 0 = ffn_hidden", "",
-                     min=0, max=524_288)
+        0,
+        FieldSpec(
+            "int",
+            "feed-forward hidden size of those dense layers; 0 = ffn_hidden",
+            "",
+            min=0,
+            max=524_288,
+        ),
     )
     head_dim: int = _f(
         0, FieldSpec("int", "attention head size; 0 = hidden / heads", "", min=0, max=1024)
@@ -338,12 +349,18 @@ class ModelSpec:
         0, FieldSpec("int", "MLA query compression rank; 0 = none", "", min=0, max=65_536)
     )
     kv_lora_rank: int = _f(
-        0, FieldSpec("int", "MLA key/value compression rank; 0 = grouped-query attention", "",
-                     min=0, max=65_536)
+        0,
+        FieldSpec(
+            "int",
+            "MLA key/value compression rank; 0 = grouped-query attention",
+            "",
+            min=0,
+            max=65_536,
+        ),
     )
     rope_head_dim: int = _f(
-        0, FieldSpec("int", "MLA decoupled rotary key size per head; 0 with GQA", "",
-                     min=0, max=1024)
+        0,
+        FieldSpec("int", "MLA decoupled rotary key size per head; 0 with GQA", "", min=0, max=1024),
     )
     gated_mlp: bool = _f(True, FieldSpec("bool", "gated (SwiGLU, 3 matrices) feed-forward"))
     tied_embeddings: bool = _f(
@@ -450,9 +467,7 @@ class TrainingSpec:
     )
     recompute: str = _f(
         "selective",
-        FieldSpec(
-            "choice", "activation recomputation", choices=("none", "selective", "full")
-        ),
+        FieldSpec("choice", "activation recomputation", choices=("none", "selective", "full")),
     )
     recompute_modules: str = _f(
         "core_attn",
@@ -579,9 +594,7 @@ class WhatIfSpec:
     )
     placement: str = _f(
         "contiguous",
-        FieldSpec(
-            "choice", "where the job's GPUs sit", choices=("contiguous", "scattered")
-        ),
+        FieldSpec("choice", "where the job's GPUs sit", choices=("contiguous", "scattered")),
     )
 
 
@@ -614,7 +627,11 @@ class CostSpec:
     fiber_usd: float | None = _f(
         None,
         FieldSpec(
-            "float", "price of the fiber for one optical link", "USD", min=0.0, max=1e5,
+            "float",
+            "price of the fiber for one optical link",
+            "USD",
+            min=0.0,
+            max=1e5,
             optional=True,
         ),
     )
@@ -636,9 +653,7 @@ class CostSpec:
     pue: float = _f(
         1.25, FieldSpec("float", "power usage effectiveness", "", min=1.0, max=3.0, step=0.05)
     )
-    years: float = _f(
-        5.0, FieldSpec("float", "TCO horizon", "years", min=0.5, max=15.0, step=0.5)
-    )
+    years: float = _f(5.0, FieldSpec("float", "TCO horizon", "years", min=0.5, max=15.0, step=0.5))
 
 
 #: Section name -> dataclass, in document order.
@@ -786,9 +801,25 @@ def _build_section(section: str, data: Any) -> Any:
 
 #: ModelSpec keys a published shape (``model.name``) sets.
 SHAPE_KEYS = (
-    "kind", "layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "seq_len",
-    "n_experts", "top_k", "shared_experts", "dense_layers", "dense_ffn_hidden", "head_dim",
-    "q_lora_rank", "kv_lora_rank", "rope_head_dim", "gated_mlp", "tied_embeddings",
+    "kind",
+    "layers",
+    "hidden",
+    "ffn_hidden",
+    "heads",
+    "kv_heads",
+    "vocab",
+    "seq_len",
+    "n_experts",
+    "top_k",
+    "shared_experts",
+    "dense_layers",
+    "dense_ffn_hidden",
+    "head_dim",
+    "q_lora_rank",
+    "kv_lora_rank",
+    "rope_head_dim",
+    "gated_mlp",
+    "tied_embeddings",
     "max_nodes_per_token",
 )
 
@@ -924,32 +955,45 @@ def _check_cross_fields(s: Scenario) -> None:
             "model.top_k", m.top_k, f"must be at most model.n_experts = {m.n_experts}"
         )
     if m.kind == "moe" and m.n_experts < 2:
-        raise ScenarioError("model.n_experts", m.n_experts,
-                            "must be at least 2 for an MoE model (model.kind = moe)")
+        raise ScenarioError(
+            "model.n_experts", m.n_experts, "must be at least 2 for an MoE model (model.kind = moe)"
+        )
     if m.kind == "dense" and (m.n_experts > 1 or m.top_k > 1 or m.shared_experts):
-        key = "model.n_experts" if m.n_experts > 1 else (
-            "model.top_k" if m.top_k > 1 else "model.shared_experts")
-        raise ScenarioError(key, s.get(key), "a dense model (model.kind = dense) has no "
-                            "experts: n_experts 1, top_k 1, shared_experts 0; or set "
-                            "model.kind = moe")
+        key = (
+            "model.n_experts"
+            if m.n_experts > 1
+            else ("model.top_k" if m.top_k > 1 else "model.shared_experts")
+        )
+        raise ScenarioError(
+            key,
+            s.get(key),
+            "a dense model (model.kind = dense) has no "
+            "experts: n_experts 1, top_k 1, shared_experts 0; or set "
+            "model.kind = moe",
+        )
     if m.kind == "moe" and m.dense_layers >= m.layers:
-        raise ScenarioError("model.dense_layers", m.dense_layers,
-                            f"must be less than model.layers = {m.layers} for an MoE model")
+        raise ScenarioError(
+            "model.dense_layers",
+            m.dense_layers,
+            f"must be less than model.layers = {m.layers} for an MoE model",
+        )
     if not m.head_dim and m.hidden % m.heads:
-        raise ScenarioError("model.heads", m.heads,
-                            f"must divide model.hidden = {m.hidden} (or set model.head_dim)")
+        raise ScenarioError(
+            "model.heads", m.heads, f"must divide model.hidden = {m.hidden} (or set model.head_dim)"
+        )
     if m.kv_heads > m.heads or m.heads % m.kv_heads:
-        raise ScenarioError("model.kv_heads", m.kv_heads,
-                            f"must divide model.heads = {m.heads}")
+        raise ScenarioError("model.kv_heads", m.kv_heads, f"must divide model.heads = {m.heads}")
     if m.params_b != "auto":
         from fabric_model.training.shapes import shape_counts
 
         counted_b = shape_counts(m).total / 1e9
         if abs(float(m.params_b) - counted_b) > 0.05 * counted_b:
             raise ScenarioError(
-                "model.params_b", m.params_b,
+                "model.params_b",
+                m.params_b,
                 f"must agree within 5% with the shape's {counted_b:,.1f} B parameters "
-                f"(model.layers, hidden, ffn_hidden, ...), or be auto")
+                f"(model.layers, hidden, ffn_hidden, ...), or be auto",
+            )
 
 
 def parse_assignment(text: str) -> tuple[str, str]:
@@ -961,8 +1005,9 @@ def parse_assignment(text: str) -> tuple[str, str]:
         If there is no ``=`` or the key is unknown.
     """
     if "=" not in text:
-        raise ScenarioError(text, ScenarioError.NO_VALUE,
-                            "expected KEY=VALUE, e.g. fabric.link_gbps=800")
+        raise ScenarioError(
+            text, ScenarioError.NO_VALUE, "expected KEY=VALUE, e.g. fabric.link_gbps=800"
+        )
     key, value = text.split("=", 1)
     key = key.strip()
     field_spec(key)

@@ -45,9 +45,11 @@ def _on_placement_change() -> None:
 scenario = current_scenario()
 st.title("Collectives")
 n_gpus = scenario.cluster.n_gpus
-fabric = (f"{VENDOR_LABELS[scenario.fabric.vendor]} "
-          f"{TOPOLOGY_LABELS.get(scenario.fabric.topology, scenario.fabric.topology)}, "
-          f"{scenario.fabric.link_gbps}G")
+fabric = (
+    f"{VENDOR_LABELS[scenario.fabric.vendor]} "
+    f"{TOPOLOGY_LABELS.get(scenario.fabric.topology, scenario.fabric.topology)}, "
+    f"{scenario.fabric.link_gbps}G"
+)
 try:
     with st.spinner("Building the fabric ..."):
         facade.check_fabric(scenario)
@@ -60,22 +62,34 @@ except FabricModelError as exc:
 def curves_view() -> None:
     """Operation, algorithms, size: the curves and the breakdown (reruns on its own)."""
     controls = st.columns([1.1, 2.2, 1.6], gap="medium")
-    op = controls[0].radio("Operation", OPS, key="coll_op", format_func=OP_LABELS.get,
-                           help="the collective, across all cluster.n_gpus GPUs")
+    op = controls[0].radio(
+        "Operation",
+        OPS,
+        key="coll_op",
+        format_func=OP_LABELS.get,
+        help="the collective, across all cluster.n_gpus GPUs",
+    )
     with st.spinner("Solving the collectives' traffic on the fabric ..."):
         defaults = facade.default_algorithms(scenario, op)
     algo_key = f"coll_algos:{op}"
     chosen = st.session_state.setdefault(_CHOSEN, {}).get(op)
     st.session_state[algo_key] = list(defaults) if chosen is None else chosen
     controls[1].multiselect(
-        "Algorithms to plot", list(facade.OP_ALGORITHMS[op]), key=algo_key,
-        on_change=_remember_algos, args=(op,),
+        "Algorithms to plot",
+        list(facade.OP_ALGORITHMS[op]),
+        key=algo_key,
+        on_change=_remember_algos,
+        args=(op,),
         help="each line is one algorithm with its fastest protocol per size; auto (NCCL-like) "
-             "is drawn whatever is picked here",
+        "is drawn whatever is picked here",
     )
     size = controls[2].select_slider(
-        "Size for the breakdown", options=list(facade.COLLECTIVE_SIZES), value=2**30,
-        key="coll_size", format_func=size_label, help="message size per GPU (nccl-tests' size)",
+        "Size for the breakdown",
+        options=list(facade.COLLECTIVE_SIZES),
+        value=2**30,
+        key="coll_size",
+        format_func=size_label,
+        help="message size per GPU (nccl-tests' size)",
     )
 
     with st.spinner("Solving the collectives' traffic on the fabric ..."):
@@ -93,73 +107,113 @@ def curves_view() -> None:
         f"(circle LL, diamond LL128, square Simple)."
         + (f" Shaded: slowest to fastest of {ECMP_SEEDS} ECMP hash seeds." if curves.ecmp else "")
     )
-    log_y = st.toggle("Logarithmic bus bandwidth axis", value=True, key="coll_log_y",
-                      help="off: a linear axis, which shows the large-message plateau")
+    log_y = st.toggle(
+        "Logarithmic bus bandwidth axis",
+        value=True,
+        key="coll_log_y",
+        help="off: a linear axis, which shows the large-message plateau",
+    )
     chart(
         collective_busbw_figure(
-            curves.curves, curves.auto, ecmp=curves.ecmp, log_y=log_y,
-            title=f"{OP_LABELS[op]} bus bandwidth vs message size ({n_gpus:,} GPUs)"),
-        key="collective_curves", name=f"collectives {op} busbw",
+            curves.curves,
+            curves.auto,
+            ecmp=curves.ecmp,
+            log_y=log_y,
+            title=f"{OP_LABELS[op]} bus bandwidth vs message size ({n_gpus:,} GPUs)",
+        ),
+        key="collective_curves",
+        name=f"collectives {op} busbw",
     )
-    st.caption(auto_summary_text(curves.auto)
-               + (" SHARP is drawn but not in auto's choice: auto considers it only with "
-                  "fabric.sharp on." if "sharp" in curves.curves and not scenario.fabric.sharp
-                  else ""))
+    st.caption(
+        auto_summary_text(curves.auto)
+        + (
+            " SHARP is drawn but not in auto's choice: auto considers it only with fabric.sharp on."
+            if "sharp" in curves.curves and not scenario.fabric.sharp
+            else ""
+        )
+    )
 
     st.subheader(f"Breakdown at {size_label(size)}")
     st.markdown(auto_pick_text(curves.auto, size))
     if curves.curves:
-        chart(collective_breakdown_figure(curves.curves, size), key="collective_breakdown",
-              name=f"collectives {op} breakdown {size_label(size)}")
+        chart(
+            collective_breakdown_figure(curves.curves, size),
+            key="collective_breakdown",
+            name=f"collectives {op} breakdown {size_label(size)}",
+        )
         breakdown = collective_breakdown_frame(curves.curves, curves.models, size, curves.auto)
         st.dataframe(
-            breakdown, hide_index=True, width="stretch",
+            breakdown,
+            hide_index=True,
+            width="stretch",
             column_config={
                 "auto_pick": st.column_config.CheckboxColumn("auto's pick"),
                 "busbw_range_GBps": st.column_config.TextColumn(
-                    "busbw range (GB/s)", help="slowest to fastest ECMP seed"),
+                    "busbw range (GB/s)", help="slowest to fastest ECMP seed"
+                ),
                 "time_us": st.column_config.NumberColumn(format="%.1f"),
                 "latency_us": st.column_config.NumberColumn(format="%.1f"),
                 "bandwidth_us": st.column_config.NumberColumn(format="%.1f"),
                 "busbw_GBps": st.column_config.NumberColumn(format="%.2f"),
                 "nvlink_busbw_GBps": st.column_config.NumberColumn(
-                    "NVLink side (GB/s)", format="%.0f",
-                    help="NVLink-side bus bandwidth, large messages"),
+                    "NVLink side (GB/s)",
+                    format="%.0f",
+                    help="NVLink-side bus bandwidth, large messages",
+                ),
                 "network_busbw_GBps": st.column_config.NumberColumn(
-                    "network side (GB/s)", format="%.0f",
+                    "network side (GB/s)",
+                    format="%.0f",
                     help="network-side bus bandwidth from the flow solver, large messages "
-                         "(empty: one NVLink domain)"),
+                    "(empty: one NVLink domain)",
+                ),
             },
         )
-        st.caption("time = latency term + bandwidth term; the busbw range spans the "
-                   "ECMP seeds (equal under deterministic routing); the two last columns "
-                   "are the model's large-message bandwidths on each side of the minimum.")
-        csv_download(breakdown, label="Download breakdown (CSV)",
-                     name=f"collectives {op} breakdown {size_label(size)}",
-                     key="dl_collective_breakdown")
+        st.caption(
+            "time = latency term + bandwidth term; the busbw range spans the "
+            "ECMP seeds (equal under deterministic routing); the two last columns "
+            "are the model's large-message bandwidths on each side of the minimum."
+        )
+        csv_download(
+            breakdown,
+            label="Download breakdown (CSV)",
+            name=f"collectives {op} breakdown {size_label(size)}",
+            key="dl_collective_breakdown",
+        )
     curve_frame = collective_curve_frame(curves.curves, curves.auto)
-    st.download_button("Download curves (CSV)", curve_frame.to_csv(index=False).encode(),
-                       file_name=f"{scenario.name}-{op}-curves.csv", mime="text/csv",
-                       key="dl_collective_curves")
+    st.download_button(
+        "Download curves (CSV)",
+        curve_frame.to_csv(index=False).encode(),
+        file_name=f"{scenario.name}-{op}-curves.csv",
+        mime="text/csv",
+        key="dl_collective_curves",
+    )
 
 
 curves_view()
 
 st.subheader("Fabric effects")
 st.session_state[_PLACEMENT_WIDGET] = scenario.what_if.placement == "scattered"
-st.toggle("Scattered placement", key=_PLACEMENT_WIDGET, on_change=_on_placement_change,
-          help="what_if.placement: the job's servers are spread over the cluster instead of "
-               "filling consecutive leaves. A scenario key: it also applies to the curves "
-               "above and is kept in the URL.")
+st.toggle(
+    "Scattered placement",
+    key=_PLACEMENT_WIDGET,
+    on_change=_on_placement_change,
+    help="what_if.placement: the job's servers are spread over the cluster instead of "
+    "filling consecutive leaves. A scenario key: it also applies to the curves "
+    "above and is kept in the URL.",
+)
 # Solved only when opened: three vendors' fabrics, each with its own ring and all-to-all.
-with st.expander(f"The same design on InfiniBand, Spectrum-X and RoCE: ring all-reduce and "
-                 f"all-to-all at {size_label(facade.EFFECT_SIZE_BYTES)}",
-                 key=EFFECTS_OPEN, on_change="rerun") as effects_section:
+with st.expander(
+    f"The same design on InfiniBand, Spectrum-X and RoCE: ring all-reduce and "
+    f"all-to-all at {size_label(facade.EFFECT_SIZE_BYTES)}",
+    key=EFFECTS_OPEN,
+    on_change="rerun",
+) as effects_section:
     if effects_section.open:
         with st.spinner("Solving on InfiniBand, Spectrum-X and RoCE ..."):
             effects = facade.fabric_effects(scenario)
-        chart(fabric_effects_figure(effects), key="fabric_effects",
-              name="collectives fabric effects")
+        chart(
+            fabric_effects_figure(effects), key="fabric_effects", name="collectives fabric effects"
+        )
         st.caption(
             "The same design on each vendor's parts with its default routing. InfiniBand and "
             "Spectrum-X route adaptively, spreading every flow's packets over the free uplinks; "

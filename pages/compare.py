@@ -23,7 +23,8 @@ preset = current_preset() or scenario.name
 st.caption(
     f"Pin the sidebar's scenario, change the sidebar, pin again: up to {compare.MAX_PINS} "
     "pinned scenarios and the current one (last column) side by side, with every column's "
-    "difference from the first. The pins are kept in the URL.")
+    "difference from the first. The pins are kept in the URL."
+)
 
 
 @st.fragment
@@ -36,20 +37,31 @@ def compare_view() -> None:
     with st.spinner("Modelling each scenario ..."):
         cols = compare.columns(scenario)
     if len(cols) == 1:
-        st.caption("Nothing pinned yet: pin the current scenario, change the sidebar (GPUs, "
-                   "vendor, topology ...) and the table compares the two.")
+        st.caption(
+            "Nothing pinned yet: pin the current scenario, change the sidebar (GPUs, "
+            "vendor, topology ...) and the table compares the two."
+        )
     for label, metrics in cols:
         if metrics.problem:
             st.warning(f"{label}: {metrics.problem}")
 
     frame = compare_frame(cols)
-    st.dataframe(compare_display_frame(frame), hide_index=True, width="stretch",
-                 height=36 * (len(frame) + 1) + 3)  # every row, no inner scrolling
+    st.dataframe(
+        compare_display_frame(frame),
+        hide_index=True,
+        width="stretch",
+        height=36 * (len(frame) + 1) + 3,
+    )  # every row, no inner scrolling
     st.caption(
-        (f"Δ: difference from {cols[0][0]} in the row's unit (percentage points for shares); "
-         "Δ%: relative difference. " if len(cols) > 1 else "")
+        (
+            f"Δ: difference from {cols[0][0]} in the row's unit (percentage points for shares); "
+            "Δ%: relative difference. "
+            if len(cols) > 1
+            else ""
+        )
         + "Collectives at 1 GiB per GPU with the NCCL-like algorithm choice across all GPUs; "
-          "capex and power are the scale-out network's.")
+        "capex and power are the scale-out network's."
+    )
     downloads = st.columns(2, gap="small")
     with downloads[0]:
         csv_download(frame, label="Download comparison (CSV)", name="compare", key="dl_compare_csv")
@@ -57,13 +69,19 @@ def compare_view() -> None:
         st.download_button(
             "Download comparison (YAML)",
             compare.comparison_yaml([(label, m.scenario) for label, m in cols]).encode(),
-            file_name=export_file_name("compare", preset, "yaml"), mime="application/x-yaml",
-            key="dl_compare_yaml", on_click="ignore",
+            file_name=export_file_name("compare", preset, "yaml"),
+            mime="application/x-yaml",
+            key="dl_compare_yaml",
+            on_click="ignore",
             help="every compared scenario as a complete scenario file (one YAML document each, "
-                 "named by its label)")
+            "named by its label)",
+        )
 
-    chart(compare_busbw_figure(cols, highlight=len(cols) - 1), key="compare_busbw",
-          name="compare allreduce busbw")
+    chart(
+        compare_busbw_figure(cols, highlight=len(cols) - 1),
+        key="compare_busbw",
+        name="compare allreduce busbw",
+    )
     chart(compare_step_figure(cols), key="compare_step", name="compare step breakdown")
 
 

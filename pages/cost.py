@@ -28,16 +28,23 @@ except FabricModelError as exc:
 label = VENDOR_LABELS[scenario.fabric.vendor]
 st.caption(f"Headline figures for {label}; the charts compare all three vendors.")
 cols = st.columns(3)
-cols[0].metric("Network capex", f"${own.capex_usd / 1e6:,.2f} M",
-               help="switches + NICs + optics + cables")
+cols[0].metric(
+    "Network capex", f"${own.capex_usd / 1e6:,.2f} M", help="switches + NICs + optics + cables"
+)
 cols[1].metric("Capex per GPU", f"${own.capex_per_gpu_usd:,.0f}")
-cols[2].metric("Share of cluster", f"{own.network_share:.1%}",
-               help="network / (GPU servers without scale-out NICs + network)")
+cols[2].metric(
+    "Share of cluster",
+    f"{own.network_share:.1%}",
+    help="network / (GPU servers without scale-out NICs + network)",
+)
 cols = st.columns(3)
 cols[0].metric("Network power", f"{own.power_w / 1000:,.0f} kW", help="IT load, before PUE")
 cols[1].metric("Power per GPU", f"{own.power_per_gpu_w:,.0f} W")
-cols[2].metric(f"TCO, {scenario.costs.years:g} years", f"${own.tco_usd / 1e6:,.2f} M",
-               help="capex + network power x PUE x hours x electricity price")
+cols[2].metric(
+    f"TCO, {scenario.costs.years:g} years",
+    f"${own.tco_usd / 1e6:,.2f} M",
+    help="capex + network power x PUE x hours x electricity price",
+)
 
 comparisons = facade.vendor_comparison(scenario)
 
@@ -67,12 +74,20 @@ st.subheader(f"Bill of materials ({label})")
 bom_frame = own.to_frame()
 st.dataframe(bom_frame, hide_index=True, width="stretch")
 c1, c2 = st.columns(2)
-c1.download_button("Download BOM (CSV)", bom_frame.to_csv(index=False).encode(),
-                   file_name=f"{scenario.name}-{scenario.fabric.vendor}-bom.csv",
-                   mime="text/csv", key="dl_bom")
-c2.download_button("Download comparison (CSV)", summary.to_csv(index=False).encode(),
-                   file_name=f"{scenario.name}-vendor-comparison.csv", mime="text/csv",
-                   key="dl_compare")
+c1.download_button(
+    "Download BOM (CSV)",
+    bom_frame.to_csv(index=False).encode(),
+    file_name=f"{scenario.name}-{scenario.fabric.vendor}-bom.csv",
+    mime="text/csv",
+    key="dl_bom",
+)
+c2.download_button(
+    "Download comparison (CSV)",
+    summary.to_csv(index=False).encode(),
+    file_name=f"{scenario.name}-vendor-comparison.csv",
+    mime="text/csv",
+    key="dl_compare",
+)
 
 with st.expander("Prices and TCO assumptions"):
     st.caption(

@@ -22,9 +22,11 @@ st.title("MoE")
 
 moe_names = moe_page.moe_names()
 if scenario.model.kind != "moe":
-    st.caption(f"The sidebar's model ({scenario.model.name}) is dense, so this page shows an "
-               f"MoE model on the same cluster: pick it here or in the sidebar's model "
-               f"section.")
+    st.caption(
+        f"The sidebar's model ({scenario.model.name}) is dense, so this page shows an "
+        f"MoE model on the same cluster: pick it here or in the sidebar's model "
+        f"section."
+    )
     default_moe = moe_page.DEFAULT_MOE
 else:
     default_moe = scenario.model.name if scenario.model.name in moe_names else "custom"
@@ -35,32 +37,49 @@ def moe_view() -> None:
     """The page's own controls and everything they drive (reruns without the sidebar)."""
     c1, c2, c3 = st.columns([1.2, 1.8, 1.4], gap="medium")
     options = moe_names + (["custom"] if scenario.model.kind == "moe" else [])
-    name = c1.selectbox("MoE model", options, index=options.index(default_moe), key="moe_model",
-                        format_func=lambda n: MODEL_SHAPES[n]["description"]
-                        if n in MODEL_SHAPES else "the sidebar's custom MoE",
-                        help="published shape (assets/models.yaml); custom = the sidebar's shape")
+    name = c1.selectbox(
+        "MoE model",
+        options,
+        index=options.index(default_moe),
+        key="moe_model",
+        format_func=lambda n: (
+            MODEL_SHAPES[n]["description"] if n in MODEL_SHAPES else "the sidebar's custom MoE"
+        ),
+        help="published shape (assets/models.yaml); custom = the sidebar's shape",
+    )
     topologies = c2.multiselect(
-        "Topologies", list(field_spec("fabric.topology").choices),
-        default=[scenario.fabric.topology], format_func=lambda t: TOPOLOGY_LABELS.get(t, t),
+        "Topologies",
+        list(field_spec("fabric.topology").choices),
+        default=[scenario.fabric.topology],
+        format_func=lambda t: TOPOLOGY_LABELS.get(t, t),
         key="moe_topos",
         help="add topologies to compare (each costs one training step per EP degree); "
-             "rail-only has no path between rails: its all-to-all goes through NVLink first")
-    skews = c3.multiselect("Routing skews", list(moe_page.SKEWS),
-                           default=list(moe_page.DEFAULT_SKEWS), key="moe_skews",
-                           format_func=lambda s: f"{s:g}x",
-                           help="hot-expert skew: the GPUs hosting hot experts receive this "
-                                "many times the mean traffic (model.hot_fraction of the GPUs)")
+        "rail-only has no path between rails: its all-to-all goes through NVLink first",
+    )
+    skews = c3.multiselect(
+        "Routing skews",
+        list(moe_page.SKEWS),
+        default=list(moe_page.DEFAULT_SKEWS),
+        key="moe_skews",
+        format_func=lambda s: f"{s:g}x",
+        help="hot-expert skew: the GPUs hosting hot experts receive this "
+        "many times the mean traffic (model.hot_fraction of the GPUs)",
+    )
 
     moe = moe_page.setup(scenario, name)
     s = moe.moe
     tp, pp = s.parallel.tp, s.parallel.pp
     if not moe.eps:
-        st.warning(f"parallel.tp x pp x cp = {tp * pp * s.parallel.cp} does not divide "
-                   f"cluster.n_gpus = {s.cluster.n_gpus:,}; change the plan in the sidebar.")
+        st.warning(
+            f"parallel.tp x pp x cp = {tp * pp * s.parallel.cp} does not divide "
+            f"cluster.n_gpus = {s.cluster.n_gpus:,}; change the plan in the sidebar."
+        )
         return
-    st.caption(f"{s.model.name}: {s.model.n_experts} experts, top-{s.model.top_k}, on "
-               f"{s.cluster.n_gpus:,} GPUs with TP{tp} PP{pp}; expert parallelism spreads the "
-               f"experts over data-parallel ranks (EP divides DP = {moe.dp:,}).")
+    st.caption(
+        f"{s.model.name}: {s.model.n_experts} experts, top-{s.model.top_k}, on "
+        f"{s.cluster.n_gpus:,} GPUs with TP{tp} PP{pp}; expert parallelism spreads the "
+        f"experts over data-parallel ranks (EP divides DP = {moe.dp:,})."
+    )
 
     with st.spinner("Modelling the all-to-all on each topology ..."):
         points = moe_page.ep_points(moe, topologies or [scenario.fabric.topology])
@@ -76,13 +95,18 @@ def moe_view() -> None:
     if bad:
         with st.expander(f"{len(bad)} point(s) cannot run"):
             for p in bad:
-                st.markdown(f"- **{TOPOLOGY_LABELS.get(p.topology, p.topology)}, EP {p.ep}, "
-                            f"skew {p.skew:g}x**: {p.step.reason}")
+                st.markdown(
+                    f"- **{TOPOLOGY_LABELS.get(p.topology, p.topology)}, EP {p.ep}, "
+                    f"skew {p.skew:g}x**: {p.step.reason}"
+                )
 
     st.subheader("Dense vs MoE as the cluster grows")
-    with st.expander(f"Sweep both models over {moe_page.SWEEP_MIN_GPUS} to 131,072 GPUs "
-                     f"(a fabric per size: takes a while on a new design)",
-                     key="moe_dense_open", on_change="rerun") as sweep:
+    with st.expander(
+        f"Sweep both models over {moe_page.SWEEP_MIN_GPUS} to 131,072 GPUs "
+        f"(a fabric per size: takes a while on a new design)",
+        key="moe_dense_open",
+        on_change="rerun",
+    ) as sweep:
         if sweep.open:
             with st.spinner("Sweeping both models over cluster sizes ..."):
                 lines = moe_page.dense_vs_moe_lines(scenario, moe, ep_now)

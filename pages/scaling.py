@@ -23,7 +23,8 @@ m, par = scenario.model, scenario.parallel
 st.caption(
     f"{m.name if m.name != 'custom' else 'custom model'} "
     f"({'MoE' if m.kind == 'moe' else 'dense'}), TP{par.tp} PP{par.pp}"
-    + (f" CP{par.cp}" if par.cp > 1 else "") + (f" EP{par.ep}" if par.ep > 1 else "")
+    + (f" CP{par.cp}" if par.cp > 1 else "")
+    + (f" EP{par.ep}" if par.ep > 1 else "")
     + f", data parallel fills the rest; {scenario.training.global_batch_tokens:,} tokens per "
     f"step at {scenario.cluster.n_gpus:,} GPUs. Every point is a full step model on that "
     f"size's fabric (sidebar: model and plan)."
@@ -38,38 +39,60 @@ def scaling_view() -> None:
     """The page's own controls and the sweep they drive (reruns without the sidebar)."""
     c1, c2, c3, c4 = st.columns([1.6, 1.4, 1.6, 1.0], gap="medium")
     picked_topos = c1.multiselect(
-        "Topologies", topologies, default=["fat-tree", "rail-only", "dragonfly-plus"],
-        format_func=lambda t: TOPOLOGY_LABELS.get(t, t), key="scal_topos",
-        help="each topology family is a line (colour); the sidebar's other settings stay")
+        "Topologies",
+        topologies,
+        default=["fat-tree", "rail-only", "dragonfly-plus"],
+        format_func=lambda t: TOPOLOGY_LABELS.get(t, t),
+        key="scal_topos",
+        help="each topology family is a line (colour); the sidebar's other settings stay",
+    )
     picked_vendors = c2.multiselect(
-        "Vendors", vendors, default=["infiniband", "spectrum-x"], key="scal_vendors",
+        "Vendors",
+        vendors,
+        default=["infiniband", "spectrum-x"],
+        key="scal_vendors",
         format_func=lambda v: VENDOR_LABELS.get(v, v),
-        help="each vendor is a dash style; its default routing applies")
+        help="each vendor is a dash style; its default routing applies",
+    )
     lo, hi = c3.select_slider(
-        "GPU range", options=list(facade.SCALING_SIZES), value=(64, 131072), key="scal_range",
-        format_func=lambda n: f"{n:,}", help="powers of two; every size is a separate design")
-    scaling = c4.radio("Scaling", ["strong", "weak"], key="scal_mode", horizontal=False,
-                       help="weak: tokens per data-parallel replica fixed, the global batch grows "
-                            "with the cluster; strong: the global batch stays fixed, so replicas "
-                            "get fewer micro-batches (the batch-size wall)")
+        "GPU range",
+        options=list(facade.SCALING_SIZES),
+        value=(64, 131072),
+        key="scal_range",
+        format_func=lambda n: f"{n:,}",
+        help="powers of two; every size is a separate design",
+    )
+    scaling = c4.radio(
+        "Scaling",
+        ["strong", "weak"],
+        key="scal_mode",
+        horizontal=False,
+        help="weak: tokens per data-parallel replica fixed, the global batch grows "
+        "with the cluster; strong: the global batch stays fixed, so replicas "
+        "get fewer micro-batches (the batch-size wall)",
+    )
     gpus = tuple(n for n in facade.SCALING_SIZES if lo <= n <= hi)
 
     designs = [(scenario.fabric.topology, scenario.fabric.vendor)]
-    designs += [(t, v) for t in picked_topos for v in picked_vendors
-                if (t, v) != designs[0]]
+    designs += [(t, v) for t in picked_topos for v in picked_vendors if (t, v) != designs[0]]
     lines = []
     progress = st.progress(0.0, text="Modelling each design at each size ...")
     for i, (topo, vendor) in enumerate(designs):
         points = facade.scaling_line(scenario, topo, vendor, gpus, scaling)
         lines.append(ScalingLine(topo, vendor, points, current=(i == 0)))
-        progress.progress((i + 1) / len(designs),
-                          text=f"{TOPOLOGY_LABELS.get(topo, topo)}, {VENDOR_LABELS[vendor]} done")
+        progress.progress(
+            (i + 1) / len(designs),
+            text=f"{TOPOLOGY_LABELS.get(topo, topo)}, {VENDOR_LABELS[vendor]} done",
+        )
     progress.empty()
 
     left, right = st.columns(2, gap="medium")
     with left:
-        chart(scaling_figure(lines, "scaling_efficiency", scaling), key="scaling_eff",
-              name="scaling efficiency")
+        chart(
+            scaling_figure(lines, "scaling_efficiency", scaling),
+            key="scaling_eff",
+            name="scaling efficiency",
+        )
     with right:
         chart(scaling_figure(lines, "mfu", scaling), key="scaling_mfu", name="scaling mfu")
 
@@ -85,12 +108,19 @@ def scaling_view() -> None:
             f"of the step, the pipeline bubble {terms.bubble_fraction:.0%} and exposed "
             f"communication {terms.exposed_comm_s / terms.step_time_s:.0%} (data-parallel "
             f"{terms.exposed_s.get('dp', 0.0) / terms.step_time_s:.0%})."
-            + (" With a fixed global batch each replica gets fewer micro-batches as the "
-               "cluster grows: the bubble and the un-hidden gradient reduction take over (the "
-               "batch-size wall)." if scaling == "strong" else ""))
-    chart(step_breakdown_figure(current.points,
-                                f"Where the step goes: {current.label}"),
-          key="scaling_breakdown", name="scaling breakdown")
+            + (
+                " With a fixed global batch each replica gets fewer micro-batches as the "
+                "cluster grows: the bubble and the un-hidden gradient reduction take over (the "
+                "batch-size wall)."
+                if scaling == "strong"
+                else ""
+            )
+        )
+    chart(
+        step_breakdown_figure(current.points, f"Where the step goes: {current.label}"),
+        key="scaling_breakdown",
+        name="scaling breakdown",
+    )
 
     infeasible = [p for p in current.points if not p.feasible]
     if infeasible:

@@ -25,11 +25,17 @@ top[1].metric("Switch tiers", topo.tiers if topo.tiers else "switchless")
 top[2].metric("Switches", f"{topo.n_switches:,}")
 bottom = st.columns(3)
 bottom[0].metric("Cables", f"{topo.n_links:,}")
-bottom[1].metric("Hops max / mean", f"{topo.max_switch_hops} / {topo.mean_switch_hops:.2f}",
-                 help="switches (or, switchless, links between NVLink domains) crossed between "
-                      "GPUs in different NVLink domains, rail-matched")
-bottom[2].metric("Bisection per GPU", f"{topo.bisection_per_gpu_GBps:,.1f} GB/s",
-                 help=f"bisection bandwidth / (GPUs / 2); line rate is {gbps / 8:g} GB/s per NIC")
+bottom[1].metric(
+    "Hops max / mean",
+    f"{topo.max_switch_hops} / {topo.mean_switch_hops:.2f}",
+    help="switches (or, switchless, links between NVLink domains) crossed between "
+    "GPUs in different NVLink domains, rail-matched",
+)
+bottom[2].metric(
+    "Bisection per GPU",
+    f"{topo.bisection_per_gpu_GBps:,.1f} GB/s",
+    help=f"bisection bandwidth / (GPUs / 2); line rate is {gbps / 8:g} GB/s per NIC",
+)
 
 chart(topology_figure(topo), key="topology_diagram", name="topology diagram")
 left, right = st.columns([3, 2])
@@ -37,9 +43,13 @@ with left:
     st.subheader("Counts")
     counts = topology_counts_frame(topo)
     st.dataframe(counts, hide_index=True, width="stretch")
-    st.download_button("Download counts (CSV)", counts.to_csv(index=False).encode(),
-                       file_name=f"{scenario.name}-topology-counts.csv", mime="text/csv",
-                       key="dl_counts")
+    st.download_button(
+        "Download counts (CSV)",
+        counts.to_csv(index=False).encode(),
+        file_name=f"{scenario.name}-topology-counts.csv",
+        mime="text/csv",
+        key="dl_counts",
+    )
     for note in topo.notes:
         st.caption(note)
 with right:

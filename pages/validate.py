@@ -32,21 +32,27 @@ def _read_log() -> tuple[str, str] | None:
     """Return ``(text, source)`` from the uploader or the text area, or None (nothing given)."""
     left, right = st.columns(2, gap="medium")
     uploaded = left.file_uploader(
-        "Upload an nccl-tests log", type=["log", "txt", "out"], key="validate_upload",
+        "Upload an nccl-tests log",
+        type=["log", "txt", "out"],
+        key="validate_upload",
         max_upload_size=MAX_LOG_FILE_BYTES // 2**20,  # the server's cap is for scenario files
         help=f"stdout of all_reduce_perf, all_gather_perf, ... (at most "
-             f"{MAX_LOG_FILE_BYTES // 2**20} MiB); NCCL INFO lines and srun/mpirun labels "
-             f"may be mixed in",
+        f"{MAX_LOG_FILE_BYTES // 2**20} MiB); NCCL INFO lines and srun/mpirun labels "
+        f"may be mixed in",
     )
     pasted = right.text_area(
-        "... or paste one", key="validate_paste", height=150,
+        "... or paste one",
+        key="validate_paste",
+        height=150,
         placeholder="#       size         count      type   redop    root     time   algbw ...",
     )
     if uploaded is not None:
         if uploaded.size > MAX_LOG_FILE_BYTES:
-            st.error(f"{uploaded.name} is {uploaded.size / 2**20:,.1f} MiB, over the "
-                     f"{MAX_LOG_FILE_BYTES // 2**20} MiB limit for a log; upload the run's "
-                     f"stdout only (a full sweep is a few hundred KiB).")
+            st.error(
+                f"{uploaded.name} is {uploaded.size / 2**20:,.1f} MiB, over the "
+                f"{MAX_LOG_FILE_BYTES // 2**20} MiB limit for a log; upload the run's "
+                f"stdout only (a full sweep is a few hundred KiB)."
+            )
             return None
         text = uploaded.getvalue().decode("utf-8", errors="replace")
         if pasted.strip():
@@ -69,16 +75,23 @@ st.caption(
 log_input = _read_log()
 c1, c2 = st.columns(2, gap="medium")
 op_choice = c1.selectbox(
-    "Operation", _OP_CHOICES, key="validate_op",
+    "Operation",
+    _OP_CHOICES,
+    key="validate_op",
     format_func=lambda o: o if o == _FROM_LOG else _op_label(o),
     help="only for logs that do not name their binary (all_reduce_perf, ...); a binary "
-         "named in the log wins",
+    "named in the log wins",
 )
 tolerance = c2.slider(
-    "Tolerance band", min_value=0.05, max_value=0.50, value=DEFAULT_TOLERANCE, step=0.05,
-    key="validate_tolerance", format="±%.2f",
+    "Tolerance band",
+    min_value=0.05,
+    max_value=0.50,
+    value=DEFAULT_TOLERANCE,
+    step=0.05,
+    key="validate_tolerance",
+    format="±%.2f",
     help="a size whose measured / model ratio is within 1 ± this counts as expected; also "
-         "the acceptance thresholds' band below",
+    "the acceptance thresholds' band below",
 )
 op = None if op_choice == _FROM_LOG else op_choice
 
@@ -112,17 +125,28 @@ else:
         m = st.columns(4)
         m[0].metric("Collective", _op_label(comparison.op))
         m[1].metric("Ranks", f"{comparison.n_ranks:,}")
-        m[2].metric("Median measured / model", f"{comparison.median_ratio:.2f}",
-                    help="over the bandwidth-bound sizes (all sizes if none is)")
+        m[2].metric(
+            "Median measured / model",
+            f"{comparison.median_ratio:.2f}",
+            help="over the bandwidth-bound sizes (all sizes if none is)",
+        )
         m[3].metric("Sizes within the band", f"{within} / {len(rows)}")
         for note in comparison.notes:
             st.caption(f"Note: {note}.")
-        title = (f"{_op_label(comparison.op)} on {comparison.n_ranks:,} ranks "
-                 f"({source}): measured vs model")
-        chart(validation_busbw_figure(rows, tolerance, title), key="validate_busbw",
-              name=f"validate {comparison.op} busbw")
-        chart(validation_ratio_figure(rows, tolerance, "measured / model per size"),
-              key="validate_ratio", name=f"validate {comparison.op} ratio")
+        title = (
+            f"{_op_label(comparison.op)} on {comparison.n_ranks:,} ranks "
+            f"({source}): measured vs model"
+        )
+        chart(
+            validation_busbw_figure(rows, tolerance, title),
+            key="validate_busbw",
+            name=f"validate {comparison.op} busbw",
+        )
+        chart(
+            validation_ratio_figure(rows, tolerance, "measured / model per size"),
+            key="validate_ratio",
+            name=f"validate {comparison.op} ratio",
+        )
         st.caption(
             f"Shaded: the model ±{tolerance:.0%}. A ratio above 1 is faster than the model. "
             "Sizes nccl-tests printed as 0.00 GB/s have no marker on the log axis; their "
@@ -130,23 +154,30 @@ else:
         )
         frame = validation_frame(rows)
         st.dataframe(
-            frame.drop(columns=["bytes"]), hide_index=True, width="stretch",
+            frame.drop(columns=["bytes"]),
+            hide_index=True,
+            width="stretch",
             key="validate_table",
             column_config={
                 "measured_busbw_GBps": st.column_config.NumberColumn(
-                    "measured busbw (GB/s)", format="%.2f"),
+                    "measured busbw (GB/s)", format="%.2f"
+                ),
                 "model_busbw_GBps": st.column_config.NumberColumn(
-                    "model busbw (GB/s)", format="%.2f"),
+                    "model busbw (GB/s)", format="%.2f"
+                ),
                 "ratio": st.column_config.NumberColumn("measured / model", format="%.2f"),
                 "measured_time_us": st.column_config.NumberColumn(
-                    "measured time (us)", format="%.1f"),
+                    "measured time (us)", format="%.1f"
+                ),
                 "model_time_us": st.column_config.NumberColumn("model time (us)", format="%.1f"),
                 "model_algo": st.column_config.TextColumn("model algo/proto"),
             },
         )
         st.download_button(
-            "Download comparison (CSV)", frame.to_csv(index=False).encode(),
-            file_name=f"{scenario.name}-{comparison.op}-validation.csv", mime="text/csv",
+            "Download comparison (CSV)",
+            frame.to_csv(index=False).encode(),
+            file_name=f"{scenario.name}-{comparison.op}-validation.csv",
+            mime="text/csv",
             key="dl_validation",
         )
     if log is not None:
@@ -163,8 +194,11 @@ st.caption(
     "tolerance band as pass thresholds."
 )
 # Solved only when opened: the model at one node, one rail group and the whole cluster.
-with st.expander("Expected nccl-tests results and pass thresholds per scope",
-                 key=ACCEPTANCE_OPEN, on_change="rerun") as acceptance_section:
+with st.expander(
+    "Expected nccl-tests results and pass thresholds per scope",
+    key=ACCEPTANCE_OPEN,
+    on_change="rerun",
+) as acceptance_section:
     if acceptance_section.open:
         try:
             table = facade.acceptance_table(scenario, tolerance)
@@ -174,18 +208,26 @@ with st.expander("Expected nccl-tests results and pass thresholds per scope",
             st.warning(f"This design cannot be modelled for acceptance yet: {exc}")
         else:
             accept = table.to_frame()
-            headline = accept[accept["op"] == "allreduce"].sort_values(
-                "size_bytes", kind="stable").groupby("scope", sort=False).tail(1)
-            for col, (_, row) in zip(st.columns(max(len(headline), 1)), headline.iterrows(),
-                                     strict=False):
+            headline = (
+                accept[accept["op"] == "allreduce"]
+                .sort_values("size_bytes", kind="stable")
+                .groupby("scope", sort=False)
+                .tail(1)
+            )
+            for col, (_, row) in zip(
+                st.columns(max(len(headline), 1)), headline.iterrows(), strict=False
+            ):
                 col.metric(
                     f"All-reduce, {row['scope']} ({row['n_gpus']:,} GPUs)",
                     f"{row['expected_busbw_GBps']:,.0f} GB/s",
                     help=f"expected bus bandwidth at {size_label(int(row['size_bytes']))} "
-                         f"({row['algo']}); pass above {row['min_busbw_GBps']:,.0f} GB/s",
+                    f"({row['algo']}); pass above {row['min_busbw_GBps']:,.0f} GB/s",
                 )
             st.dataframe(
-                accept, hide_index=True, width="stretch", key="acceptance_table",
+                accept,
+                hide_index=True,
+                width="stretch",
+                key="acceptance_table",
                 column_config={
                     "expected_busbw_GBps": st.column_config.NumberColumn(format="%.2f"),
                     "min_busbw_GBps": st.column_config.NumberColumn(format="%.2f"),
@@ -194,13 +236,20 @@ with st.expander("Expected nccl-tests results and pass thresholds per scope",
                 },
             )
             d1, d2 = st.columns(2)
-            d1.download_button("Download thresholds (CSV)", table.to_csv().encode(),
-                               file_name=f"{scenario.name}-acceptance.csv", mime="text/csv",
-                               key="dl_acceptance_csv")
-            d2.download_button("Download test script (bash)",
-                               table.to_shell_script().encode(),
-                               file_name=f"{scenario.name}-acceptance.sh",
-                               mime="text/x-shellscript", key="dl_acceptance_script")
+            d1.download_button(
+                "Download thresholds (CSV)",
+                table.to_csv().encode(),
+                file_name=f"{scenario.name}-acceptance.csv",
+                mime="text/csv",
+                key="dl_acceptance_csv",
+            )
+            d2.download_button(
+                "Download test script (bash)",
+                table.to_shell_script().encode(),
+                file_name=f"{scenario.name}-acceptance.sh",
+                mime="text/x-shellscript",
+                key="dl_acceptance_script",
+            )
             st.caption(
                 "Run it from a node with MPI and nccl-tests built: "
                 "`NCCL_TESTS=/path/to/nccl-tests/build MPIRUN='mpirun --hostfile hosts' bash "

@@ -22,7 +22,8 @@ whatif.read_url_once()
 st.caption(
     "Before: the sidebar's scenario. After: the same scenario with the changes below. Each "
     "change is also modelled alone (table). Every number comes from the flow solver on the "
-    "changed fabric and the training-step model on top; the changes are kept in the URL.")
+    "changed fabric and the training-step model on top; the changes are kept in the URL."
+)
 
 
 @st.fragment
@@ -33,8 +34,10 @@ def whatif_view() -> None:
     with st.spinner("Modelling each change on the fabric ..."):
         result = whatif.evaluate(scenario, whatif.overrides())
     if result.combined is None:
-        st.caption("No change yet: move a control above. Until then there is only before, the "
-                   "sidebar's scenario.")
+        st.caption(
+            "No change yet: move a control above. Until then there is only before, the "
+            "sidebar's scenario."
+        )
     for row in result.rows:
         if row.problem:
             st.warning(f"{row.label} ({row.setting}): {row.problem}")
@@ -49,30 +52,46 @@ def whatif_view() -> None:
     st.subheader("Each change alone")
     table = whatif_frame(result.before, result.rows)
     st.dataframe(
-        table, hide_index=True, width="stretch",
+        table,
+        hide_index=True,
+        width="stretch",
         column_config={
             "what_if": st.column_config.TextColumn("what-if"),
-            **{key: st.column_config.NumberColumn(header, format=fmt)
-               for key, (header, fmt) in WHATIF_COLUMNS.items()},
+            **{
+                key: st.column_config.NumberColumn(header, format=fmt)
+                for key, (header, fmt) in WHATIF_COLUMNS.items()
+            },
             "note": st.column_config.TextColumn("why not", help="why a row has no numbers"),
-        })
-    st.caption("Each row is the sidebar's scenario with that change alone"
-               + (", the last one with all of them" if len(result.singles) > 1 else "")
-               + ". Δ: after - before (seconds, percentage points of MFU, or percent); busbw at "
-                 "1 GiB per GPU with the NCCL-like algorithm choice.")
-    csv_download(table, label="Download what-if table (CSV)", name="whatif",
-                 key="dl_whatif_table")
+        },
+    )
+    st.caption(
+        "Each row is the sidebar's scenario with that change alone"
+        + (", the last one with all of them" if len(result.singles) > 1 else "")
+        + ". Δ: after - before (seconds, percentage points of MFU, or percent); busbw at "
+        "1 GiB per GPU with the NCCL-like algorithm choice."
+    )
+    csv_download(table, label="Download what-if table (CSV)", name="whatif", key="dl_whatif_table")
 
-    log_y = st.toggle("Logarithmic seconds axis", value=True, key="wi_log_y",
-                      help="on: communication terms (milliseconds) stay readable next to compute "
-                           "(seconds); off: a linear axis in seconds per step")
+    log_y = st.toggle(
+        "Logarithmic seconds axis",
+        value=True,
+        key="wi_log_y",
+        help="on: communication terms (milliseconds) stay readable next to compute "
+        "(seconds); off: a linear axis in seconds per step",
+    )
     left, right = st.columns(2, gap="medium")
     with left:
-        chart(whatif_step_figure(result.before, result.after, log_y=log_y),
-              key="whatif_step", name="whatif step terms")
+        chart(
+            whatif_step_figure(result.before, result.after, log_y=log_y),
+            key="whatif_step",
+            name="whatif step terms",
+        )
     with right:
-        chart(whatif_busbw_figure(result.before, result.after),
-              key="whatif_busbw", name="whatif busbw")
+        chart(
+            whatif_busbw_figure(result.before, result.after),
+            key="whatif_busbw",
+            name="whatif busbw",
+        )
 
 
 whatif_view()

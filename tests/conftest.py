@@ -65,8 +65,12 @@ def app_pages() -> list[AppPage]:
     """
     pages = []
     for node in ast.walk(ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "Page" and node.args):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "Page"
+            and node.args
+        ):
             continue
         script = ast.literal_eval(node.args[0])
         kw = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
@@ -132,14 +136,25 @@ def run_streamlit(log_name: str) -> Iterator[str]:
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [
-                sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
-                "--server.headless", "true",
-                "--server.address", "127.0.0.1",
-                "--server.port", str(port),
-                "--server.fileWatcherType", "none",
-                "--browser.gatherUsageStats", "false",
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                str(ROOT / "app.py"),
+                "--server.headless",
+                "true",
+                "--server.address",
+                "127.0.0.1",
+                "--server.port",
+                str(port),
+                "--server.fileWatcherType",
+                "none",
+                "--browser.gatherUsageStats",
+                "false",
             ],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
@@ -154,8 +169,9 @@ def run_streamlit(log_name: str) -> Iterator[str]:
                 if proc.poll() is not None:
                     raise RuntimeError(f"streamlit exited with {proc.returncode}; see {log_path}")
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"streamlit not healthy after "
-                                       f"{SERVER_START_TIMEOUT_S:g} s; see {log_path}")
+                    raise RuntimeError(
+                        f"streamlit not healthy after {SERVER_START_TIMEOUT_S:g} s; see {log_path}"
+                    )
                 time.sleep(0.2)
             yield url
         finally:
@@ -192,8 +208,9 @@ def wait_for_page(page: Any, title: str, timeout_ms: float) -> None:
 
 
 @pytest.fixture(scope="session")
-def first_visit(browser: Any, browser_context_args: dict[str, Any],
-                streamlit_server: str) -> dict[str, Any]:
+def first_visit(
+    browser: Any, browser_context_args: dict[str, Any], streamlit_server: str
+) -> dict[str, Any]:
     """What the first visitor of this worker's fresh server sees at ``/cost``.
 
     The first page load pays the imports and numba compilation (seconds), so it gets a long
@@ -206,15 +223,21 @@ def first_visit(browser: Any, browser_context_args: dict[str, Any],
         page = context.new_page()
         page.goto(streamlit_server + "/cost")
         wait_for_page(page, "Cost", FIRST_PAGE_TIMEOUT_MS)
-        return {"title": page.title(),
-                "nav": page.locator("[data-testid=stSidebarNav] a").all_inner_texts()}
+        return {
+            "title": page.title(),
+            "nav": page.locator("[data-testid=stSidebarNav] a").all_inner_texts(),
+        }
     finally:
         context.close()
 
 
 @pytest.fixture(scope="session")
-def live_app(first_visit: dict[str, Any], browser: Any, browser_context_args: dict[str, Any],
-             streamlit_server: str) -> str:
+def live_app(
+    first_visit: dict[str, Any],
+    browser: Any,
+    browser_context_args: dict[str, Any],
+    streamlit_server: str,
+) -> str:
     """This worker's server after a visit to the app's root URL; returns its base URL.
 
     Opening ``/`` runs ``app.py``, whose ``st.navigation`` switches the whole server process

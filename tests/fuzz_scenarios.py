@@ -103,12 +103,43 @@ _OP_ALGOS = {
 }
 #: Message sizes (bytes) drawn for ``--sizes`` and the generated logs: edges, odd and
 #: nccl-tests-like.
-_SIZES_BYTES = (0, 1, 7, 8, 1000, 4095, 2**13, 2**16, 2**20 + 3, 2**24, 2**26, 2**28, 2**30,
-                2**33, 2**36, 2**40)
+_SIZES_BYTES = (
+    0,
+    1,
+    7,
+    8,
+    1000,
+    4095,
+    2**13,
+    2**16,
+    2**20 + 3,
+    2**24,
+    2**26,
+    2**28,
+    2**30,
+    2**33,
+    2**36,
+    2**40,
+)
 
 #: JSON keys ending so are times, rates, counts, costs or powers: never negative.
-_NON_NEGATIVE = ("_us", "_s", "_GBps", "_Bps", "_usd", "_w", "_gib", "_bytes", "bytes",
-                 "n_gpus", "n_switches", "n_links", "n_nics", "n_cables", "n_transceivers")
+_NON_NEGATIVE = (
+    "_us",
+    "_s",
+    "_GBps",
+    "_Bps",
+    "_usd",
+    "_w",
+    "_gib",
+    "_bytes",
+    "bytes",
+    "n_gpus",
+    "n_switches",
+    "n_links",
+    "n_nics",
+    "n_cables",
+    "n_transceivers",
+)
 #: Chance that a case keeps its preset's cluster and fabric (a published design with
 #: what-ifs) when the preset is small enough for the verb.
 KEEP_PRESET_DESIGN_CHANCE = 0.15
@@ -223,8 +254,7 @@ def _text_value(rng: random.Random, key: str) -> str:
     return str(rng.choice(known))
 
 
-def _gpu_count(rng: random.Random, per_node: int, domain: int, max_gpus: int,
-               topology: str) -> int:
+def _gpu_count(rng: random.Random, per_node: int, domain: int, max_gpus: int, topology: str) -> int:
     """A GPU count that stresses the builders: partial racks, odd node counts, edges.
 
     A torus or hypercube node is a whole NVLink domain (a hypercube has ``2^d`` of them), so
@@ -234,8 +264,11 @@ def _gpu_count(rng: random.Random, per_node: int, domain: int, max_gpus: int,
     kind = rng.random()
     if topology in ("torus-3d", "hypercube") and kind < 0.7:
         most = max(1, max_gpus // max(domain, 1))
-        n_nodes = 2 ** rng.randint(0, int(math.log2(most))) if topology == "hypercube" \
+        n_nodes = (
+            2 ** rng.randint(0, int(math.log2(most)))
+            if topology == "hypercube"
             else _log_int(rng, 1, most)
+        )
         n = n_nodes * domain
     elif kind < 0.25:  # a power of two
         n = 2 ** rng.randint(1, max(1, int(math.log2(max_gpus))))
@@ -254,11 +287,15 @@ def _gpu_count(rng: random.Random, per_node: int, domain: int, max_gpus: int,
 def _cluster(rng: random.Random, max_gpus: int, out: dict[str, Any]) -> None:
     gpu = rng.choice(list(_CATALOG.gpus))
     rack_scale = gpu.startswith("gb")
-    per_node = rng.choice((4, 4, 4, 2, 1)) if rack_scale and rng.random() < 0.8 else \
-        rng.choice((8, 8, 8, 4, 2, 1, 16, rng.randint(1, 16)))
+    per_node = (
+        rng.choice((4, 4, 4, 2, 1))
+        if rack_scale and rng.random() < 0.8
+        else rng.choice((8, 8, 8, 4, 2, 1, 16, rng.randint(1, 16)))
+    )
     if rng.random() < 0.97:  # a multiple of the server
-        mults = [m for m in (1, 1, 2, 3, 4, 8, 9, 16, 18, 32, 36, 64, 72, 144)
-                 if m * per_node <= 576]
+        mults = [
+            m for m in (1, 1, 2, 3, 4, 8, 9, 16, 18, 32, 36, 64, 72, 144) if m * per_node <= 576
+        ]
         domain = per_node * rng.choice(mults)
         if rack_scale and rng.random() < 0.5 and 72 % per_node == 0:
             domain = rng.choice((72, 72, 36, 144 if per_node <= 4 else 72))
@@ -272,8 +309,9 @@ def _cluster(rng: random.Random, max_gpus: int, out: dict[str, Any]) -> None:
     # mostly a line rate the GPU's host link can feed (a faster one is refused)
     feed_GBps = _CATALOG.server(_CATALOG.gpu(gpu).server).host_link_GBps
     rates = [g for g in (200, 400, 800, 1600) if g / 8 <= feed_GBps]
-    out["fabric.link_gbps"] = rng.choice(rates) if rng.random() < 0.85 else \
-        rng.choice((200, 400, 800, 1600))
+    out["fabric.link_gbps"] = (
+        rng.choice(rates) if rng.random() < 0.85 else rng.choice((200, 400, 800, 1600))
+    )
 
 
 def _fabric(rng: random.Random, out: dict[str, Any]) -> None:
@@ -284,10 +322,12 @@ def _fabric(rng: random.Random, out: dict[str, Any]) -> None:
     out["fabric.rail_optimized"] = rng.random() < 0.7
     if rng.random() < 0.4:
         out["fabric.oversubscription"] = rng.choice(
-            (1.0, 1.5, 2.0, 3.0, 4.0, 7.0, 16.0, round(rng.uniform(1.0, 16.0), 3)))
+            (1.0, 1.5, 2.0, 3.0, 4.0, 7.0, 16.0, round(rng.uniform(1.0, 16.0), 3))
+        )
     if rng.random() < 0.2:
         out["fabric.spine_oversubscription"] = rng.choice(
-            (1.0, 2.0, 7.0, 16.0, round(rng.uniform(1.0, 16.0), 3)))
+            (1.0, 2.0, 7.0, 16.0, round(rng.uniform(1.0, 16.0), 3))
+        )
     if rng.random() < 0.3:
         out["fabric.qps_per_connection"] = rng.choice((1, 2, 4, 8, 64))
     for key in ("fabric.sharp", "fabric.nvls"):
@@ -298,25 +338,33 @@ def _fabric(rng: random.Random, out: dict[str, Any]) -> None:
 def _model(rng: random.Random, out: dict[str, Any]) -> None:
     names = _SPECS["model.name"].choices[1:]
     if rng.random() < 0.1:  # a stated size: mostly auto, else one that rarely fits the shape
-        out["model.params_b"] = "auto" if rng.random() < 0.7 else \
-            _generic_value(rng, "model.params_b", _SPECS["model.params_b"])
+        out["model.params_b"] = (
+            "auto"
+            if rng.random() < 0.7
+            else _generic_value(rng, "model.params_b", _SPECS["model.params_b"])
+        )
     if rng.random() < 0.8:  # small models more often: they fit the small clusters drawn
-        out["model.name"] = rng.choices(names, weights=[4 if "8b" in n or "8x7b" in n else 1
-                                                        for n in names])[0]
+        out["model.name"] = rng.choices(
+            names, weights=[4 if "8b" in n or "8x7b" in n else 1 for n in names]
+        )[0]
         return
     # a custom shape that passes the cross-field rules, of any size
     kind = rng.choice(("dense", "moe"))
     heads = rng.choice((1, 2, 8, 12, 32, 64, 96, 128))
     head_dim = rng.choice((16, 64, 128))
-    out.update({
-        "model.name": "custom", "model.kind": kind, "model.heads": heads,
-        "model.hidden": heads * head_dim,
-        "model.kv_heads": rng.choice([d for d in (1, 2, 4, 8, heads) if heads % d == 0]),
-        "model.layers": rng.choice((1, 2, 3, 7, 32, 61, 80, 126)),
-        "model.ffn_hidden": rng.choice((64, 1408, 4 * heads * head_dim)),
-        "model.seq_len": rng.choice((16, 1000, 2048, 8192, 131072)),
-        "model.vocab": rng.choice((2, 32000, 128256)),
-    })
+    out.update(
+        {
+            "model.name": "custom",
+            "model.kind": kind,
+            "model.heads": heads,
+            "model.hidden": heads * head_dim,
+            "model.kv_heads": rng.choice([d for d in (1, 2, 4, 8, heads) if heads % d == 0]),
+            "model.layers": rng.choice((1, 2, 3, 7, 32, 61, 80, 126)),
+            "model.ffn_hidden": rng.choice((64, 1408, 4 * heads * head_dim)),
+            "model.seq_len": rng.choice((16, 1000, 2048, 8192, 131072)),
+            "model.vocab": rng.choice((2, 32000, 128256)),
+        }
+    )
     if kind == "moe":
         experts = rng.choice((2, 8, 16, 64, 256))
         out["model.n_experts"] = experts
@@ -325,8 +373,9 @@ def _model(rng: random.Random, out: dict[str, Any]) -> None:
         out["model.dense_layers"] = rng.randint(0, out["model.layers"] - 1)
         skew = rng.choice((1.0, 1.0, 2.0, 4.0, 8.0))
         out["model.routing_skew"] = skew
-        out["model.hot_fraction"] = rng.choice([f for f in (0.125, 0.0625, 0.25, 0.5, 1.0)
-                                                if f * skew <= 1.0])
+        out["model.hot_fraction"] = rng.choice(
+            [f for f in (0.125, 0.0625, 0.25, 0.5, 1.0) if f * skew <= 1.0]
+        )
     else:
         out.update({"model.n_experts": 1, "model.top_k": 1, "model.shared_experts": 0})
 
@@ -339,15 +388,18 @@ def _degree(rng: random.Random, choices: tuple[int, ...], room: int) -> int:
 
 def _plan(rng: random.Random, n_gpus: int, out: dict[str, Any]) -> None:
     room = n_gpus
-    for key, choices in (("parallel.tp", (1, 1, 2, 4, 8, 8, 16, 3, 6, 72)),
-                         ("parallel.pp", (1, 1, 2, 4, 8, 3, 16)),
-                         ("parallel.cp", (1, 1, 1, 2, 4))):
+    for key, choices in (
+        ("parallel.tp", (1, 1, 2, 4, 8, 8, 16, 3, 6, 72)),
+        ("parallel.pp", (1, 1, 2, 4, 8, 3, 16)),
+        ("parallel.cp", (1, 1, 1, 2, 4)),
+    ):
         out[key] = _degree(rng, choices, room)
         room = max(1, room // out[key])
     name = out["model.name"]
     kind = out["model.kind"] if name == "custom" else MODEL_SHAPES[name]["shape"]["kind"]
-    out["parallel.ep"] = _degree(rng, (1, 1, 2, 4, 8, 16, 64), room) \
-        if kind == "moe" or rng.random() < 0.1 else 1
+    out["parallel.ep"] = (
+        _degree(rng, (1, 1, 2, 4, 8, 16, 64), room) if kind == "moe" or rng.random() < 0.1 else 1
+    )
     if rng.random() < 0.2:  # dp given: mostly the one that fits
         out["parallel.dp"] = room if rng.random() < 0.8 else rng.choice((1, 2, 3, 16, 128))
     if rng.random() < 0.3 and out["parallel.pp"] > 1:
@@ -359,9 +411,13 @@ def _plan(rng: random.Random, n_gpus: int, out: dict[str, Any]) -> None:
         out["training.micro_batch"] = micro
     if rng.random() < 0.5:  # whole micro-batches per replica, or any count of tokens
         seq = out.get("model.seq_len") or MODEL_SHAPES.get(name, {}).get("shape", {}).get(
-            "seq_len", 8192)
-        out["training.global_batch_tokens"] = room * micro * seq * rng.choice((1, 2, 8, 64)) \
-            if rng.random() < 0.7 else _log_int(rng, 1, 2**30)
+            "seq_len", 8192
+        )
+        out["training.global_batch_tokens"] = (
+            room * micro * seq * rng.choice((1, 2, 8, 64))
+            if rng.random() < 0.7
+            else _log_int(rng, 1, 2**30)
+        )
     if rng.random() < 0.3:
         out["training.recompute"] = rng.choice(("none", "selective", "full"))
 
@@ -369,16 +425,17 @@ def _plan(rng: random.Random, n_gpus: int, out: dict[str, Any]) -> None:
 def _what_if(rng: random.Random, out: dict[str, Any]) -> None:
     if rng.random() < 0.35:
         out["what_if.degraded_link_factor"] = rng.choice(
-            (0.5, 0.25, 0.1, 1e-3, 1e-9, 1.0, round(rng.uniform(0.01, 1.0), 3)))
+            (0.5, 0.25, 0.1, 1e-3, 1e-9, 1.0, round(rng.uniform(0.01, 1.0), 3))
+        )
         out["what_if.degraded_link"] = rng.choice(("nic", "nic", "leaf-spine", "spine-core"))
-        out["what_if.degraded_position"] = rng.choice(
-            _SPECS["what_if.degraded_position"].choices)
+        out["what_if.degraded_position"] = rng.choice(_SPECS["what_if.degraded_position"].choices)
     if rng.random() < 0.3:
         out["what_if.placement"] = rng.choice(_SPECS["what_if.placement"].choices)
 
 
-def random_overrides(rng: random.Random, max_gpus: int,
-                     design: Scenario | None = None) -> dict[str, Any]:
+def random_overrides(
+    rng: random.Random, max_gpus: int, design: Scenario | None = None
+) -> dict[str, Any]:
     """Draw ``--set`` overrides: the structural keys, then any other key now and then.
 
     ``cluster.n_gpus`` stays at most ``max_gpus`` (unless pushed out of range on purpose).
@@ -423,8 +480,11 @@ def _nccl_log(rng: random.Random, binary: str, n_ranks: int) -> str:
         "warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0",
         "#",
         "# Using devices",
-        *(f"#  Rank {r:2d} Group  0 Pid {1000 + r:6d} on node{r // 8:04d} device {r % 8:2d} "
-          "[0x1b] NVIDIA H100 80GB HBM3" for r in range(min(n_ranks, 64))),
+        *(
+            f"#  Rank {r:2d} Group  0 Pid {1000 + r:6d} on node{r // 8:04d} device {r % 8:2d} "
+            "[0x1b] NVIDIA H100 80GB HBM3"
+            for r in range(min(n_ranks, 64))
+        ),
         "#",
         "#                                                              out-of-place"
         "                       in-place          ",
@@ -449,8 +509,9 @@ def _sweep_size(rng: random.Random, max_gpus: int) -> int:
     return max(8, n - n % 8) if rng.random() < 0.7 else n
 
 
-def _verb_args(rng: random.Random, verb: str, n_gpus: int, max_gpus: int) -> tuple[
-        tuple[str, ...], str]:
+def _verb_args(
+    rng: random.Random, verb: str, n_gpus: int, max_gpus: int
+) -> tuple[tuple[str, ...], str]:
     """The verb's own arguments (and, for ``check-nccl``, the log text)."""
     if verb == "bom":
         return (("--compare",) if rng.random() < 0.3 else ()), ""
@@ -461,8 +522,7 @@ def _verb_args(rng: random.Random, verb: str, n_gpus: int, max_gpus: int) -> tup
         return args + (("--breakdown",) if rng.random() < 0.3 else ()), ""
     if verb == "sweep":
         gpus = sorted({_sweep_size(rng, max_gpus) for _ in range(rng.randint(1, 3))})
-        return ("--gpus", ",".join(map(str, gpus)),
-                "--scaling", rng.choice(("weak", "strong"))), ""
+        return ("--gpus", ",".join(map(str, gpus)), "--scaling", rng.choice(("weak", "strong"))), ""
     if verb == "plan":
         return ("--top", str(rng.randint(1, 5))), ""
     if verb == "acceptance":
@@ -481,8 +541,9 @@ def _verb_args(rng: random.Random, verb: str, n_gpus: int, max_gpus: int) -> tup
     return (), ""  # step
 
 
-def random_case(rng: random.Random, verb: str | None = None,
-                max_gpus: int | None = None) -> FuzzCase:
+def random_case(
+    rng: random.Random, verb: str | None = None, max_gpus: int | None = None
+) -> FuzzCase:
     """Draw one case: ``verb`` (or one by :data:`VERB_WEIGHTS`) on random overrides.
 
     ``max_gpus`` caps ``cluster.n_gpus`` below the verb's :data:`VERB_MAX_GPUS`.
@@ -558,8 +619,12 @@ def run_case(case: FuzzCase, workdir: Path) -> Outcome:
         status = exc.code if isinstance(exc.code, int) else 2
     except Exception:  # any escape is the crash being looked for
         return Outcome(None, out.getvalue(), err.getvalue(), crash=traceback.format_exc())
-    return Outcome(status, out.getvalue(), err.getvalue(),
-                   problems=check_outcome(status, out.getvalue(), err.getvalue()))
+    return Outcome(
+        status,
+        out.getvalue(),
+        err.getvalue(),
+        problems=check_outcome(status, out.getvalue(), err.getvalue()),
+    )
 
 
 def describe_failure(case: FuzzCase, outcome: Outcome, workdir: Path) -> str:

@@ -28,18 +28,23 @@ def test_scopes_ops_sizes_and_band():
     assert {r.op for r in table.rows} == {"allreduce", "allgather", "alltoall"}
     for r in table.rows:
         assert r.min_busbw_GBps <= r.expected_busbw_GBps <= r.max_busbw_GBps
-        want = collective(apply_overrides(s, {"cluster.n_gpus": r.n_gpus}), r.op, "auto",
-                          [r.size_bytes])[0]
+        want = collective(
+            apply_overrides(s, {"cluster.n_gpus": r.n_gpus}), r.op, "auto", [r.size_bytes]
+        )[0]
         assert r.expected_busbw_GBps == pytest.approx(want.busbw_GBps, abs=0.01)
     with pytest.raises(FabricModelError, match="tolerance"):
         acceptance_expectations(s, 1.5)
 
 
 def test_ecmp_floor_uses_the_worst_seed():
-    table = acceptance_expectations(apply_overrides(load_preset("dgx-h100-roce-ecmp"), {
-        "what_if.placement": "scattered"}), 0.1)
-    big = next(r for r in table.rows if r.scope == "whole cluster"
-               and r.size_bytes == 8 * 2**30 and r.op == "allreduce")
+    table = acceptance_expectations(
+        apply_overrides(load_preset("dgx-h100-roce-ecmp"), {"what_if.placement": "scattered"}), 0.1
+    )
+    big = next(
+        r
+        for r in table.rows
+        if r.scope == "whole cluster" and r.size_bytes == 8 * 2**30 and r.op == "allreduce"
+    )
     assert big.min_busbw_GBps <= big.expected_busbw_GBps * 0.9 + 1e-9
 
 
@@ -49,12 +54,14 @@ def _fake_tools(tmp_path: Path, busbw: float) -> dict[str, str]:
     bindir.mkdir()
     mpirun = tmp_path / "mpirun"
     mpirun.write_text('#!/usr/bin/env bash\nshift 2\nexec "$@"\n')
-    row = ('#!/usr/bin/env bash\n'
-           'size=$2\n'
-           'echo "# nThread 1 nGpus 1"\n'
-           'printf "%12s %12s  float  sum  -1  100.0  1.00  '
-           f'{busbw}  0  100.0  1.00  {busbw}  0\\n"'
-           ' "$size" 1\n')
+    row = (
+        "#!/usr/bin/env bash\n"
+        "size=$2\n"
+        'echo "# nThread 1 nGpus 1"\n'
+        'printf "%12s %12s  float  sum  -1  100.0  1.00  '
+        f'{busbw}  0  100.0  1.00  {busbw}  0\\n"'
+        ' "$size" 1\n'
+    )
     for name in ("all_reduce_perf", "all_gather_perf", "alltoall_perf"):
         (bindir / name).write_text(row)
     for f in [mpirun, *bindir.iterdir()]:
@@ -64,12 +71,18 @@ def _fake_tools(tmp_path: Path, busbw: float) -> dict[str, str]:
 
 @pytest.mark.parametrize(("busbw", "code"), [(100000.0, 0), (0.001, 1)])
 def test_generated_script_checks_the_floors(tmp_path, busbw, code):
-    table = acceptance_expectations(apply_overrides(load_preset("dgx-h100-ib-ndr"),
-                                                    {"cluster.n_gpus": 8}))
+    table = acceptance_expectations(
+        apply_overrides(load_preset("dgx-h100-ib-ndr"), {"cluster.n_gpus": 8})
+    )
     script = tmp_path / "acceptance.sh"
     script.write_text(table.to_shell_script())
-    out = subprocess.run(["bash", str(script)], env=_fake_tools(tmp_path, busbw),
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        ["bash", str(script)],
+        env=_fake_tools(tmp_path, busbw),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == code, out.stdout + out.stderr
     assert out.stdout.count("\n") >= len(table.rows)
     assert ("BELOW" in out.stdout) == bool(code)
@@ -77,13 +90,18 @@ def test_generated_script_checks_the_floors(tmp_path, busbw, code):
 
 def test_cli_acceptance(tmp_path):
     script = tmp_path / "acc.sh"
-    out = subprocess.run([sys.executable, "-m", "fabric_model", "acceptance", "--json",
-                          "--script", str(script)], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "fabric_model", "acceptance", "--json", "--script", str(script)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
-    assert {"scope", "n_gpus", "op", "size_bytes", "expected_busbw_GBps", "min_busbw_GBps"} \
-        <= set(rows[0])
+    assert {"scope", "n_gpus", "op", "size_bytes", "expected_busbw_GBps", "min_busbw_GBps"} <= set(
+        rows[0]
+    )
     assert script.read_text().startswith("#!/usr/bin/env bash")
 
 
@@ -95,16 +113,28 @@ def test_impossible_design_raises_and_missing_scopes_are_explained():
     assert any("one rail group" in n for n in torus.skipped)
 
 
-def test_acceptance_json_says_what_it_skipped_on_stderr(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_acceptance_json_says_what_it_skipped_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
     """The JSON stays the contract's list; the scopes not modelled are named on stderr."""
     import json
 
     from fabric_model.cli import main
 
-    status = main(["acceptance", "--json", "--set", "fabric.topology=hypercube",
-                   "--set", "cluster.gpus_per_node=2", "--set", "cluster.nvlink_domain=2",
-                   "--set", "cluster.n_gpus=2", "--set", "what_if.degraded_link_factor=0.5"])
+    status = main(
+        [
+            "acceptance",
+            "--json",
+            "--set",
+            "fabric.topology=hypercube",
+            "--set",
+            "cluster.gpus_per_node=2",
+            "--set",
+            "cluster.nvlink_domain=2",
+            "--set",
+            "cluster.n_gpus=2",
+            "--set",
+            "what_if.degraded_link_factor=0.5",
+        ]
+    )
     out, err = capsys.readouterr()
     assert status == 0 and json.loads(out) == []
     assert err.count("# not modelled:") >= 2 and "no cable to degrade" in err

@@ -178,8 +178,9 @@ def test_topology_widgets_change_the_diagram() -> None:
     at.segmented_control(key="w:fabric.tiers").set_value(3).run()
     assert_no_exception(at)
     assert metric(at, "Switch tiers") == "3"
-    three = build_topology(apply_overrides(load_preset(DEFAULT_PRESET),
-                                           {"cluster.n_gpus": 2048, "fabric.tiers": 3}))
+    three = build_topology(
+        apply_overrides(load_preset(DEFAULT_PRESET), {"cluster.n_gpus": 2048, "fabric.tiers": 3})
+    )
     assert three.n_switches > two.n_switches
     assert f"{three.n_switches:,} switches" in title(at)
     assert "core" in figure(at)["layout"]["yaxis"]["ticktext"]
@@ -230,21 +231,31 @@ def test_url_follows_widgets_across_pages() -> None:
     at.radio(key="w:fabric.vendor").set_value("spectrum-x").run()
     at.segmented_control(key="w:fabric.tiers").set_value(3).run()
     assert_no_exception(at)
-    assert url(at) == {"preset": DEFAULT_PRESET, "cluster.n_gpus": "4096",
-                       "fabric.vendor": "spectrum-x", "fabric.tiers": "3"}
+    assert url(at) == {
+        "preset": DEFAULT_PRESET,
+        "cluster.n_gpus": "4096",
+        "fabric.vendor": "spectrum-x",
+        "fabric.tiers": "3",
+    }
 
     # back to the preset's value: the key leaves the URL
     at.segmented_control(key="w:fabric.tiers").set_value("auto").run()
-    assert url(at) == {"preset": DEFAULT_PRESET, "cluster.n_gpus": "4096",
-                       "fabric.vendor": "spectrum-x"}
+    assert url(at) == {
+        "preset": DEFAULT_PRESET,
+        "cluster.n_gpus": "4096",
+        "fabric.vendor": "spectrum-x",
+    }
 
     # the scenario and the URL survive page switches
     for page in PAGES:
         at.switch_page(page).run()
         assert_no_exception(at)
         assert at.select_slider(key="w:cluster.n_gpus").value == 4096, page
-        assert url(at) == {"preset": DEFAULT_PRESET, "cluster.n_gpus": "4096",
-                           "fabric.vendor": "spectrum-x"}, page
+        assert url(at) == {
+            "preset": DEFAULT_PRESET,
+            "cluster.n_gpus": "4096",
+            "fabric.vendor": "spectrum-x",
+        }, page
 
     # another preset starts from scratch: only its name is in the URL
     at.selectbox(key="w:preset").set_value("meta-24k-roce").run()
@@ -254,8 +265,14 @@ def test_url_follows_widgets_across_pages() -> None:
 
 
 def test_url_seeds_widgets() -> None:
-    query = {"preset": DEFAULT_PRESET, "cluster.n_gpus": "4096", "fabric.vendor": "spectrum-x",
-             "fabric.link_gbps": "200", "fabric.tiers": "3", "costs.switch_usd": "20000"}
+    query = {
+        "preset": DEFAULT_PRESET,
+        "cluster.n_gpus": "4096",
+        "fabric.vendor": "spectrum-x",
+        "fabric.link_gbps": "200",
+        "fabric.tiers": "3",
+        "costs.switch_usd": "20000",
+    }
     at = open_app(COST, **query)
     assert not at.error, messages(at.error)
     assert at.select_slider(key="w:cluster.n_gpus").value == 4096
@@ -273,8 +290,7 @@ def test_url_keys_without_a_widget_are_kept() -> None:
     assert not at.error, messages(at.error)
     assert url(at) == {"preset": DEFAULT_PRESET, "fabric.routing": "ecmp"}
     set_gpus(at, 2048)
-    assert url(at) == {"preset": DEFAULT_PRESET, "fabric.routing": "ecmp",
-                       "cluster.n_gpus": "2048"}
+    assert url(at) == {"preset": DEFAULT_PRESET, "fabric.routing": "ecmp", "cluster.n_gpus": "2048"}
 
 
 # --------------------------------------------------------------------------------------
@@ -311,8 +327,9 @@ def test_bad_url_parameter_is_reported_and_ignored(key: str, value: str, named: 
 
 
 def test_good_url_parameters_apply_next_to_bad_ones() -> None:
-    at = open_app(COST, **{"cluster.n_gpus": "99999999", "fabric.link_gbps": "300",
-                           "fabric.vendor": "roce"})
+    at = open_app(
+        COST, **{"cluster.n_gpus": "99999999", "fabric.link_gbps": "300", "fabric.vendor": "roce"}
+    )
     errors = messages(at.error)
     assert len(errors) == 2, errors
     assert any("cluster.n_gpus" in e for e in errors)
@@ -385,7 +402,8 @@ def test_switch_price_override_changes_capex_and_url() -> None:
     at.switch_page(COST).run()
     assert at.number_input(key="cost:costs.switch_usd").value == 10000
     assert metric(at, "Network capex") == capex_label(
-        {"costs.switch_usd": 10000, "cluster.n_gpus": 2048})
+        {"costs.switch_usd": 10000, "cluster.n_gpus": 2048}
+    )
 
     # emptying the field goes back to the catalog price and out of the URL
     at.number_input(key="cost:costs.switch_usd").set_value(None).run()
@@ -403,5 +421,6 @@ def test_download_buttons(page: str) -> None:
     at = open_app(page)
     # the page's table downloads (chart exports are PNG/SVG/HTML, see test_exports.py;
     # the sidebar's scenario download, test_scenario_files_page.py)
-    assert [d.label for d in at.main.get("download_button")
-            if d.label.startswith("Download")] == DOWNLOADS[page]
+    assert [
+        d.label for d in at.main.get("download_button") if d.label.startswith("Download")
+    ] == DOWNLOADS[page]

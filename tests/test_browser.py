@@ -57,7 +57,8 @@ def diagram_title(page: Page) -> Locator:
 def metric_value(page: Page, label: str) -> Locator:
     label_re = re.compile(f"^{re.escape(label)}")
     card = page.locator("[data-testid=stMetric]").filter(
-        has=page.locator("[data-testid=stMetricLabel]", has_text=label_re))
+        has=page.locator("[data-testid=stMetricLabel]", has_text=label_re)
+    )
     return card.locator("[data-testid=stMetricValue]")
 
 
@@ -113,8 +114,9 @@ def test_gpu_slider_keyboard_changes_diagram_and_url(page: Page, live_app: str) 
     expect_clean(page)
 
 
-def test_shared_url_reproduces_the_scenario(page: Page, new_context: Callable[..., BrowserContext],
-                                            live_app: str) -> None:
+def test_shared_url_reproduces_the_scenario(
+    page: Page, new_context: Callable[..., BrowserContext], live_app: str
+) -> None:
     n = bom(**{"cluster.n_gpus": 4096, "fabric.vendor": "spectrum-x"}).topology.n_switches
     shared = "/topology?preset=dgx-h100-ib-ndr&cluster.n_gpus=4096&fabric.vendor=spectrum-x"
     # one user builds the scenario with the sidebar ...
@@ -164,7 +166,8 @@ def test_cost_page_downloads_valid_csv(page: Page, live_app: str) -> None:
     assert rows, "empty BOM CSV"
     assert {"category", "quantity", "capex_usd"} <= set(rows[0])
     assert [(r["category"], int(r["quantity"])) for r in rows] == [
-        (line.category, line.quantity) for line in expected.lines]
+        (line.category, line.quantity) for line in expected.lines
+    ]
     assert sum(float(r["capex_usd"]) for r in rows) == pytest.approx(expected.capex_usd)
 
     with page.expect_download() as info:
@@ -173,7 +176,8 @@ def test_cost_page_downloads_valid_csv(page: Page, live_app: str) -> None:
     assert [r["vendor"] for r in rows] == ["InfiniBand", "Spectrum-X", "RoCE (ECMP)"]
     model = {c.vendor: c.bom for c in compare_vendors(load_preset(DEFAULT_PRESET))}
     assert [int(r["capex_usd"]) for r in rows] == [
-        round(model[v].capex_usd) for v in ("infiniband", "spectrum-x", "roce")]
+        round(model[v].capex_usd) for v in ("infiniband", "spectrum-x", "roce")
+    ]
 
 
 def test_sidebar_navigation_keeps_the_scenario(page: Page, live_app: str) -> None:

@@ -74,8 +74,9 @@ def test_collectives_page_loads(page: Page, app_url: str, screenshot_dir: Path) 
     open_collectives(page, app_url)
     expect(page.locator("h1")).to_have_text("Collectives")
     expect(page).to_have_url(re.compile(rf"/collectives\?preset={DEFAULT_PRESET}$"))
-    expect(chart_title(page, "all-reduce bus bandwidth vs message size (1,024 GPUs)")) \
-        .to_have_count(1)
+    expect(
+        chart_title(page, "all-reduce bus bandwidth vs message size (1,024 GPUs)")
+    ).to_have_count(1)
     expect(chart_title(page, "Fabric effects")).to_have_count(0)
     open_effects(page)
     # the default preset's auto switches algorithm: a labelled crossover above the plot

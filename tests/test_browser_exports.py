@@ -65,7 +65,8 @@ def export_button(page: Page, chart_key: str, fmt: str) -> Locator:
     # Streamlit gives a keyed element the class st-key-<key>; the container also holds a
     # hidden copy of the button (for layout), which the accessibility tree leaves out
     return page.locator(f".st-key-{export_key(chart_key, fmt)}").get_by_role(
-        "button", name=fmt.upper(), exact=True)
+        "button", name=fmt.upper(), exact=True
+    )
 
 
 def download(page: Page, button: Locator, timeout_ms: float = PAGE_TIMEOUT_MS) -> Download:
@@ -104,9 +105,11 @@ def check_html(dl: Download, file_name: str) -> str:
 def upload_scenario(page: Page, name: str, content: str) -> None:
     page.wait_for_selector(IDLE)
     uploader = page.locator("[data-testid=stSidebar] [data-testid=stFileUploader]").filter(
-        has_text="Load scenario (YAML/JSON)")
+        has_text="Load scenario (YAML/JSON)"
+    )
     uploader.locator("input[type=file]").set_input_files(
-        files=[{"name": name, "mimeType": "application/x-yaml", "buffer": content.encode()}])
+        files=[{"name": name, "mimeType": "application/x-yaml", "buffer": content.encode()}]
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -124,12 +127,15 @@ def test_topology_chart_downloads_png_svg_html(page: Page, live_app: str) -> Non
     width, height = check_png(png, f"{stem}.png")
     assert width >= 800 * PNG_SCALE and height >= 300 * PNG_SCALE, (width, height)
 
-    svg = check_svg(download(page, export_button(page, "topology_diagram", "svg"),
-                             EXPORT_TIMEOUT_MS), f"{stem}.svg")
+    svg = check_svg(
+        download(page, export_button(page, "topology_diagram", "svg"), EXPORT_TIMEOUT_MS),
+        f"{stem}.svg",
+    )
     assert title in svg
 
-    html = check_html(download(page, export_button(page, "topology_diagram", "html")),
-                      f"{stem}.html")
+    html = check_html(
+        download(page, export_button(page, "topology_diagram", "html")), f"{stem}.html"
+    )
     assert title in html
 
     # the second chart of the page has its own buttons and names
@@ -143,13 +149,14 @@ def test_cost_chart_downloads_follow_the_preset(page: Page, live_app: str) -> No
     expect(page.locator(CHART)).to_have_count(3)
     stem = "cost-capex_meta-24k-roce"
 
-    width, height = check_png(download(page, export_button(page, "capex_chart", "png"),
-                                       EXPORT_TIMEOUT_MS), f"{stem}.png")
+    width, height = check_png(
+        download(page, export_button(page, "capex_chart", "png"), EXPORT_TIMEOUT_MS), f"{stem}.png"
+    )
     assert (width, height) == (1100 * PNG_SCALE, 420 * PNG_SCALE)  # default width, figure height
-    svg = check_svg(download(page, export_button(page, "capex_chart", "svg"),
-                             EXPORT_TIMEOUT_MS), f"{stem}.svg")
-    html = check_html(download(page, export_button(page, "capex_chart", "html")),
-                      f"{stem}.html")
+    svg = check_svg(
+        download(page, export_button(page, "capex_chart", "svg"), EXPORT_TIMEOUT_MS), f"{stem}.svg"
+    )
+    html = check_html(download(page, export_button(page, "capex_chart", "html")), f"{stem}.html")
     for vendor in ("InfiniBand", "Spectrum-X"):
         assert vendor in svg and vendor in html
 
@@ -162,10 +169,13 @@ def test_overview_table_csv_and_chart_html(page: Page, live_app: str) -> None:
     assert [r["vendor"] for r in rows] == ["InfiniBand", "Spectrum-X", "RoCE (ECMP)"]
     model = {c.vendor: c.bom for c in compare_vendors(load_preset(DEFAULT_PRESET))}
     assert [int(r["capex_usd"]) for r in rows] == [
-        round(model[v].capex_usd) for v in ("infiniband", "spectrum-x", "roce")]
+        round(model[v].capex_usd) for v in ("infiniband", "spectrum-x", "roce")
+    ]
 
-    html = check_html(download(page, export_button(page, "overview_busbw", "html")),
-                      f"overview-allreduce-busbw_{DEFAULT_PRESET}.html")
+    html = check_html(
+        download(page, export_button(page, "overview_busbw", "html")),
+        f"overview-allreduce-busbw_{DEFAULT_PRESET}.html",
+    )
     assert "All-reduce across 1,024 GPUs" in html
 
 
@@ -181,17 +191,20 @@ def test_upload_scenario_moves_the_slider_and_the_url(page: Page, live_app: str)
 
     expect(gpu_slider(page)).to_have_attribute("aria-valuetext", "4,096")
     expect(page).to_have_url(re.compile(r"cluster\.n_gpus=4096"))
-    n = build_topology(apply_overrides(load_preset(DEFAULT_PRESET),
-                                       {"cluster.n_gpus": 4096})).n_switches
+    n = build_topology(
+        apply_overrides(load_preset(DEFAULT_PRESET), {"cluster.n_gpus": 4096})
+    ).n_switches
     expect(page.locator(CHART + " .gtitle").first).to_contain_text(f"4,096 GPUs, {n:,} switches")
-    assert query(page.url) == {"preset": DEFAULT_PRESET, "cluster.n_gpus": "4096",
-                               "fabric.routing": "ecmp"}
+    assert query(page.url) == {
+        "preset": DEFAULT_PRESET,
+        "cluster.n_gpus": "4096",
+        "fabric.routing": "ecmp",
+    }
     expect(page.locator("[data-testid=stSidebar]")).to_contain_text("Loaded big.yaml")
     expect(page.locator("[data-testid=stAlert]")).to_have_count(0)
 
 
-def test_malformed_scenario_shows_an_error_and_the_page_works(page: Page,
-                                                               live_app: str) -> None:
+def test_malformed_scenario_shows_an_error_and_the_page_works(page: Page, live_app: str) -> None:
     open_page(page, live_app, "/topology")
     upload_scenario(page, "broken.yaml", "fabric: {link_gbps: 300\ncluster: [\n")
     alert = page.locator("[data-testid=stSidebar] [data-testid=stAlert]")

@@ -41,7 +41,8 @@ def download_report(page: Page, base: str, url: str, title: str) -> tuple[str, s
     page.goto(base + url)
     wait_for_page(page, title, PAGE_TIMEOUT_MS)
     button = page.locator(f".st-key-{REPORT_BUTTON_KEY}").get_by_role(
-        "button", name="Download report (HTML)")
+        "button", name="Download report (HTML)"
+    )
     expect(button).to_be_enabled()
     page.wait_for_selector(IDLE)
     with page.expect_download(timeout=REPORT_TIMEOUT_MS) as info:
@@ -50,8 +51,7 @@ def download_report(page: Page, base: str, url: str, title: str) -> tuple[str, s
     return dl.suggested_filename, Path(dl.path()).read_text(encoding="utf-8")
 
 
-def test_sidebar_report_download_is_the_report(page: Page, live_app: str,
-                                               tmp_path: Path) -> None:
+def test_sidebar_report_download_is_the_report(page: Page, live_app: str, tmp_path: Path) -> None:
     default = next(p for p in app_pages() if p.url == "/")
     name, doc = download_report(page, live_app, "/", default.title)
 

@@ -35,10 +35,22 @@ PAGE_TIMEOUT_MS = 60_000
 WIDTH = 1400
 MAX_HEIGHT = 12_000
 #: chart text drawn straight on the page background (not bar labels, which may sit inside bars)
-CHART_TEXT = ", ".join(f"[data-testid=stPlotlyChart] .main-svg {s}" for s in (
-    ".gtitle", ".xtick text", ".ytick text", ".g-xtitle text", ".g-ytitle text",
-    ".legendtext", ".legendtitletext", ".annotation-text", ".cbtitle text", ".cbaxis text",
-    ".scatterlayer .textpoint text"))
+CHART_TEXT = ", ".join(
+    f"[data-testid=stPlotlyChart] .main-svg {s}"
+    for s in (
+        ".gtitle",
+        ".xtick text",
+        ".ytick text",
+        ".g-xtitle text",
+        ".g-ytitle text",
+        ".legendtext",
+        ".legendtitletext",
+        ".annotation-text",
+        ".cbtitle text",
+        ".cbaxis text",
+        ".scatterlayer .textpoint text",
+    )
+)
 #: WCAG's minimum contrast for large text and graphics; chart labels must reach it
 MIN_CONTRAST = 3.0
 
@@ -54,9 +66,11 @@ def _rgb(css: str) -> tuple[float, float, float, float]:
 
 def _luminance(rgb: tuple[float, ...]) -> float:
     """WCAG relative luminance of an sRGB colour (0 black .. 1 white)."""
+
     def lin(c: float) -> float:
         c /= 255
         return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
     r, g, b = (lin(c) for c in rgb[:3])
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
@@ -74,7 +88,8 @@ def _chart_text_colours(page: Page) -> list[tuple[str, tuple[float, ...]]]:
     found = page.locator(CHART_TEXT).evaluate_all(
         "els => els.filter(e => e.textContent.trim()).map(e => {"
         "  const s = getComputedStyle(e);"
-        "  return [e.textContent.trim(), s.fill, s.fillOpacity]; })")
+        "  return [e.textContent.trim(), s.fill, s.fillOpacity]; })"
+    )
     out = []
     for text, fill, opacity in found:
         r, g, b, a = _rgb(fill)
@@ -84,10 +99,12 @@ def _chart_text_colours(page: Page) -> list[tuple[str, tuple[float, ...]]]:
 
 def _page_height(page: Page) -> int:
     """Height that shows the whole main area and the whole sidebar without scrolling."""
-    return int(page.evaluate("""() => {
+    return int(
+        page.evaluate("""() => {
         const h = s => { const e = document.querySelector(s); return e ? e.scrollHeight : 0; };
         return Math.max(h('[data-testid=stMain]'), h('[data-testid=stSidebarContent]'));
-    }"""))
+    }""")
+    )
 
 
 def _check_page_load(page: Page, url: str) -> None:
@@ -100,8 +117,9 @@ def _check_page_load(page: Page, url: str) -> None:
     if url in N_CHARTS:
         expect(charts).to_have_count(N_CHARTS[url])
     if url in DRAWS_ON_DEMAND:  # nothing to draw before a log or an opened section
-        expect(page.locator("[data-testid=stExpander]", has_text=DRAWS_ON_DEMAND[url])) \
-            .to_have_count(1)
+        expect(
+            page.locator("[data-testid=stExpander]", has_text=DRAWS_ON_DEMAND[url])
+        ).to_have_count(1)
     else:
         drawn = charts.count() + page.locator("[data-testid=stMetric]").count()
         assert drawn, "the page drew neither charts nor metrics"
@@ -109,8 +127,9 @@ def _check_page_load(page: Page, url: str) -> None:
 
 @pytest.mark.parametrize("theme", list(THEMES))
 @pytest.mark.parametrize("app_page", PAGES, ids=[Path(p.script).stem for p in PAGES])
-def test_page_screenshot(page: Page, live_app: str, screenshot_dir: Path, app_page, theme: str
-                         ) -> None:
+def test_page_screenshot(
+    page: Page, live_app: str, screenshot_dir: Path, app_page, theme: str
+) -> None:
     page.set_default_timeout(PAGE_TIMEOUT_MS)
     page.goto(f"{live_app}{app_page.url}{THEMES[theme]}")
     wait_for_page(page, app_page.title, PAGE_TIMEOUT_MS)
@@ -121,15 +140,21 @@ def test_page_screenshot(page: Page, live_app: str, screenshot_dir: Path, app_pa
         _check_page_load(page, app_page.url)
 
     # the theme took: a dark page background in dark theme, a light one in light theme
-    background = _rgb(page.locator("[data-testid=stApp]").evaluate(
-        "e => getComputedStyle(e).backgroundColor"))
+    background = _rgb(
+        page.locator("[data-testid=stApp]").evaluate("e => getComputedStyle(e).backgroundColor")
+    )
     assert (_luminance(background) < 0.2) == (theme == "dark"), (theme, background)
 
     # chart titles, axis labels and legends are legible on that background
-    unreadable = [(text, fill) for text, fill in _chart_text_colours(page)
-                  if _contrast(fill, background) < MIN_CONTRAST]
-    assert not unreadable, (f"chart text with contrast < {MIN_CONTRAST} on the {theme} "
-                            f"background {background}: {unreadable[:8]}")
+    unreadable = [
+        (text, fill)
+        for text, fill in _chart_text_colours(page)
+        if _contrast(fill, background) < MIN_CONTRAST
+    ]
+    assert not unreadable, (
+        f"chart text with contrast < {MIN_CONTRAST} on the {theme} "
+        f"background {background}: {unreadable[:8]}"
+    )
 
     height = min(MAX_HEIGHT, max(1000, _page_height(page) + 40))
     page.set_viewport_size({"width": WIDTH, "height": height})

@@ -53,13 +53,15 @@ def main_slider(page: Page, name: str) -> Locator:
 
 def gpu_slider(page: Page) -> Locator:
     return page.locator("[data-testid=stSidebar]").get_by_role(
-        "slider", name=re.compile(r"^GPUs( GPUs)?$"))
+        "slider", name=re.compile(r"^GPUs( GPUs)?$")
+    )
 
 
 def pins_in_charts(page: Page) -> list[str]:
     """Legend entries of the Compare page's busbw chart: one per column."""
     chart = page.locator(CHART).filter(
-        has=page.locator(".gtitle", has_text="All-reduce bus bandwidth vs message size"))
+        has=page.locator(".gtitle", has_text="All-reduce bus bandwidth vs message size")
+    )
     return chart.locator(".legendtext").all_text_contents()
 
 
@@ -79,16 +81,20 @@ def test_whatif_control_updates_the_charts(page: Page, live_app: str) -> None:
     before = training_step(base).step_time_s
     after = training_step(apply_overrides(base, {"cluster.nics_per_gpu": 2})).step_time_s
     # a redraw briefly shows the old chart beside the new one: wait for the new title
-    expect(page.locator(CHART + " .gtitle",
-                        has_text=f"Step time per term, before vs after: {before:,.2f} s → "
-                                 f"{after:,.2f} s").first).to_be_visible()
+    expect(
+        page.locator(
+            CHART + " .gtitle",
+            has_text=f"Step time per term, before vs after: {before:,.2f} s → {after:,.2f} s",
+        ).first
+    ).to_be_visible()
     page.wait_for_selector(IDLE)
     expect_no_error(page)
     expect(page.locator("[data-testid=stAlert]")).to_have_count(0)
 
 
 def test_compare_pins_two_scenarios_and_the_link_restores_them(
-        page: Page, new_context: Callable[..., BrowserContext], live_app: str) -> None:
+    page: Page, new_context: Callable[..., BrowserContext], live_app: str
+) -> None:
     open_page(page, live_app, "/compare", "Compare")
     expect(page).to_have_url(re.compile(rf"/compare\?preset={DEFAULT_PRESET}$"))
     expect(page.locator("[data-testid=stAlert]")).to_have_count(0)
@@ -110,8 +116,9 @@ def test_compare_pins_two_scenarios_and_the_link_restores_them(
     expect(page).to_have_url(re.compile(r"[?&]cmp\.2=[^&]*cluster\.n_gpus(%3D|=)2048"))
     page.wait_for_selector(IDLE)
     expected = ["1024 H100 IB fat-tree", "2048 H100 IB fat-tree", "current"]
-    expect(page.locator(CHART + " .legendtext", has_text="2048 H100 IB fat-tree")) \
-        .not_to_have_count(0)
+    expect(
+        page.locator(CHART + " .legendtext", has_text="2048 H100 IB fat-tree")
+    ).not_to_have_count(0)
     assert pins_in_charts(page) == expected
     expect_no_error(page)
 
@@ -119,8 +126,9 @@ def test_compare_pins_two_scenarios_and_the_link_restores_them(
     shared = page.url
     other = new_context().new_page()
     open_page(other, live_app, shared.removeprefix(live_app), "Compare")
-    expect(other.locator(CHART + " .legendtext", has_text="2048 H100 IB fat-tree")) \
-        .not_to_have_count(0)
+    expect(
+        other.locator(CHART + " .legendtext", has_text="2048 H100 IB fat-tree")
+    ).not_to_have_count(0)
     assert pins_in_charts(other) == expected
     pinned = other.locator(MAIN).locator("input[type=text]")
     expect(pinned).to_have_count(3)  # the new label field and the two pins

@@ -102,8 +102,15 @@ def test_every_cited_source_is_defined_and_every_source_is_cited(raw: dict[str, 
 
 def test_units_are_the_last_token_of_numeric_keys(raw: dict[str, Any]) -> None:
     units = {"gbps", "GBps", "gib", "gb", "w", "usd", "ns", "m", "tflops", "units"}
-    counts = {"n_ports", "n_cages", "n_sms", "max_ports", "gpus_per_server", "nvlink_domain",
-              "split"}
+    counts = {
+        "n_ports",
+        "n_cages",
+        "n_sms",
+        "max_ports",
+        "gpus_per_server",
+        "nvlink_domain",
+        "split",
+    }
     for section in SECTIONS:
         for entry in raw[section].values():
             for field, value in entry.items():

@@ -19,8 +19,13 @@ LOGS = ROOT / "tests" / "data" / "nccl"
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "fabric_model", "check-nccl", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "fabric_model", "check-nccl", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_json_contract_and_rank_override():
@@ -32,7 +37,8 @@ def test_json_contract_and_rank_override():
         assert r["ratio"] == pytest.approx(r["model_time_us"] / r["measured_time_us"])
         if r["measured_busbw_GBps"] > 10:  # printed busbw agrees where rounding is small
             assert r["ratio"] == pytest.approx(
-                r["measured_busbw_GBps"] / r["model_busbw_GBps"], rel=0.01)
+                r["measured_busbw_GBps"] / r["model_busbw_GBps"], rel=0.01
+            )
         assert r["regime"] in ("latency-bound", "bandwidth-bound")
         assert r["verdict"].startswith(("within", "below", "above"))
 
@@ -55,15 +61,22 @@ def test_verdicts_follow_the_ratio_and_regime():
         else:
             assert r.verdict.startswith("above the model")
     # a fabric at a quarter of the speed: the same log now reads far above the model
-    slow = compare_log(log, load_preset("dgx-h100-ib-ndr").__class__.from_dict(
-        {"cluster": {"gpu": "a100"}, "fabric": {"link_gbps": 200}}))
+    slow = compare_log(
+        log,
+        load_preset("dgx-h100-ib-ndr").__class__.from_dict(
+            {"cluster": {"gpu": "a100"}, "fabric": {"link_gbps": 200}}
+        ),
+    )
     assert slow.median_ratio > result.median_ratio
 
 
-@pytest.mark.parametrize(("name", "words"), [
-    ("sendrecv_perf_2gpu.log", "this log is 'sendrecv'"),  # the model covers 4 collectives
-    ("garbage.log", "no nccl-tests result table found"),
-])
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("sendrecv_perf_2gpu.log", "this log is 'sendrecv'"),  # the model covers 4 collectives
+        ("garbage.log", "no nccl-tests result table found"),
+    ],
+)
 def test_bad_logs_exit_2_with_one_line(name, words):
     out = run(str(LOGS / name))
     assert out.returncode == 2 and words in out.stderr

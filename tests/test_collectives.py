@@ -47,16 +47,20 @@ def test_ring_equals_textbook_on_nonblocking_adaptive_fat_tree():
         hops = m.mean_switch_hops
         path_us = ((hops - 1) * 200 + (2 * 20 + (hops - 1) * 50) * 5) / 1000  # QM9700 200 ns
         inter = c["hw_latency_us"]["net"]["ring"][proto] + path_us
-        lat = (c["base_latency_us"]["ring"][proto] + (2 * (n - 1) - 2 * (domains - 1)) * intra
-               + 2 * (domains - 1) * inter)
+        lat = (
+            c["base_latency_us"]["ring"][proto]
+            + (2 * (n - 1) - 2 * (domains - 1)) * intra
+            + 2 * (domains - 1) * inter
+        )
         for size in (8, 4096, GIB):
             bw = expected_bw * c["protocol_bw_factor"]["ring"][proto]
             if proto == "LL":  # NCCL's llMaxBw on > 2 nodes (Intel hosts): per collective
                 bw = min(bw, 20.4e9)
             if proto == "LL128":  # 16 channels x 36.7 GB/s per channel (Hopper)
                 bw = min(bw, 16 * 36.7e9)
-            plateau = c["ring_plateau_factor"] if (proto == "Simple" and size >= 64 * 2 * k * n) \
-                else 1.0
+            plateau = (
+                c["ring_plateau_factor"] if (proto == "Simple" and size >= 64 * 2 * k * n) else 1.0
+            )
             want = lat * plateau + 2 * (n - 1) / n * size / bw * 1e6
             assert m.time_us(size, proto) == pytest.approx(want, rel=1e-6)
 
@@ -92,8 +96,15 @@ def test_bandwidth_never_beats_physical_bounds(algo):
         assert t_s * 1e6 >= 0.3  # never faster than fiber and a switch
 
 
-@pytest.mark.parametrize("op,algo", [("allreduce", "ring"), ("allreduce", "tree"),
-                                     ("allgather", "ring"), ("alltoall", "hierarchical")])
+@pytest.mark.parametrize(
+    "op,algo",
+    [
+        ("allreduce", "ring"),
+        ("allreduce", "tree"),
+        ("allgather", "ring"),
+        ("alltoall", "hierarchical"),
+    ],
+)
 def test_time_monotone_in_bytes_and_link_speed(op, algo):
     sizes = [2**i for i in range(3, 35, 2)]
     base = sc(cluster__n_gpus=128, cluster__gpu="b300")  # PCIe Gen6: feeds an 800G NIC
@@ -131,14 +142,19 @@ def test_degraded_nic_slows_a_ring_in_proportion():
 
 
 def test_adaptive_fabric_absorbs_a_degraded_spine_link():
-    common = dict(cluster__n_gpus=4096, what_if__placement="scattered",
-                  what_if__degraded_link="leaf-spine", what_if__degraded_link_factor=0.25)
+    common = dict(
+        cluster__n_gpus=4096,
+        what_if__placement="scattered",
+        what_if__degraded_link="leaf-spine",
+        what_if__degraded_link_factor=0.25,
+    )
     adaptive = model(sc(**common)).inter_Bps
     adaptive_ok = model(sc(cluster__n_gpus=4096, what_if__placement="scattered")).inter_Bps
     assert adaptive > 0.9 * adaptive_ok  # one cable of a 32-cable bundle: small share
     dmodk = model(sc(fabric__routing="dmodk", **common)).inter_Bps
-    dmodk_ok = model(sc(cluster__n_gpus=4096, what_if__placement="scattered",
-                        fabric__routing="dmodk")).inter_Bps
+    dmodk_ok = model(
+        sc(cluster__n_gpus=4096, what_if__placement="scattered", fabric__routing="dmodk")
+    ).inter_Bps
     assert dmodk <= dmodk_ok
 
 
@@ -147,8 +163,10 @@ def test_nvls_and_sharp_beat_ring_at_large_sizes():
     big = [16 * GIB]
     ring = collective(s, "allreduce", "ring", big)[0].busbw_GBps
     assert collective(s, "allreduce", "sharp", big)[0].busbw_GBps > 1.2 * ring
-    assert collective(sc(cluster__n_gpus=8), "allreduce", "nvls", big)[0].busbw_GBps > \
-        collective(sc(cluster__n_gpus=8), "allreduce", "ring", big)[0].busbw_GBps
+    assert (
+        collective(sc(cluster__n_gpus=8), "allreduce", "nvls", big)[0].busbw_GBps
+        > collective(sc(cluster__n_gpus=8), "allreduce", "ring", big)[0].busbw_GBps
+    )
 
 
 def test_tree_beats_ring_small_not_large():
@@ -192,8 +210,9 @@ def test_alltoall_rail_aligned_beats_direct_on_rail_optimized():
 
 def test_alltoall_refuses_sizes_it_cannot_solve():
     with pytest.raises(AlgorithmUnavailableError, match="flow classes"):
-        collective(sc(cluster__n_gpus=131072, fabric__vendor="spectrum-x"), "alltoall",
-                   "direct", [GIB])
+        collective(
+            sc(cluster__n_gpus=131072, fabric__vendor="spectrum-x"), "alltoall", "direct", [GIB]
+        )
 
 
 def test_every_fat_tree_preset_gives_a_curve():
@@ -208,9 +227,25 @@ def test_every_fat_tree_preset_gives_a_curve():
 
 
 def test_cli_collective_json_contract():
-    out = subprocess.run([sys.executable, "-m", "fabric_model", "collective", "--op", "allreduce",
-                          "--algo", "auto", "--sizes", "8,1K,1M,1G", "--json"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fabric_model",
+            "collective",
+            "--op",
+            "allreduce",
+            "--algo",
+            "auto",
+            "--sizes",
+            "8,1K,1M,1G",
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     assert [r["bytes"] for r in rows] == [8, 1024, 2**20, 2**30]
@@ -219,22 +254,35 @@ def test_cli_collective_json_contract():
         assert r["busbw_GBps"] == pytest.approx(r["algbw_GBps"] * 2 * 1023 / 1024)
 
 
-@pytest.mark.parametrize(("args", "words"), [
-    (["--sizes", "1Q"], "--sizes: not a size"),
-    (["--algo", "sharp", "--set", "fabric.vendor=roce"], "sharp needs InfiniBand"),
-    (["--op", "broadcast"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--sizes", "1Q"], "--sizes: not a size"),
+        (["--algo", "sharp", "--set", "fabric.vendor=roce"], "sharp needs InfiniBand"),
+        (["--op", "broadcast"], "invalid choice"),
+    ],
+)
 def test_cli_collective_bad_input(args, words):
-    out = subprocess.run([sys.executable, "-m", "fabric_model", "collective", *args], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "fabric_model", "collective", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and words in out.stderr and "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("extra", [
-    {}, {"fabric.oversubscription": 2}, {"what_if.degraded_link_factor": 0.5},
-    {"cluster.nics_per_gpu": 2, "fabric.rail_optimized": False},
-    {"fabric.vendor": "roce", "what_if.placement": "scattered"},
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"fabric.oversubscription": 2},
+        {"what_if.degraded_link_factor": 0.5},
+        {"cluster.nics_per_gpu": 2, "fabric.rail_optimized": False},
+        {"fabric.vendor": "roce", "what_if.placement": "scattered"},
+    ],
+)
 @pytest.mark.parametrize("algo", ["direct", "hierarchical"])
 def test_alltoall_flow_classes_equal_the_per_connection_solve(monkeypatch, extra, algo):
     """The aggregation error against the full solve, where both run (README: 0)."""
@@ -252,15 +300,23 @@ def test_alltoall_flow_classes_equal_the_per_connection_solve(monkeypatch, extra
 
 
 def test_alltoall_at_131k_by_flow_classes():
-    r = collective(sc(cluster__n_gpus=131072, fabric__vendor="spectrum-x"), "alltoall",
-                   "hierarchical", [16 * GIB])[0]
+    r = collective(
+        sc(cluster__n_gpus=131072, fabric__vendor="spectrum-x"),
+        "alltoall",
+        "hierarchical",
+        [16 * GIB],
+    )[0]
     assert 40 < r.busbw_GBps < 50  # NIC-bound on a non-blocking fabric
 
 
 def test_ecmp_seed_range_brackets_the_mean_and_never_beats_adaptive():
     common = {"cluster.n_gpus": 4096, "what_if.placement": "scattered"}
-    roce = collective(apply_overrides(Scenario(), {**common, "fabric.vendor": "roce"}),
-                      "allreduce", "ring", [4 * GIB])[0]
+    roce = collective(
+        apply_overrides(Scenario(), {**common, "fabric.vendor": "roce"}),
+        "allreduce",
+        "ring",
+        [4 * GIB],
+    )[0]
     ib = collective(apply_overrides(Scenario(), common), "allreduce", "ring", [4 * GIB])[0]
     assert roce.busbw_min_GBps <= roce.busbw_GBps <= roce.busbw_max_GBps
     assert roce.busbw_max_GBps <= ib.busbw_GBps * (1 + 1e-9)
@@ -270,8 +326,7 @@ def test_ecmp_seed_range_brackets_the_mean_and_never_beats_adaptive():
 def test_hot_experts_slow_the_alltoall_by_their_skew(algo):
     # on a non-blocking fabric the hot receivers' NIC links carry s times the mean
     base = collective(sc(cluster__n_gpus=256), "alltoall", algo, [4 * GIB])[0]
-    hot = collective(sc(cluster__n_gpus=256, model__routing_skew=2), "alltoall", algo,
-                     [4 * GIB])[0]
+    hot = collective(sc(cluster__n_gpus=256, model__routing_skew=2), "alltoall", algo, [4 * GIB])[0]
     assert hot.busbw_GBps == pytest.approx(base.busbw_GBps / 2, rel=0.02)
     assert hot.bottleneck == "nic-leaf"
 
@@ -316,6 +371,7 @@ def test_nvls_allgather_inside_a_node_and_nvls_tree_latency_across():
     assert 360 < one.busbw_GBps < 450  # NVLink-bound, NCCL's nvlsEff
     with pytest.raises(AlgorithmUnavailableError, match="inside one NVLink domain"):
         collective(sc(cluster__n_gpus=64), "allgather", "nvls", [GIB])
-    small = [collective(sc(cluster__n_gpus=n), "allreduce", "nvls", [8])[0].time_us
-             for n in (64, 4096)]
+    small = [
+        collective(sc(cluster__n_gpus=n), "allreduce", "nvls", [8])[0].time_us for n in (64, 4096)
+    ]
     assert small[1] < 3 * small[0]  # log2(domains) steps, not a ring over domains

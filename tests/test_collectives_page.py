@@ -117,7 +117,12 @@ def test_sizes_and_labels() -> None:
     assert SIZES[0] == 8 and SIZES[-1] == 16 * GIB
     assert all(b == 2 * a for a, b in itertools.pairwise(SIZES))
     assert [size_label(s) for s in (8, 1024, 3 * 2**20, GIB, 16 * GIB)] == [
-        "8 B", "1 KiB", "3 MiB", "1 GiB", "16 GiB"]
+        "8 B",
+        "1 KiB",
+        "3 MiB",
+        "1 GiB",
+        "16 GiB",
+    ]
 
 
 def test_busbw_figure_is_log_log_with_one_line_per_algorithm() -> None:
@@ -128,8 +133,11 @@ def test_busbw_figure_is_log_log_with_one_line_per_algorithm() -> None:
     assert isinstance(fig, go.Figure)
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     assert "GB/s" in fig.layout.yaxis.title.text and "bytes" in fig.layout.xaxis.title.text
-    lines = {t.name: t for t in fig.data if t.mode == "lines" and t.fill is None
-             and t.line.width and t.line.width < 5}
+    lines = {
+        t.name: t
+        for t in fig.data
+        if t.mode == "lines" and t.fill is None and t.line.width and t.line.width < 5
+    }
     assert set(lines) == {"ring", "tree (double binary)", "NVLS"}
     ring = lines["ring"]
     assert list(ring.x) == SIZES
@@ -154,8 +162,9 @@ def test_crossover_lines_where_auto_switches_algorithm() -> None:
     auto = collective(scenario, "allreduce", "auto", SIZES)
     switches = auto_crossovers(auto)
     # the model's own choice, read independently of the figure code
-    expected = [(b.size_bytes, a.algo, b.algo) for a, b in itertools.pairwise(auto)
-                if a.algo != b.algo]
+    expected = [
+        (b.size_bytes, a.algo, b.algo) for a, b in itertools.pairwise(auto) if a.algo != b.algo
+    ]
     assert switches == expected and switches, "the default preset's auto switches algorithm"
     fig = collective_busbw_figure(curves_of(scenario, "allreduce", ("tree",)), auto)
     vlines = [s for s in fig.layout.shapes if s.type == "line" and s.x0 == s.x1]
@@ -206,18 +215,31 @@ def test_breakdown_figure_and_frame() -> None:
     assert "1 GiB" in fig.layout.title.text and "us" in fig.layout.xaxis.title.text
 
     from fabric_model.collectives import FabricContext, algo_models
+
     ctx = FabricContext.from_scenario(scenario)
     models = {a: algo_models(ctx, "allreduce", a)[0] for a in curves}
     frame = collective_breakdown_frame(curves, models, GIB, auto)
     assert list(frame["algo"]) == ["ring", "tree", "nvls"]
-    assert {"time_us", "latency_us", "bandwidth_us", "busbw_GBps", "busbw_range_GBps",
-            "bottleneck", "nvlink_busbw_GBps", "network_busbw_GBps", "proto"} <= set(frame)
+    assert {
+        "time_us",
+        "latency_us",
+        "bandwidth_us",
+        "busbw_GBps",
+        "busbw_range_GBps",
+        "bottleneck",
+        "nvlink_busbw_GBps",
+        "network_busbw_GBps",
+        "proto",
+    } <= set(frame)
     assert frame["time_us"].tolist() == pytest.approx(
-        (frame["latency_us"] + frame["bandwidth_us"]).tolist())
+        (frame["latency_us"] + frame["bandwidth_us"]).tolist()
+    )
     assert frame["nvlink_busbw_GBps"].tolist() == pytest.approx(
-        [models[a].intra_Bps / 1e9 for a in frame["algo"]])
+        [models[a].intra_Bps / 1e9 for a in frame["algo"]]
+    )
     assert frame["network_busbw_GBps"].tolist() == pytest.approx(
-        [models[a].inter_Bps / 1e9 for a in frame["algo"]])
+        [models[a].inter_Bps / 1e9 for a in frame["algo"]]
+    )
     picked = next(r.algo for r in auto if r.size_bytes == GIB)
     assert frame.loc[frame["auto_pick"], "algo"].tolist() == [picked]
 
@@ -229,27 +251,82 @@ def test_curve_frame_has_every_algorithm_and_size() -> None:
     frame = collective_curve_frame(curves, auto)
     assert len(frame) == 3 * len(SIZES)
     assert frame["curve"].unique().tolist() == ["ring", "tree", "auto"]
-    assert {"bytes", "size", "time_us", "algbw_GBps", "busbw_GBps", "proto", "algo",
-            "busbw_min_GBps", "busbw_max_GBps", "latency_us", "bandwidth_us"} <= set(frame)
+    assert {
+        "bytes",
+        "size",
+        "time_us",
+        "algbw_GBps",
+        "busbw_GBps",
+        "proto",
+        "algo",
+        "busbw_min_GBps",
+        "busbw_max_GBps",
+        "latency_us",
+        "bandwidth_us",
+    } <= set(frame)
     auto_rows = frame[frame["curve"] == "auto"]
     assert auto_rows["busbw_GBps"].tolist() == pytest.approx([r.busbw_GBps for r in auto])
     assert "ring" in frame.to_csv(index=False)
 
 
 def test_fabric_effects_figure_draws_vendor_bars_and_unavailable_cases() -> None:
-    row = {"size_bytes": 4 * GIB, "n_gpus": 1024, "placement": "scattered", "proto": "Simple",
-           "time_us": 1.0, "bottleneck": "leaf-spine", "busbw_large_GBps": 1.0}
-    effects = pd.DataFrame([
-        {**row, "vendor": "infiniband", "routing": "adaptive", "op": "allreduce", "algo": "ring",
-         "busbw_GBps": 290.0, "busbw_min_GBps": 290.0, "busbw_max_GBps": 290.0, "reason": ""},
-        {**row, "vendor": "infiniband", "routing": "adaptive", "op": "alltoall",
-         "algo": "hierarchical", "busbw_GBps": float("nan"), "busbw_min_GBps": float("nan"),
-         "busbw_max_GBps": float("nan"), "reason": "needs too many connections"},
-        {**row, "vendor": "roce", "routing": "ecmp", "op": "allreduce", "algo": "ring",
-         "busbw_GBps": 90.0, "busbw_min_GBps": 80.0, "busbw_max_GBps": 110.0, "reason": ""},
-        {**row, "vendor": "roce", "routing": "ecmp", "op": "alltoall", "algo": "hierarchical",
-         "busbw_GBps": 47.0, "busbw_min_GBps": 47.0, "busbw_max_GBps": 47.0, "reason": ""},
-    ])
+    row = {
+        "size_bytes": 4 * GIB,
+        "n_gpus": 1024,
+        "placement": "scattered",
+        "proto": "Simple",
+        "time_us": 1.0,
+        "bottleneck": "leaf-spine",
+        "busbw_large_GBps": 1.0,
+    }
+    effects = pd.DataFrame(
+        [
+            {
+                **row,
+                "vendor": "infiniband",
+                "routing": "adaptive",
+                "op": "allreduce",
+                "algo": "ring",
+                "busbw_GBps": 290.0,
+                "busbw_min_GBps": 290.0,
+                "busbw_max_GBps": 290.0,
+                "reason": "",
+            },
+            {
+                **row,
+                "vendor": "infiniband",
+                "routing": "adaptive",
+                "op": "alltoall",
+                "algo": "hierarchical",
+                "busbw_GBps": float("nan"),
+                "busbw_min_GBps": float("nan"),
+                "busbw_max_GBps": float("nan"),
+                "reason": "needs too many connections",
+            },
+            {
+                **row,
+                "vendor": "roce",
+                "routing": "ecmp",
+                "op": "allreduce",
+                "algo": "ring",
+                "busbw_GBps": 90.0,
+                "busbw_min_GBps": 80.0,
+                "busbw_max_GBps": 110.0,
+                "reason": "",
+            },
+            {
+                **row,
+                "vendor": "roce",
+                "routing": "ecmp",
+                "op": "alltoall",
+                "algo": "hierarchical",
+                "busbw_GBps": 47.0,
+                "busbw_min_GBps": 47.0,
+                "busbw_max_GBps": 47.0,
+                "reason": "",
+            },
+        ]
+    )
     fig = fabric_effects_figure(effects)
     assert fig.layout.barmode == "group"
     ib, roce = fig.data
@@ -289,9 +366,14 @@ def test_op_algorithms_table_matches_the_model() -> None:
                     collective(scenario, op, algo, [GIB])
 
 
-@pytest.mark.parametrize(("preset", "op"), [(DEFAULT_PRESET, "allreduce"),
-                                            (DEFAULT_PRESET, "allgather"),
-                                            ("dgx-h100-roce-ecmp", "allreduce")])
+@pytest.mark.parametrize(
+    ("preset", "op"),
+    [
+        (DEFAULT_PRESET, "allreduce"),
+        (DEFAULT_PRESET, "allgather"),
+        ("dgx-h100-roce-ecmp", "allreduce"),
+    ],
+)
 def test_facade_curves_equal_the_models_front_door(preset: str, op: str) -> None:
     scenario = load_preset(preset)
     algos = facade.DEFAULT_ALGORITHMS[op]
@@ -311,7 +393,11 @@ def test_facade_curves_equal_the_models_front_door(preset: str, op: str) -> None
 
 def test_default_algorithms_drop_what_cannot_run() -> None:
     assert facade.default_algorithms(load_preset(DEFAULT_PRESET), "allreduce") == (
-        "ring", "tree", "nvls", "sharp")
+        "ring",
+        "tree",
+        "nvls",
+        "sharp",
+    )
     spectrum = load_preset("dgx-h100-spectrum-x")
     assert facade.default_algorithms(spectrum, "allreduce") == ("ring", "tree", "nvls")
     assert "InfiniBand" in facade.collective_curves(spectrum, "allreduce", ()).unavailable["sharp"]
@@ -338,15 +424,18 @@ def test_fabric_effects_facade() -> None:
     effects = facade.fabric_effects(scenario)
     assert list(effects["vendor"].unique()) == ["infiniband", "spectrum-x", "roce"]
     assert effects.groupby("vendor", sort=False)["routing"].first().tolist() == [
-        "adaptive", "adaptive", "ecmp"]
+        "adaptive",
+        "adaptive",
+        "ecmp",
+    ]
     assert (effects["reason"] == "").all()
     ib_ring = effects[(effects["vendor"] == "infiniband") & (effects["algo"] == "ring")].iloc[0]
     assert ib_ring["busbw_GBps"] == pytest.approx(
-        collective(scenario, "allreduce", "ring", [facade.EFFECT_SIZE_BYTES])[0].busbw_GBps)
+        collective(scenario, "allreduce", "ring", [facade.EFFECT_SIZE_BYTES])[0].busbw_GBps
+    )
 
     # scattered: static hashing collides across the spines, adaptive routing does not
-    scattered = facade.fabric_effects(
-        apply_overrides(scenario, {"what_if.placement": "scattered"}))
+    scattered = facade.fabric_effects(apply_overrides(scenario, {"what_if.placement": "scattered"}))
     ring = scattered[scattered["algo"] == "ring"].set_index("vendor")["busbw_GBps"]
     assert ring["roce"] < 0.5 * ring["infiniband"]
     assert ring["spectrum-x"] == pytest.approx(ring["infiniband"], rel=0.02)
@@ -388,16 +477,18 @@ def test_page_runs_on_every_preset(preset: str) -> None:
         return
     if auto is None:
         infos = messages(at.info)
-        assert infos and any("cannot" in i or "not modelled" in i or "No " in i
-                             for i in infos), infos
+        assert infos and any("cannot" in i or "not modelled" in i or "No " in i for i in infos), (
+            infos
+        )
         return
     fig = figure(at, CURVE_TITLE)
     assert f"{scenario.cluster.n_gpus:,} GPUs" in fig["layout"]["title"]["text"]
     assert fig["layout"]["xaxis"]["type"] == "log" and fig["layout"]["yaxis"]["type"] == "log"
     assert auto_markers(fig)["y"] == pytest.approx([r.busbw_GBps for r in auto])
-    assert [d.label for d in at.main.get("download_button")
-            if d.label.startswith("Download")] == ["Download breakdown (CSV)",
-                                                   "Download curves (CSV)"]
+    assert [d.label for d in at.main.get("download_button") if d.label.startswith("Download")] == [
+        "Download breakdown (CSV)",
+        "Download curves (CSV)",
+    ]
     figure(at, "Fabric effects")
     figure(at, "Time of one call")
 
@@ -526,6 +617,7 @@ def test_infeasible_design_is_a_warning() -> None:
 @pytest_app
 def test_download_button() -> None:
     at = open_page()
-    assert [d.label for d in at.main.get("download_button")
-            if d.label.startswith("Download")] == ["Download breakdown (CSV)",
-                                                   "Download curves (CSV)"]
+    assert [d.label for d in at.main.get("download_button") if d.label.startswith("Download")] == [
+        "Download breakdown (CSV)",
+        "Download curves (CSV)",
+    ]

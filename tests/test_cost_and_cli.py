@@ -94,8 +94,13 @@ def test_every_preset_builds_and_prices(preset):
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "fabric_model", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "fabric_model", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_cli_presets_json():
@@ -109,8 +114,18 @@ def test_cli_bom_json_contract():
     out = run_cli("bom", "--json", "--set", "cluster.n_gpus=4096")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
-    for key in ("switches_by_tier", "n_switches", "n_links", "n_transceivers", "n_cables",
-                "n_nics", "capex_usd", "power_w", "max_switch_hops", "bisection_GBps"):
+    for key in (
+        "switches_by_tier",
+        "n_switches",
+        "n_links",
+        "n_transceivers",
+        "n_cables",
+        "n_nics",
+        "capex_usd",
+        "power_w",
+        "max_switch_hops",
+        "bisection_GBps",
+    ):
         assert key in d
     assert set(d["capex_usd"]) == {"switches", "nics", "optics", "cables", "total"}
     assert d["switches_by_tier"] == {"leaf": 128, "spine": 128, "core": 64}
@@ -168,9 +183,11 @@ def test_cli_help_on_every_verb():
 
 
 def test_model_never_imports_streamlit_or_plotly():
-    code = ("import sys, fabric_model.cli, fabric_model.cost, fabric_model.design;"
-            "import fabric_model.topology, fabric_model.catalog, fabric_model.scenario;"
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('streamlit', 'plotly')];"
-            "print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, fabric_model.cli, fabric_model.cost, fabric_model.design;"
+        "import fabric_model.topology, fabric_model.catalog, fabric_model.scenario;"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('streamlit', 'plotly')];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout

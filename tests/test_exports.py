@@ -45,8 +45,11 @@ def needs_browser() -> None:
 
 
 def small_figure(**layout: object) -> go.Figure:
-    fig = go.Figure(go.Bar(x=["InfiniBand", "Spectrum-X", "RoCE"], y=[6.51, 5.93, 4.87],
-                           name="capex-marker-7319"))
+    fig = go.Figure(
+        go.Bar(
+            x=["InfiniBand", "Spectrum-X", "RoCE"], y=[6.51, 5.93, 4.87], name="capex-marker-7319"
+        )
+    )
     fig.update_layout(title="Network capex (million USD)", **layout)
     return fig
 
@@ -64,16 +67,17 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 
 def test_export_file_name() -> None:
-    assert (exports.export_file_name("collectives busbw", "dgx-h100-ib-ndr", "png")
-            == "collectives-busbw_dgx-h100-ib-ndr.png")
+    assert (
+        exports.export_file_name("collectives busbw", "dgx-h100-ib-ndr", "png")
+        == "collectives-busbw_dgx-h100-ib-ndr.png"
+    )
     assert exports.export_file_name("Cost: capex / GPU", None, ".svg") == "cost-capex-gpu.svg"
     assert exports.export_file_name("", "meta-24k-roce", "html") == "chart_meta-24k-roce.html"
 
 
 def test_export_size_follows_the_figure() -> None:
     assert exports.export_size(small_figure(width=640, height=360)) == (640, 360)
-    assert exports.export_size(small_figure(height=420)) == (
-        exports.DEFAULT_EXPORT_WIDTH_PX, 420)
+    assert exports.export_size(small_figure(height=420)) == (exports.DEFAULT_EXPORT_WIDTH_PX, 420)
 
 
 # --------------------------------------------------------------------------------------
@@ -89,7 +93,9 @@ def test_png_has_the_signature_and_the_figures_size() -> None:
     assert png_size(exports.figure_png(small_figure(width=640, height=360), scale=1)) == (640, 360)
     # stretched figures (no layout.width) export at the default width
     assert png_size(exports.figure_png(small_figure(height=300), scale=1)) == (
-        exports.DEFAULT_EXPORT_WIDTH_PX, 300)
+        exports.DEFAULT_EXPORT_WIDTH_PX,
+        300,
+    )
 
 
 @pytest.mark.usefixtures("needs_browser")
@@ -194,7 +200,8 @@ def _export_buttons(at: AppTest, chart_key: str) -> list[str]:
 @pytest.mark.app
 @pytest.mark.parametrize("browser", [True, False])
 def test_chart_helper_offers_png_and_svg_only_with_a_browser(
-        monkeypatch: pytest.MonkeyPatch, browser: bool) -> None:
+    monkeypatch: pytest.MonkeyPatch, browser: bool
+) -> None:
     if browser and not exports.static_export_available():
         pytest.skip("no Chromium")
     if not browser:

@@ -46,24 +46,57 @@ def test_b300_pcie_gen6_feeds_two_400g_nics_in_full():
     assert two == pytest.approx(2 * one, rel=0.01)
 
 
-@pytest.mark.parametrize(("gpu", "gbps", "allowed"), [
-    ("h100", 800, "200, 400"), ("h200", 1600, "200, 400"), ("a100", 400, "200"),
-    ("gb200", 800, "200, 400"), ("b300", 1600, "200, 400, 800"),
-])
+@pytest.mark.parametrize(
+    ("gpu", "gbps", "allowed"),
+    [
+        ("h100", 800, "200, 400"),
+        ("h200", 1600, "200, 400"),
+        ("a100", 400, "200"),
+        ("gb200", 800, "200, 400"),
+        ("b300", 1600, "200, 400, 800"),
+    ],
+)
 def test_a_nic_the_gpu_cannot_feed_is_refused(gpu, gbps, allowed):
     vendor = "spectrum-x" if gbps == 1600 else "infiniband"
     with pytest.raises(InfeasibleDesignError) as exc:
-        collective(sc(cluster__gpu=gpu, fabric__link_gbps=gbps, fabric__vendor=vendor,
-                      **({"cluster__gpus_per_node": 4, "cluster__nvlink_domain": 72}
-                         if gpu == "gb200" else {})), "allreduce", "auto", [GIB])
+        collective(
+            sc(
+                cluster__gpu=gpu,
+                fabric__link_gbps=gbps,
+                fabric__vendor=vendor,
+                **(
+                    {"cluster__gpus_per_node": 4, "cluster__nvlink_domain": 72}
+                    if gpu == "gb200"
+                    else {}
+                ),
+            ),
+            "allreduce",
+            "auto",
+            [GIB],
+        )
     assert exc.value.key == "fabric.link_gbps"
     assert f"allowed: {allowed} Gb/s" in str(exc.value)
 
 
 def test_cli_refuses_an_800g_nic_on_h100_with_exit_2():
-    out = subprocess.run([sys.executable, "-m", "fabric_model", "collective", "--op",
-                          "alltoall", "--algo", "auto", "--sizes", "1G", "--set",
-                          "fabric.link_gbps=800"], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fabric_model",
+            "collective",
+            "--op",
+            "alltoall",
+            "--algo",
+            "auto",
+            "--sizes",
+            "1G",
+            "--set",
+            "fabric.link_gbps=800",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "fabric.link_gbps" in out.stderr
     assert "allowed: 200, 400 Gb/s" in out.stderr
@@ -107,8 +140,7 @@ def test_ll_cap_is_per_collective_not_per_gpu_of_a_node():
     # tuning.cc: busBw = min(llMaxBw, 0.5 busBw) with llMaxBw 20.4 GB/s on > 2 nodes
     # (Intel hosts) and 39 GB/s on 2 nodes, whatever the GPUs per node
     for n, cap in ((16, 39.0), (1024, 20.4)):
-        m = algo_models(FabricContext.from_scenario(sc(cluster__n_gpus=n)), "allreduce",
-                        "ring")[0]
+        m = algo_models(FabricContext.from_scenario(sc(cluster__n_gpus=n)), "allreduce", "ring")[0]
         assert m.bandwidth_Bps(GIB, "LL") == pytest.approx(cap * 1e9)
 
 
@@ -133,8 +165,9 @@ def test_ll_is_not_chosen_for_mid_size_messages_at_scale():
 # ---------------------------------------------------------------- 8. partial NVL72 racks
 
 
-GB200_ROCE = dict(cluster__gpu="gb200", cluster__gpus_per_node=4, cluster__nvlink_domain=72,
-                  fabric__vendor="roce")
+GB200_ROCE = dict(
+    cluster__gpu="gb200", cluster__gpus_per_node=4, cluster__nvlink_domain=72, fabric__vendor="roce"
+)
 
 
 @pytest.mark.parametrize("op", ["allreduce", "allgather", "reducescatter", "alltoall"])
@@ -151,8 +184,14 @@ def test_the_partial_rack_sets_the_pace_of_nvls_tree():
 
 
 def test_dragonfly_ecmp_on_partial_racks_answers():
-    s = sc(cluster__n_gpus=4096, cluster__gpu="gb200", cluster__gpus_per_node=4,
-           cluster__nvlink_domain=72, fabric__topology="dragonfly-plus", fabric__routing="ecmp")
+    s = sc(
+        cluster__n_gpus=4096,
+        cluster__gpu="gb200",
+        cluster__gpus_per_node=4,
+        cluster__nvlink_domain=72,
+        fabric__topology="dragonfly-plus",
+        fabric__routing="ecmp",
+    )
     assert busbw(s, "allgather", "ring", 64 * 2**20) > 0
 
 
@@ -164,9 +203,17 @@ def test_ep64_on_nvl72_is_timed_on_the_groups_that_cross_racks():
     # their all-to-all runs partly on the 800G NICs, not at NVLink speed (was 717 GB/s)
     from fabric_model.training import training_step
 
-    s = apply_overrides(load_preset("gb300-nvl72-xdr"), {
-        "model.name": "deepseek-v3", "model.seq_len": 4096, "parallel.tp": 1,
-        "parallel.pp": 8, "parallel.ep": 64, "training.global_batch_tokens": 62914560})
+    s = apply_overrides(
+        load_preset("gb300-nvl72-xdr"),
+        {
+            "model.name": "deepseek-v3",
+            "model.seq_len": 4096,
+            "parallel.tp": 1,
+            "parallel.pp": 8,
+            "parallel.ep": 64,
+            "training.global_batch_tokens": 62914560,
+        },
+    )
     step = training_step(s)
     assert "56 of 72 groups straddle" in step.comm_detail["ep"]
     assert "nvlink" not in step.comm_detail["ep"]
@@ -187,11 +234,30 @@ def test_degrees_that_tile_the_domain_do_not_straddle():
 def test_output_names_the_host_link_the_degraded_nic_and_the_partial_rack():
     two = collective(sc(cluster__nics_per_gpu=2), "alltoall", "auto", [GIB])[0]
     assert two.bottleneck == "host link (PCIe)"
-    out = subprocess.run([sys.executable, "-m", "fabric_model", "collective", "--op",
-                          "allreduce", "--sizes", "1G", "--set", "cluster.n_gpus=128",
-                          "--set", "cluster.gpu=gb200", "--set", "cluster.gpus_per_node=4",
-                          "--set", "cluster.nvlink_domain=72", "--set",
-                          "what_if.degraded_link_factor=0.5"], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fabric_model",
+            "collective",
+            "--op",
+            "allreduce",
+            "--sizes",
+            "1G",
+            "--set",
+            "cluster.n_gpus=128",
+            "--set",
+            "cluster.gpu=gb200",
+            "--set",
+            "cluster.gpus_per_node=4",
+            "--set",
+            "cluster.nvlink_domain=72",
+            "--set",
+            "what_if.degraded_link_factor=0.5",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     assert "# partial NVLink domain: 128 GPUs fill 1 domain(s) of 72 and one of 56" in out.stdout
     assert "# degraded: NIC 0 of rank 72" in out.stdout

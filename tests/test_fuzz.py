@@ -51,8 +51,13 @@ SEEDS = st.integers(0, 2**32 - 1)
 
 
 def _settings(n: int) -> settings:
-    return settings(derandomize=True, max_examples=n, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+    return settings(
+        derandomize=True,
+        max_examples=n,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
 
 
 def _check(case: FuzzCase, workdir: Path) -> None:
@@ -144,25 +149,69 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
     return status, out, err
 
 
-GB200_PARTIAL = ["--set", "cluster.gpu=gb200", "--set", "cluster.gpus_per_node=4",
-                 "--set", "cluster.nvlink_domain=72"]
+GB200_PARTIAL = [
+    "--set",
+    "cluster.gpu=gb200",
+    "--set",
+    "cluster.gpus_per_node=4",
+    "--set",
+    "cluster.nvlink_domain=72",
+]
 
 ISSUE_12_COMMANDS = [
-    ["collective", "--op", "allreduce", "--algo", "auto", "--sizes", "8G", *GB200_PARTIAL,
-     "--set", "cluster.n_gpus=128", "--set", "fabric.vendor=roce"],
-    ["collective", "--op", "allgather", "--algo", "ring", "--sizes", "64M", *GB200_PARTIAL,
-     "--set", "cluster.n_gpus=4096", "--set", "fabric.topology=dragonfly-plus",
-     "--set", "fabric.routing=ecmp"],
-    ["acceptance", *GB200_PARTIAL, "--set", "cluster.n_gpus=1440",
-     "--set", "fabric.topology=dragonfly-plus", "--set", "fabric.routing=ecmp",
-     "--set", "fabric.tiers=2", "--set", "what_if.degraded_link_factor=0.1"],
+    [
+        "collective",
+        "--op",
+        "allreduce",
+        "--algo",
+        "auto",
+        "--sizes",
+        "8G",
+        *GB200_PARTIAL,
+        "--set",
+        "cluster.n_gpus=128",
+        "--set",
+        "fabric.vendor=roce",
+    ],
+    [
+        "collective",
+        "--op",
+        "allgather",
+        "--algo",
+        "ring",
+        "--sizes",
+        "64M",
+        *GB200_PARTIAL,
+        "--set",
+        "cluster.n_gpus=4096",
+        "--set",
+        "fabric.topology=dragonfly-plus",
+        "--set",
+        "fabric.routing=ecmp",
+    ],
+    [
+        "acceptance",
+        *GB200_PARTIAL,
+        "--set",
+        "cluster.n_gpus=1440",
+        "--set",
+        "fabric.topology=dragonfly-plus",
+        "--set",
+        "fabric.routing=ecmp",
+        "--set",
+        "fabric.tiers=2",
+        "--set",
+        "what_if.degraded_link_factor=0.1",
+    ],
 ]
 
 
-@pytest.mark.parametrize("argv", ISSUE_12_COMMANDS, ids=["allreduce-128", "allgather-4096",
-                                                          "acceptance-1440"])
-def test_the_commands_of_issue_12_answer(argv: list[str],
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv", ISSUE_12_COMMANDS, ids=["allreduce-128", "allgather-4096", "acceptance-1440"]
+)
+def test_the_commands_of_issue_12_answer(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     status, out, _ = _run(argv, capsys)
     assert status == 0
     assert json.loads(out)
@@ -172,35 +221,100 @@ def test_the_commands_of_issue_12_answer(argv: list[str],
 #: full and one of 16). The permutation sent full logical domains onto the partial physical
 #: one, past the last GPU: IndexError in every router (fuzz seed 0, cases 65, 290, 1427).
 SCATTERED_PARTIAL = [
-    ["collective", "--op", "alltoall", "--algo", "direct", "--sizes", "1M",
-     "--set", "cluster.nvlink_domain=72", "--set", "what_if.placement=scattered"],
-    ["collective", "--op", "alltoall", "--algo", "auto", "--sizes", "1M",
-     "--set", "fabric.topology=dragonfly-plus", "--set", "cluster.gpus_per_node=1",
-     "--set", "cluster.nvlink_domain=3", "--set", "cluster.n_gpus=32",
-     "--set", "what_if.placement=scattered"],
+    [
+        "collective",
+        "--op",
+        "alltoall",
+        "--algo",
+        "direct",
+        "--sizes",
+        "1M",
+        "--set",
+        "cluster.nvlink_domain=72",
+        "--set",
+        "what_if.placement=scattered",
+    ],
+    [
+        "collective",
+        "--op",
+        "alltoall",
+        "--algo",
+        "auto",
+        "--sizes",
+        "1M",
+        "--set",
+        "fabric.topology=dragonfly-plus",
+        "--set",
+        "cluster.gpus_per_node=1",
+        "--set",
+        "cluster.nvlink_domain=3",
+        "--set",
+        "cluster.n_gpus=32",
+        "--set",
+        "what_if.placement=scattered",
+    ],
     ["step", "--set", "cluster.nvlink_domain=72", "--set", "what_if.placement=scattered"],
-    ["step", "--set", "cluster.nvlink_domain=16", "--set", "cluster.n_gpus=536",
-     "--set", "parallel.pp=1", "--set", "what_if.placement=scattered"],
-    ["step", "--set", "cluster.nvlink_domain=24", "--set", "model.kind=moe",
-     "--set", "model.n_experts=16", "--set", "parallel.pp=16",
-     "--set", "what_if.placement=scattered"],
-    ["plan", "--top", "2", "--set", "cluster.n_gpus=152", "--set", "model.name=llama3-8b",
-     "--set", "cluster.nvlink_domain=72", "--set", "what_if.placement=scattered"],
+    [
+        "step",
+        "--set",
+        "cluster.nvlink_domain=16",
+        "--set",
+        "cluster.n_gpus=536",
+        "--set",
+        "parallel.pp=1",
+        "--set",
+        "what_if.placement=scattered",
+    ],
+    [
+        "step",
+        "--set",
+        "cluster.nvlink_domain=24",
+        "--set",
+        "model.kind=moe",
+        "--set",
+        "model.n_experts=16",
+        "--set",
+        "parallel.pp=16",
+        "--set",
+        "what_if.placement=scattered",
+    ],
+    [
+        "plan",
+        "--top",
+        "2",
+        "--set",
+        "cluster.n_gpus=152",
+        "--set",
+        "model.name=llama3-8b",
+        "--set",
+        "cluster.nvlink_domain=72",
+        "--set",
+        "what_if.placement=scattered",
+    ],
 ]
 
 
-@pytest.mark.parametrize("argv", SCATTERED_PARTIAL,
-                         ids=["alltoall-fat-tree", "alltoall-dragonfly", "step-72",
-                              "step-536", "step-moe-pp16", "plan-152"])
+@pytest.mark.parametrize(
+    "argv",
+    SCATTERED_PARTIAL,
+    ids=[
+        "alltoall-fat-tree",
+        "alltoall-dragonfly",
+        "step-72",
+        "step-536",
+        "step-moe-pp16",
+        "plan-152",
+    ],
+)
 def test_scattered_placement_with_a_partial_domain_answers(
-        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     status, _, _ = _run(argv, capsys)
     assert status == 0
 
 
 def test_scattering_permutes_the_full_domains_and_keeps_the_partial_one_last() -> None:
-    s = apply_overrides(Scenario(), {"cluster.nvlink_domain": 72,
-                                     "what_if.placement": "scattered"})
+    s = apply_overrides(Scenario(), {"cluster.nvlink_domain": 72, "what_if.placement": "scattered"})
     order = FabricContext.from_scenario(s).domain_order
     assert order[-1] == 14  # the 16-GPU partial domain
     assert sorted(order[:-1]) == list(range(14))
@@ -211,10 +325,21 @@ def test_scattering_permutes_the_full_domains_and_keeps_the_partial_one_last() -
 #: class's first link did not exist (IndexError; fuzz seed 0, cases 112, 904, 1760).
 @pytest.mark.parametrize("family", ["hypercube", "torus-3d"])
 def test_a_degraded_link_on_a_cable_free_design_is_refused_by_key(
-        family: str, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["step", "--set", f"fabric.topology={family}", "--set", "cluster.nvlink_domain=576",
-            "--set", "cluster.n_gpus=576", "--set", "what_if.degraded_link_factor=0.5",
-            "--set", "cluster.nics_per_gpu=1"]
+    family: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [
+        "step",
+        "--set",
+        f"fabric.topology={family}",
+        "--set",
+        "cluster.nvlink_domain=576",
+        "--set",
+        "cluster.n_gpus=576",
+        "--set",
+        "what_if.degraded_link_factor=0.5",
+        "--set",
+        "cluster.nics_per_gpu=1",
+    ]
     status, _, err = _run(argv, capsys)
     assert status == 2
     assert err.startswith("error: what_if.degraded_link:")
@@ -230,11 +355,25 @@ def test_degraded_capacities_refuses_a_class_without_links() -> None:
 
 
 def test_acceptance_skips_the_cable_free_node_scope_and_keeps_the_rest(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["acceptance", "--set", "fabric.topology=torus-3d", "--set", "fabric.routing=dor",
-            "--set", "cluster.gpu=a100", "--set", "cluster.n_gpus=24",
-            "--set", "cluster.nics_per_gpu=4", "--set", "fabric.link_gbps=200",
-            "--set", "what_if.degraded_link_factor=0.5"]
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = [
+        "acceptance",
+        "--set",
+        "fabric.topology=torus-3d",
+        "--set",
+        "fabric.routing=dor",
+        "--set",
+        "cluster.gpu=a100",
+        "--set",
+        "cluster.n_gpus=24",
+        "--set",
+        "cluster.nics_per_gpu=4",
+        "--set",
+        "fabric.link_gbps=200",
+        "--set",
+        "what_if.degraded_link_factor=0.5",
+    ]
     status, out, _ = _run(argv, capsys)
     assert status == 0
     scopes = {row["scope"] for row in json.loads(out)}
@@ -247,9 +386,19 @@ def test_many_ecmp_queue_pairs_take_the_class_solve() -> None:
     from fabric_model.collectives import collective
     from fabric_model.scenario import Scenario, apply_overrides
 
-    s = apply_overrides(Scenario(), {
-        "fabric.vendor": "roce", "fabric.topology": "dragonfly-plus", "fabric.routing": "ecmp",
-        "fabric.qps_per_connection": 64, "cluster.gpu": "b300", "cluster.nvlink_domain": 8,
-        "cluster.nics_per_gpu": 4, "fabric.link_gbps": 800, "cluster.n_gpus": 256})
+    s = apply_overrides(
+        Scenario(),
+        {
+            "fabric.vendor": "roce",
+            "fabric.topology": "dragonfly-plus",
+            "fabric.routing": "ecmp",
+            "fabric.qps_per_connection": 64,
+            "cluster.gpu": "b300",
+            "cluster.nvlink_domain": 8,
+            "cluster.nics_per_gpu": 4,
+            "fabric.link_gbps": 800,
+            "cluster.n_gpus": 256,
+        },
+    )
     (res,) = collective(s, "alltoall", "direct", [8 * 2**30])
     assert res.busbw_GBps > 0

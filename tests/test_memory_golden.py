@@ -43,8 +43,11 @@ def test_held_out_memory_error() -> None:
     assert within >= len(held) - 3
 
 
-@pytest.mark.parametrize("row", [r for r in ROWS if r.case.use == "held-out"],
-                         ids=lambda r: r.case.name)
+@pytest.mark.parametrize(
+    "row", [r for r in ROWS if r.case.use == "held-out"], ids=lambda r: r.case.name
+)
 def test_each_held_out_row_is_within_twenty_percent(row) -> None:  # type: ignore[no-untyped-def]
-    assert abs(row.error) < 0.20, f"{row.case.name}: model {row.estimate_gib:.1f} GiB vs " \
-                                  f"published {row.case.measured_gib:.1f} ({row.case.source})"
+    assert abs(row.error) < 0.20, (
+        f"{row.case.name}: model {row.estimate_gib:.1f} GiB vs "
+        f"published {row.case.measured_gib:.1f} ({row.case.source})"
+    )

@@ -17,12 +17,28 @@ def test_the_checkout_reads_assets_in_place() -> None:
 
 
 def test_the_wheel_ships_every_yaml_the_package_reads(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(tmp_path), str(ROOT)], check=True, cwd=tmp_path)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        cwd=tmp_path,
+    )
     (wheel,) = tmp_path.glob("fabric_model-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    wanted = {f"fabric_model/_assets/{p.relative_to(ROOT / 'assets').as_posix()}"
-              for p in (ROOT / "assets").rglob("*.yaml")}
+    wanted = {
+        f"fabric_model/_assets/{p.relative_to(ROOT / 'assets').as_posix()}"
+        for p in (ROOT / "assets").rglob("*.yaml")
+    }
     assert wanted and wanted <= names, sorted(wanted - names)
     assert "fabric_model/cli.py" in names and "fabric_model/training/memory.py" in names
     meta = next(n for n in names if n.endswith("METADATA"))

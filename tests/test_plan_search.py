@@ -28,19 +28,32 @@ from fabric_model.training.sweep import (
 sweep_mod = importlib.import_module("fabric_model.training.sweep")
 
 # A GPT-3-style shape small enough to model every plan of its space on 8 GPUs.
-GPT = {"model.name": "custom", "model.kind": "dense", "model.layers": 24,
-       "model.hidden": 2048, "model.ffn_hidden": 8192, "model.heads": 16,
-       "model.kv_heads": 16, "model.vocab": 51200, "model.seq_len": 2048,
-       "model.gated_mlp": False, "model.tied_embeddings": True}
+GPT = {
+    "model.name": "custom",
+    "model.kind": "dense",
+    "model.layers": 24,
+    "model.hidden": 2048,
+    "model.ffn_hidden": 8192,
+    "model.heads": 16,
+    "model.kv_heads": 16,
+    "model.vocab": 51200,
+    "model.seq_len": 2048,
+    "model.gated_mlp": False,
+    "model.tied_embeddings": True,
+}
 
 #: Small models: dense MHA and GQA, MoE with top-2 routing, MoE with MLA and per-node dispatch.
 MODELS = {
     "gpt-1.3b": GPT,
     "llama3-8b": {"model.name": "llama3-8b"},
     "mixtral-8-layers": {"model.name": "mixtral-8x7b", "model.layers": 8},
-    "deepseek-6-layers": {"model.name": "deepseek-v3", "model.layers": 6,
-                          "model.dense_layers": 1, "training.ep_dispatch": "per_node",
-                          "model.max_nodes_per_token": 2},
+    "deepseek-6-layers": {
+        "model.name": "deepseek-v3",
+        "model.layers": 6,
+        "model.dense_layers": 1,
+        "training.ep_dispatch": "per_node",
+        "model.max_nodes_per_token": 2,
+    },
 }
 #: Fabrics and clusters: fat-tree, rail-only, dragonfly+, torus, RoCE with ECMP, scattered
 #: placement, NVL72 racks (72-GPU domains that many degrees straddle) and SHARP.
@@ -59,8 +72,7 @@ FABRICS = {
 TRAINING = {
     "default": {},
     "fp8": {"training.precision": "fp8"},
-    "overlap": {"training.tp_overlap": 0.5, "training.ep_overlap": 0.5,
-                "training.dp_overlap": 0.5},
+    "overlap": {"training.tp_overlap": 0.5, "training.ep_overlap": 0.5, "training.dp_overlap": 0.5},
     "small-batch": {"training.global_batch_tokens": 2**19},
 }
 
@@ -72,9 +84,15 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     fabric = draw(st.sampled_from(sorted(FABRICS)))
     training = draw(st.sampled_from(sorted(TRAINING)))
     n = draw(st.sampled_from([16, 32, 64, 144]))
-    over = {**MODELS[model], **FABRICS[fabric], **TRAINING[training], "cluster.n_gpus": n,
-            "training.global_batch_tokens": TRAINING[training].get(
-                "training.global_batch_tokens", 2**21)}
+    over = {
+        **MODELS[model],
+        **FABRICS[fabric],
+        **TRAINING[training],
+        "cluster.n_gpus": n,
+        "training.global_batch_tokens": TRAINING[training].get(
+            "training.global_batch_tokens", 2**21
+        ),
+    }
     try:
         return apply_overrides(Scenario(), over)
     except FabricModelError:
@@ -85,7 +103,7 @@ def _feasible_sample(s: Scenario, seed: int, k: int) -> list[tuple[int, Scenario
     """Up to ``k`` random plans of the space that pass the plan rules and fit in memory
     (with the uncertainty to spare, as the search's default admits)."""
     sp = sweep_mod._space(s)
-    order = np.random.default_rng(seed).permutation(len(sp))[:40 * k]
+    order = np.random.default_rng(seed).permutation(len(sp))[: 40 * k]
     out = []
     for i in order:
         cand = apply_overrides(s, sp.overrides(int(i)))
@@ -109,10 +127,8 @@ def test_space_uses_degrees_that_divide_not_only_powers_of_two() -> None:
     assert set(sp.cols["ep"].tolist()) == set(expert_degrees(s, every_divisor=True))
     assert all(s.model.n_experts % e == 0 for e in expert_degrees(s, every_divisor=True))
     v2 = apply_overrides(s, {"model.n_experts": 160})  # DeepSeek-V2's count
-    assert expert_degrees(v2, every_divisor=True) == [1, 2, 4, 5, 8, 10, 16, 20, 32, 40, 80,
-                                                      160]
-    assert expert_degrees(v2) == [1, 2, 4, 8, 16, 32] and expert_degrees(v2, 48) == [1, 2, 4, 8,
-                                                                                     16]
+    assert expert_degrees(v2, every_divisor=True) == [1, 2, 4, 5, 8, 10, 16, 20, 32, 40, 80, 160]
+    assert expert_degrees(v2) == [1, 2, 4, 8, 16, 32] and expert_degrees(v2, 48) == [1, 2, 4, 8, 16]
     tps = set(sp.cols["tp"].tolist())
     assert all(s.model.heads % t == 0 and t <= s.cluster.nvlink_domain for t in tps)
     # the key table's choices, read at run time (new modes and stages flow in)
@@ -147,8 +163,12 @@ def test_interleavings_add_no_layers_to_the_heaviest_rank() -> None:
 # ------------------------------------------------------------------------------- bound
 
 
-@settings(max_examples=14, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(
+    max_examples=14,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(s=scenarios(), seed=st.integers(0, 2**31))
 def test_bound_is_below_the_step_term_by_term(s: Scenario, seed: int) -> None:
     """Each term of the bound is at most the step's own: compute side and each exposed dim."""
@@ -158,12 +178,20 @@ def test_bound_is_below_the_step_term_by_term(s: Scenario, seed: int) -> None:
         actual = sweep_mod._actual_terms(result)
         for term in BOUND_TERMS:
             assert sp.terms[term][i] <= actual[term] * (1 + 1e-9) + 1e-12, (
-                term, sp.overrides(i), float(sp.terms[term][i]), actual[term])
+                term,
+                sp.overrides(i),
+                float(sp.terms[term][i]),
+                actual[term],
+            )
         assert sp.bound_s()[i] <= result.step_time_s * (1 + 1e-9)
 
 
-@settings(max_examples=12, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(s=scenarios(), seed=st.integers(0, 2**31))
 def test_search_best_is_never_slower_than_a_sampled_plan(s: Scenario, seed: int) -> None:
     """Branch and bound: no plan of the space, sampled at random, beats the search's best."""
@@ -181,10 +209,14 @@ def test_search_best_is_never_slower_than_a_sampled_plan(s: Scenario, seed: int)
 
 def test_search_equals_exhaustive_evaluation_of_a_small_space() -> None:
     """GPT 1.3B on 8 GPUs: the top 5 are the 5 fastest of all ~3,000 plans, modelled one by one."""
-    s = apply_overrides(Scenario(), {**GPT, "cluster.n_gpus": 8,
-                                     "training.global_batch_tokens": 2**18})
-    times = sorted(r.step_time_s for r in (training_step(apply_overrides(s, o))
-                                           for o in plan_space(s)) if r.feasible)
+    s = apply_overrides(
+        Scenario(), {**GPT, "cluster.n_gpus": 8, "training.global_batch_tokens": 2**18}
+    )
+    times = sorted(
+        r.step_time_s
+        for r in (training_step(apply_overrides(s, o)) for o in plan_space(s))
+        if r.feasible
+    )
     found = plan_search(s, top=5)
     assert [c.step.step_time_s for c in found.plans] == pytest.approx(times[:5], rel=1e-12)
     assert found.n_evaluated < len(times) / 10  # the bound did the work
@@ -194,10 +226,22 @@ def test_search_equals_exhaustive_evaluation_of_a_small_space() -> None:
 def test_deepseek_v3_on_nvl72_beats_the_hand_written_ep64_pp8_plan(preset: str) -> None:
     """The issue's case: the search's best is no slower than EP64 PP8 (ZeRO-1, selective)."""
     s = apply_overrides(load_preset(preset), {"model.name": "deepseek-v3"})
-    hand = training_step(apply_overrides(s, {
-        "parallel.tp": 1, "parallel.pp": 8, "parallel.vpp": 1, "parallel.cp": 1,
-        "parallel.ep": 64, "parallel.dp": "auto", "parallel.zero_stage": 1,
-        "training.recompute": "selective", "training.micro_batch": 1}))
+    hand = training_step(
+        apply_overrides(
+            s,
+            {
+                "parallel.tp": 1,
+                "parallel.pp": 8,
+                "parallel.vpp": 1,
+                "parallel.cp": 1,
+                "parallel.ep": 64,
+                "parallel.dp": "auto",
+                "parallel.zero_stage": 1,
+                "training.recompute": "selective",
+                "training.micro_batch": 1,
+            },
+        )
+    )
     assert hand.feasible
     found = plan_search(s, top=3)
     assert found.exact and found.plans
@@ -220,8 +264,9 @@ def test_a_term_that_overshoots_the_step_is_scaled_down(monkeypatch: pytest.Monk
     monkeypatch.setattr(sweep_mod, "_space", inflated)
     found = plan_search(s, top=3)
     assert found.bound_slack["dp"] < 0.1
-    assert [c.step.step_time_s for c in found.plans] == \
-        pytest.approx([c.step.step_time_s for c in honest.plans], rel=1e-12)
+    assert [c.step.step_time_s for c in found.plans] == pytest.approx(
+        [c.step.step_time_s for c in honest.plans], rel=1e-12
+    )
 
 
 def test_sharp_allreduce_is_bounded_by_the_nics() -> None:
@@ -258,8 +303,15 @@ def test_search_plans_keeps_its_contract() -> None:
     assert search_plans(s, top=0) == []
     tiny = apply_overrides(Scenario(), {"model.name": "llama3-405b", "cluster.n_gpus": 8})
     assert search_plans(tiny) == []
-    no_fp8 = apply_overrides(Scenario(), {"model.name": "llama3-8b", "cluster.n_gpus": 16,
-                                          "cluster.gpu": "a100", "training.precision": "fp8"})
+    no_fp8 = apply_overrides(
+        Scenario(),
+        {
+            "model.name": "llama3-8b",
+            "cluster.n_gpus": 16,
+            "cluster.gpu": "a100",
+            "training.precision": "fp8",
+        },
+    )
     assert search_plans(no_fp8) == []
 
 
@@ -271,8 +323,7 @@ def test_search_reports_progress_and_runs_through_any_map() -> None:
     assert [d for d, _ in calls] == sorted(d for d, _ in calls)
     with ThreadPoolExecutor(2) as pool:
         pooled = plan_search(s, top=2, map_fn=pool.map)
-    assert [c.step.step_time_s for c in pooled.plans] == \
-        [c.step.step_time_s for c in serial.plans]
+    assert [c.step.step_time_s for c in pooled.plans] == [c.step.step_time_s for c in serial.plans]
 
 
 # ------------------------------------------------------------------------ capex cache
@@ -282,9 +333,12 @@ def test_capex_cache_is_safe_across_threads(monkeypatch: pytest.MonkeyPatch) -> 
     """Threads pricing many designs at once, with evictions, agree with one thread."""
     monkeypatch.setattr(sweep_mod, "_CAPEX_SIZE", 3)
     monkeypatch.setattr(sweep_mod, "_CAPEX", type(sweep_mod._CAPEX)())
-    designs = [apply_overrides(Scenario(), {"model.name": "llama3-8b", "cluster.n_gpus": n,
-                                            "parallel.pp": 1})
-               for n in (16, 32, 64, 128, 256, 512)]
+    designs = [
+        apply_overrides(
+            Scenario(), {"model.name": "llama3-8b", "cluster.n_gpus": n, "parallel.pp": 1}
+        )
+        for n in (16, 32, 64, 128, 256, 512)
+    ]
     serial = [evaluate_point(s).network_capex_usd for s in designs]
     sweep_mod._CAPEX.clear()
     start = threading.Barrier(8)

@@ -147,8 +147,15 @@ def test_report_shows_the_models_numbers(reports: dict, name: str) -> None:
     assert int(float(values["n_switches"])) == topo.n_switches
     assert int(float(values["n_transceivers"])) == bom.n_transceivers
     assert int(float(values["max_switch_hops"])) == topo.max_switch_hops
-    for metric in ("tokens_per_s", "exposed_comm_share", "bubble_share", "n_cables", "tiers",
-                   "bisection_per_gpu_GBps", "capex_per_gpu_usd"):
+    for metric in (
+        "tokens_per_s",
+        "exposed_comm_share",
+        "bubble_share",
+        "n_cables",
+        "tiers",
+        "bisection_per_gpu_GBps",
+        "capex_per_gpu_usd",
+    ):
         assert metric in values
     # the vendor comparison table and the BOM lines
     for c in compare_vendors(scenario):
@@ -175,14 +182,19 @@ def test_report_lists_the_sources_used(reports: dict, name: str) -> None:
     cat = load_catalog()
     bom = bill_of_materials(scenario)
     hw = bom.hardware
-    sources = doc[doc.index('id="sources"'):]
-    for section, entry in (("gpus", hw.gpu), ("servers", hw.server), ("switches", hw.switch),
-                           ("nics", hw.nic), ("vendors", hw.vendor)):
+    sources = doc[doc.index('id="sources"') :]
+    for section, entry in (
+        ("gpus", hw.gpu),
+        ("servers", hw.server),
+        ("switches", hw.switch),
+        ("nics", hw.nic),
+        ("vendors", hw.vendor),
+    ):
         assert f'data-entry="{section}.{entry.key}"' in sources
         for note in entry.sources.values():
             assert html.escape(note) in sources
     for line in bom.lines:  # optics and cables actually bought
-        assert f".{line.key}\"" in sources
+        assert f'.{line.key}"' in sources
     cited = set(re.findall(r"\[(S[A-Za-z0-9]+)\]", sources))
     for key in cited:
         assert f'id="src-{key}"' in sources
@@ -197,8 +209,9 @@ def test_report_lists_the_sources_used(reports: dict, name: str) -> None:
 
 def test_training_citations_are_all_referenced() -> None:
     found = training_citations()
-    assert {"Narayanan et al. 2021", "Rajbhandari et al. 2020", "Korthikanti et al. 2022"} \
-        <= set(found)
+    assert {"Narayanan et al. 2021", "Rajbhandari et al. 2020", "Korthikanti et al. 2022"} <= set(
+        found
+    )
     # a paper newly cited in fabric_model/training gets its full reference here
     assert set(found) <= set(REFERENCES)
     assert "fabric_model.training.step" in found["Narayanan et al. 2021"]
@@ -217,8 +230,7 @@ def test_scaling_sizes_are_a_modest_range_around_the_scenario() -> None:
 
 def test_user_text_is_escaped() -> None:
     evil = '<script>alert("x")</script><img src=x onerror=alert(1)>'
-    scenario = dataclasses.replace(load_preset(DEFAULT_PRESET), name="mine <b>&",
-                                   description=evil)
+    scenario = dataclasses.replace(load_preset(DEFAULT_PRESET), name="mine <b>&", description=evil)
     doc = build_report(scenario)
     assert "<script>alert" not in doc
     assert "<img" not in doc
@@ -262,22 +274,34 @@ def test_design_that_cannot_be_built_is_a_message() -> None:
 
 def test_cli_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "gb200.html"
-    assert main(["report", "--preset", "gb300-nvl72-xdr", "--set", "cluster.n_gpus=2304",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "report",
+                "--preset",
+                "gb300-nvl72-xdr",
+                "--set",
+                "cluster.n_gpus=2304",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out.strip()
     size = out.stat().st_size
     assert printed == f"{out} ({size / 1e6:.1f} MB, {size:,} bytes)"
     doc = out.read_text(encoding="utf-8")
     assert "Fabric what-if report: gb300-nvl72-xdr" in doc
     assert "n_gpus: 2304" in doc
-    step = training_step(apply_overrides(load_preset("gb300-nvl72-xdr"),
-                                         {"cluster.n_gpus": 2304}))
+    step = training_step(apply_overrides(load_preset("gb300-nvl72-xdr"), {"cluster.n_gpus": 2304}))
     assert f"{step.step_time_s:,.2f} s" in doc
 
 
 @pytest.mark.parametrize("where", ["missing-dir/r.html", ".", "/proc/r.html"])
-def test_cli_bad_out_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                        where: str) -> None:
+def test_cli_bad_out_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
     path = where if where.startswith("/") else str(tmp_path / where)
     assert main(["report", "--out", path]) == 2
     captured = capsys.readouterr()
@@ -295,21 +319,27 @@ def test_cli_out_is_required(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_fabric_model_imports_without_plotly_or_streamlit() -> None:
-    code = ("import sys, fabric_model, fabric_model.cli, fabric_model.training\n"
-            "fabric_model.cli.build_parser()\n"
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('plotly', 'streamlit'))\n"
-            "print(bad)\n"
-            "sys.exit(1 if bad else 0)\n")
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
+    code = (
+        "import sys, fabric_model, fabric_model.cli, fabric_model.training\n"
+        "fabric_model.cli.build_parser()\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('plotly', 'streamlit'))\n"
+        "print(bad)\n"
+        "sys.exit(1 if bad else 0)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_report_module_imports_without_streamlit() -> None:
-    code = ("import sys, ui.report\n"
-            "sys.exit(1 if any(m.split('.')[0] == 'streamlit' for m in sys.modules) else 0)\n")
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
+    code = (
+        "import sys, ui.report\n"
+        "sys.exit(1 if any(m.split('.')[0] == 'streamlit' for m in sys.modules) else 0)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert run.returncode == 0, run.stdout + run.stderr
 
 
@@ -320,7 +350,8 @@ def test_report_module_imports_without_streamlit() -> None:
 
 @pytest.mark.app
 def test_sidebar_button_is_deferred_and_named_from_the_preset(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage as Storage
     from streamlit.testing.v1 import AppTest
 

@@ -302,8 +302,7 @@ def test_a_single_connection_gets_line_rate(family, n_gpus, kw, policy):
                 "cables_per_direction_by_dim", (t.params.get("cables_per_dimension"),)
             )
             one_cable_hops = (
-                max(per_hop) == 1
-                and min(d for d in t.params.get("dims", (3,)) if d > 1) > 2
+                max(per_hop) == 1 and min(d for d in t.params.get("dims", (3,)) if d > 1) > 2
             )
             if policy == "dor" and one_cable_hops:
                 assert rate == pytest.approx(LINE_Bps)

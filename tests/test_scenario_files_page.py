@@ -94,9 +94,13 @@ def expected_url(preset: str, overrides: dict[str, Any]) -> dict[str, str]:
     scenario = apply_overrides(load_preset(preset), overrides)
     out = {"preset": preset}
     for key, value in scenario.diff(load_preset(preset)).items():
-        out[key] = (str(value).lower() if isinstance(value, bool)
-                    else str(int(value)) if isinstance(value, float) and value.is_integer()
-                    else str(value))
+        out[key] = (
+            str(value).lower()
+            if isinstance(value, bool)
+            else str(int(value))
+            if isinstance(value, float) and value.is_integer()
+            else str(value)
+        )
     return out
 
 
@@ -141,11 +145,21 @@ def test_upload_sets_sidebar_widgets_and_url() -> None:
     )
     upload(at, "my.yaml", text)
     assert not errors(at), errors(at)
-    overrides = {"cluster.n_gpus": 4096, "fabric.link_gbps": 200, "fabric.tiers": 3,
-                 "fabric.oversubscription": 2.0, "fabric.routing": "ecmp"}
+    overrides = {
+        "cluster.n_gpus": 4096,
+        "fabric.link_gbps": 200,
+        "fabric.tiers": 3,
+        "fabric.oversubscription": 2.0,
+        "fabric.routing": "ecmp",
+    }
     after = sidebar_state(at)
-    assert after == {**before, "cluster.n_gpus": 4096, "fabric.link_gbps": 200,
-                     "fabric.tiers": 3, "fabric.oversubscription": 2.0}
+    assert after == {
+        **before,
+        "cluster.n_gpus": 4096,
+        "fabric.link_gbps": 200,
+        "fabric.tiers": 3,
+        "fabric.oversubscription": 2.0,
+    }
     # the default preset is the one the file differs from least: the URL shows it plus the
     # keys that differ, as for slider moves
     assert url(at) == expected_url(DEFAULT_PRESET, overrides)
@@ -195,7 +209,8 @@ def test_json_file_and_the_same_file_twice() -> None:
 
 
 def test_download_writes_the_full_scenario_and_reloads_to_the_same_state(
-        captured_downloads: dict[str, tuple[str, bytes]]) -> None:
+    captured_downloads: dict[str, tuple[str, bytes]],
+) -> None:
     at = open_app(COST, **{"fabric.routing": "ecmp"})
     at.select_slider(key="w:cluster.n_gpus").set_value(4096).run()
     at.radio(key="w:fabric.vendor").set_value("spectrum-x").run()
@@ -203,7 +218,9 @@ def test_download_writes_the_full_scenario_and_reloads_to_the_same_state(
     assert_no_exception(at)
     shown, shown_url = sidebar_state(at), url(at)
     assert [b.label for b in at.sidebar.get("download_button")] == [
-        "Download scenario (YAML)", "Download report (HTML)"]
+        "Download scenario (YAML)",
+        "Download report (HTML)",
+    ]
 
     name = f"scenario_{DEFAULT_PRESET}.yaml"
     assert name in captured_downloads, sorted(captured_downloads)
@@ -211,15 +228,28 @@ def test_download_writes_the_full_scenario_and_reloads_to_the_same_state(
     assert mime == YAML_MIME
     written = yaml.safe_load(data)
     # full: every section and key, not only the changed ones
-    assert set(written) >= {"cluster", "fabric", "model", "parallel", "training", "what_if",
-                            "costs"}
+    assert set(written) >= {
+        "cluster",
+        "fabric",
+        "model",
+        "parallel",
+        "training",
+        "what_if",
+        "costs",
+    }
     assert written["cluster"]["n_gpus"] == 4096
     assert written["fabric"]["vendor"] == "spectrum-x"
     assert written["fabric"]["routing"] == "ecmp"
     assert written["costs"]["switch_usd"] == 30000
-    expected = apply_overrides(load_preset(DEFAULT_PRESET), {
-        "cluster.n_gpus": 4096, "fabric.vendor": "spectrum-x", "fabric.routing": "ecmp",
-        "costs.switch_usd": 30000})
+    expected = apply_overrides(
+        load_preset(DEFAULT_PRESET),
+        {
+            "cluster.n_gpus": 4096,
+            "fabric.vendor": "spectrum-x",
+            "fabric.routing": "ecmp",
+            "costs.switch_usd": 30000,
+        },
+    )
     assert scenario_from_text(data.decode()) == expected
 
     # a new session loads the file and lands on the same sidebar, URL and numbers
@@ -242,28 +272,39 @@ BAD_FILES = [
     pytest.param("fabric: [1, 2\n", ["malformed YAML/JSON", "line"], id="malformed-yaml"),
     pytest.param('{"cluster": {"n_gpus": 4096,}', ["malformed YAML/JSON"], id="malformed-json"),
     pytest.param("- 1\n- 2\n", ["must be a mapping", "list"], id="not-a-mapping"),
-    pytest.param("fabric: {link_gbps: 300}\n",
-                 ["fabric.link_gbps", "one of 200, 400, 800, 1600"], id="bad-choice"),
-    pytest.param("cluster: {n_gpus: 99999999}\n", ["cluster.n_gpus", "2 to 1,048,576"],
-                 id="out-of-range"),
-    pytest.param("costs: {switch_usd: -5}\n", ["costs.switch_usd", "0 to 10,000,000"],
-                 id="negative-price"),
+    pytest.param(
+        "fabric: {link_gbps: 300}\n",
+        ["fabric.link_gbps", "one of 200, 400, 800, 1600"],
+        id="bad-choice",
+    ),
+    pytest.param(
+        "cluster: {n_gpus: 99999999}\n", ["cluster.n_gpus", "2 to 1,048,576"], id="out-of-range"
+    ),
+    pytest.param(
+        "costs: {switch_usd: -5}\n", ["costs.switch_usd", "0 to 10,000,000"], id="negative-price"
+    ),
     pytest.param("fabric: {bogus: 1}\n", ["fabric.bogus", "unknown key"], id="unknown-key"),
     pytest.param("clusterz: {n_gpus: 8}\n", ["clusterz", "unknown key"], id="unknown-section"),
-    pytest.param("cluster: {n_gpus: 1004, gpus_per_node: 8}\n",
-                 ["cluster.n_gpus", "multiple of cluster.gpus_per_node"], id="cross-field"),
+    pytest.param(
+        "cluster: {n_gpus: 1004, gpus_per_node: 8}\n",
+        ["cluster.n_gpus", "multiple of cluster.gpus_per_node"],
+        id="cross-field",
+    ),
     # yaml.safe_load: tags that would build Python objects are refused, never run
-    pytest.param('cluster: !!python/object/apply:os.system ["echo pwned"]\n',
-                 ["malformed YAML/JSON", "constructor"], id="python-tag"),
+    pytest.param(
+        'cluster: !!python/object/apply:os.system ["echo pwned"]\n',
+        ["malformed YAML/JSON", "constructor"],
+        id="python-tag",
+    ),
     pytest.param(b"cluster: {n_gpus: \xff\xfe}\n", ["not UTF-8"], id="not-utf8"),
-    pytest.param("#" * (MAX_SCENARIO_BYTES + 10) + "\n", ["larger than", "256 KiB"],
-                 id="too-large"),
+    pytest.param(
+        "#" * (MAX_SCENARIO_BYTES + 10) + "\n", ["larger than", "256 KiB"], id="too-large"
+    ),
 ]
 
 
 @pytest.mark.parametrize(("content", "named"), BAD_FILES)
-def test_bad_file_is_one_error_and_changes_nothing(content: str | bytes,
-                                                   named: list[str]) -> None:
+def test_bad_file_is_one_error_and_changes_nothing(content: str | bytes, named: list[str]) -> None:
     at = open_app(TOPOLOGY)
     at.select_slider(key="w:cluster.n_gpus").set_value(2048).run()
     before, before_url = sidebar_state(at), url(at)

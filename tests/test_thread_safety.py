@@ -27,16 +27,45 @@ SCENARIOS = [
     apply_overrides(Scenario(), over)
     for over in (
         {"cluster.n_gpus": 64, "model.name": "llama3-8b", "parallel.tp": 8, "parallel.pp": 1},
-        {"cluster.n_gpus": 128, "model.name": "llama3-8b", "parallel.tp": 4, "parallel.pp": 2,
-         "fabric.vendor": "roce"},
-        {"cluster.n_gpus": 256, "model.name": "llama3-8b", "parallel.tp": 8, "parallel.pp": 2,
-         "fabric.oversubscription": 2.0, "what_if.placement": "scattered"},
-        {"cluster.n_gpus": 128, "model.name": "mixtral-8x7b", "parallel.tp": 4,
-         "parallel.pp": 2, "parallel.ep": 8, "fabric.vendor": "spectrum-x"},
-        {"cluster.n_gpus": 256, "model.name": "llama3-8b", "parallel.tp": 8, "parallel.pp": 1,
-         "fabric.topology": "dragonfly-plus", "what_if.degraded_link_factor": 0.5},
-        {"cluster.n_gpus": 512, "model.name": "llama3-8b", "parallel.tp": 8, "parallel.pp": 2,
-         "fabric.topology": "torus-3d", "fabric.routing": "dor"},
+        {
+            "cluster.n_gpus": 128,
+            "model.name": "llama3-8b",
+            "parallel.tp": 4,
+            "parallel.pp": 2,
+            "fabric.vendor": "roce",
+        },
+        {
+            "cluster.n_gpus": 256,
+            "model.name": "llama3-8b",
+            "parallel.tp": 8,
+            "parallel.pp": 2,
+            "fabric.oversubscription": 2.0,
+            "what_if.placement": "scattered",
+        },
+        {
+            "cluster.n_gpus": 128,
+            "model.name": "mixtral-8x7b",
+            "parallel.tp": 4,
+            "parallel.pp": 2,
+            "parallel.ep": 8,
+            "fabric.vendor": "spectrum-x",
+        },
+        {
+            "cluster.n_gpus": 256,
+            "model.name": "llama3-8b",
+            "parallel.tp": 8,
+            "parallel.pp": 1,
+            "fabric.topology": "dragonfly-plus",
+            "what_if.degraded_link_factor": 0.5,
+        },
+        {
+            "cluster.n_gpus": 512,
+            "model.name": "llama3-8b",
+            "parallel.tp": 8,
+            "parallel.pp": 2,
+            "fabric.topology": "torus-3d",
+            "fabric.routing": "dor",
+        },
     )
 ]
 
@@ -51,8 +80,12 @@ def _collectives_json(scenario: Scenario) -> str:
     plan, _ = resolve_plan(scenario)
     assert plan is not None
     fab = DimensionFabric(scenario, plan.layout)
-    rows = [fab.collective("dp", "allreduce", 2**28), fab.collective("tp", "allgather", 2**24),
-            fab.collective("ep", "alltoall", 2**26), fab.p2p(2**24)]
+    rows = [
+        fab.collective("dp", "allreduce", 2**28),
+        fab.collective("tp", "allgather", 2**24),
+        fab.collective("ep", "alltoall", 2**26),
+        fab.p2p(2**24),
+    ]
     return json.dumps([r.__dict__ for r in rows], sort_keys=True)
 
 

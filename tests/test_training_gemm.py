@@ -42,10 +42,16 @@ def test_small_models_at_high_tensor_parallelism_lose_to_quantization() -> None:
 
 def test_the_step_time_follows_the_utilisation() -> None:
     """Llama 3 8B at TP8 vs TP1 on one node: the same FLOPs per GPU take longer at TP8."""
-    base = {"model.name": "llama3-8b", "cluster.n_gpus": 8, "parallel.pp": 1,
-            "training.global_batch_tokens": 8 * 8192, "training.recompute": "none"}
+    base = {
+        "model.name": "llama3-8b",
+        "cluster.n_gpus": 8,
+        "parallel.pp": 1,
+        "training.global_batch_tokens": 8 * 8192,
+        "training.recompute": "none",
+    }
     tp8 = training_step(apply_overrides(Scenario(), {**base, "parallel.tp": 8}))
-    tp1 = training_step(apply_overrides(Scenario(), {**base, "parallel.tp": 1,
-                                                     "parallel.zero_stage": 3}))
+    tp1 = training_step(
+        apply_overrides(Scenario(), {**base, "parallel.tp": 1, "parallel.zero_stage": 3})
+    )
     assert tp8.feasible and tp1.feasible
     assert tp8.compute_s > tp1.compute_s

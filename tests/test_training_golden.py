@@ -55,14 +55,19 @@ def test_held_out_rows_are_predicted(table: list[ValidationRow]) -> None:
 
 
 def test_recomputation_and_data_parallel_effects_have_the_published_sign(
-        table: list[ValidationRow]) -> None:
+    table: list[ValidationRow],
+) -> None:
     """Selective recomputation beats full, and 8-way DP costs time (Korthikanti et al.)."""
     by = {r.case.name: r.step.step_time_s for r in table}
     for size in ("22B", "175B", "530B", "1T"):
-        assert by[f"korthikanti-2022 {size} selective + SP"] < \
-            by[f"korthikanti-2022 {size} full recompute"]
-    assert by["korthikanti-2022 530B selective + SP, 8-way DP on 2240 GPUs"] > \
-        by["korthikanti-2022 530B selective + SP"]
+        assert (
+            by[f"korthikanti-2022 {size} selective + SP"]
+            < by[f"korthikanti-2022 {size} full recompute"]
+        )
+    assert (
+        by["korthikanti-2022 530B selective + SP, 8-way DP on 2240 GPUs"]
+        > by["korthikanti-2022 530B selective + SP"]
+    )
 
 
 def test_findings_say_why_and_are_still_missed(table: list[ValidationRow]) -> None:

@@ -59,8 +59,9 @@ def _titles(at: AppTest) -> list[str]:
 
 
 def test_moe_page_skew_raises_the_step() -> None:
-    at = _open("pages/moe.py", **{"model.name": "mixtral-8x7b", "parallel.tp": "2",
-                                  "parallel.pp": "1"})
+    at = _open(
+        "pages/moe.py", **{"model.name": "mixtral-8x7b", "parallel.tp": "2", "parallel.pp": "1"}
+    )
     assert [t.value for t in at.title] == ["MoE"]
     skew = _fig(at, 1)
     totals = [sum(t["y"][i] for t in skew["data"]) for i in range(len(skew["data"][0]["y"]))]
@@ -109,8 +110,10 @@ def test_sidebar_model_and_plan_drive_the_overview_and_the_url() -> None:
 
 def test_overview_warns_when_memory_is_tight_and_shows_it_by_pipeline_rank() -> None:
     """Llama 3 405B on PP16 (the issue's plan): it runs, with the memory warning."""
-    at = _open("pages/overview.py", **{"model.name": "llama3-405b", "cluster.n_gpus": "8192",
-                                      "parallel.pp": "16"})
+    at = _open(
+        "pages/overview.py",
+        **{"model.name": "llama3-405b", "cluster.n_gpus": "8192", "parallel.pp": "16"},
+    )
     assert not at.exception
     assert any(w.value.startswith("Memory is tight") and "GiB" in w.value for w in at.warning)
     caption = next(c.value for c in at.caption if "by pipeline rank" in c.value)

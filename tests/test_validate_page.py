@@ -32,8 +32,9 @@ def log_text(name: str) -> str:
 
 
 def comparison() -> Any:
-    return compare_log(parse_nccl_tests(ALL_REDUCE.read_text(encoding="utf-8")),
-                       load_preset(DEFAULT_PRESET))
+    return compare_log(
+        parse_nccl_tests(ALL_REDUCE.read_text(encoding="utf-8")), load_preset(DEFAULT_PRESET)
+    )
 
 
 #: The acceptance section's expander key: closed, the thresholds are not computed.
@@ -74,8 +75,9 @@ def acceptance_available() -> bool:
     return True
 
 
-needs_acceptance = pytest.mark.skipif(not acceptance_available(),
-                                      reason="fabric_model.validate.acceptance not written yet")
+needs_acceptance = pytest.mark.skipif(
+    not acceptance_available(), reason="fabric_model.validate.acceptance not written yet"
+)
 
 
 # --------------------------------------------------------------------------------------
@@ -96,7 +98,8 @@ def test_busbw_figure_measured_markers_model_line_and_band() -> None:
     assert list(model.y) == pytest.approx([r.model_busbw_GBps for r in rows])
     # printed 0.00 GB/s cannot sit on a log axis: left out, the others as printed
     assert [y for y in measured.y if y is not None] == pytest.approx(
-        [r.measured_busbw_GBps for r in rows if r.measured_busbw_GBps > 0])
+        [r.measured_busbw_GBps for r in rows if r.measured_busbw_GBps > 0]
+    )
     assert measured.y[0] is None and rows[0].measured_busbw_GBps == 0
     band = next(t for t in fig.data if t.fill == "tonexty")
     upper = fig.data[fig.data.index(band) - 1]
@@ -121,8 +124,15 @@ def test_validation_frame_one_row_per_size() -> None:
     rows = comparison().rows
     frame = validation_frame(rows)
     assert len(frame) == len(rows)
-    assert {"size", "measured_busbw_GBps", "model_busbw_GBps", "ratio", "regime",
-            "model_algo", "verdict"} <= set(frame)
+    assert {
+        "size",
+        "measured_busbw_GBps",
+        "model_busbw_GBps",
+        "ratio",
+        "regime",
+        "model_algo",
+        "verdict",
+    } <= set(frame)
     assert frame["size"].iloc[0] == "8 B" and frame["size"].iloc[-1] == "8 GiB"
     assert frame["ratio"].tolist() == pytest.approx([r.ratio for r in rows])
 
@@ -155,7 +165,8 @@ def test_acceptance_table_and_downloads_without_a_log() -> None:
     (table,) = at.dataframe
     assert len(table.value) == len(expected)
     assert table.value["min_busbw_GBps"].tolist() == pytest.approx(
-        expected["min_busbw_GBps"].tolist())
+        expected["min_busbw_GBps"].tolist()
+    )
     assert {"dl_acceptance_csv", "dl_acceptance_script"} <= download_keys(at)
     assert any(m.label.startswith("All-reduce, whole cluster") for m in at.metric)
 
@@ -196,8 +207,11 @@ def test_uncovered_collective_shows_the_models_warning() -> None:
 
 
 def test_operation_select_for_logs_without_a_binary_name() -> None:
-    text = "\n".join(line for line in log_text("all_reduce_perf_8xH100.log").splitlines()
-                     if "all_reduce_perf" not in line)
+    text = "\n".join(
+        line
+        for line in log_text("all_reduce_perf_8xH100.log").splitlines()
+        if "all_reduce_perf" not in line
+    )
     at = open_page()
     at.selectbox(key="validate_op").set_value("allreduce").run()
     paste(at, text)

@@ -46,8 +46,7 @@ def _clean(at: AppTest) -> None:
 
 
 def _fig(at: AppTest, key: str) -> dict[str, Any]:
-    charts = [c for c in at.get("plotly_chart") if c.proto.id.endswith(key)
-              or key in c.proto.id]
+    charts = [c for c in at.get("plotly_chart") if c.proto.id.endswith(key) or key in c.proto.id]
     assert len(charts) == 1, [c.proto.id for c in at.get("plotly_chart")]
     return json.loads(charts[0].proto.spec)
 
@@ -94,7 +93,8 @@ def test_whatif_page_runs_and_a_degraded_nic_slows_the_step() -> None:
     assert sum(step["after (all changes)"]) == pytest.approx(after.step_time_s, rel=1e-9)
     rows = _table(at).set_index("what_if")
     assert rows.loc["degraded link", "step_delta_s"] == pytest.approx(
-        after.step_time_s - before.step_time_s)
+        after.step_time_s - before.step_time_s
+    )
     assert "NIC link at 50%" in rows.loc["degraded link", "setting"]
 
 
@@ -108,16 +108,21 @@ def test_whatif_control_changes_after_figure_and_url() -> None:
     busbw = _traces(at, "whatif_busbw")
     assert busbw["before (sidebar)"] == first["before (sidebar)"]
     slower = apply_overrides(BASE, {"fabric.link_gbps": 200})
-    expected = [collective(slower, op, "auto", [GIB])[0].busbw_GBps
-                for op in ("allreduce", "alltoall")]
+    expected = [
+        collective(slower, op, "auto", [GIB])[0].busbw_GBps for op in ("allreduce", "alltoall")
+    ]
     assert busbw["after (all changes)"] == pytest.approx(expected)
     assert busbw["after (all changes)"][1] < busbw["before (sidebar)"][1]
 
     # a second change: each alone plus the combination
     at.radio(key="wi:what_if.placement").set_value("scattered").run()
     _clean(at)
-    assert list(_table(at)["what_if"]) == ["baseline (sidebar)", "placement", "link speed",
-                                          "all changes combined"]
+    assert list(_table(at)["what_if"]) == [
+        "baseline (sidebar)",
+        "placement",
+        "link speed",
+        "all changes combined",
+    ]
     assert _url(at)["wi.placement"] == "scattered"
     # back to the sidebar's value: the change and its URL parameter go
     at.select_slider(key="wi:fabric.link_gbps").set_value(400).run()
@@ -128,8 +133,9 @@ def test_whatif_control_changes_after_figure_and_url() -> None:
 
 
 def test_whatif_bad_url_values_are_reported_and_ignored() -> None:
-    at = _open(WHATIF, **{"wi.degraded_link_factor": "2", "wi.colour": "red",
-                          "wi.oversubscription": "4"})
+    at = _open(
+        WHATIF, **{"wi.degraded_link_factor": "2", "wi.colour": "red", "wi.oversubscription": "4"}
+    )
     errors = [e.value for e in at.error]
     assert len(errors) == 2, errors
     factor = next(e for e in errors if "wi.degraded_link_factor" in e)
@@ -147,8 +153,10 @@ def test_whatif_bad_url_values_are_reported_and_ignored() -> None:
 def test_whatif_impossible_change_is_a_warning_row() -> None:
     at = _open(WHATIF, **{"wi.link_gbps": "1600", "wi.nics_per_gpu": "2"})
     warnings = [w.value for w in at.warning]
-    assert any(w.startswith("link speed") and "cannot be built" in w and "fabric.link_gbps" in w
-               for w in warnings), warnings
+    assert any(
+        w.startswith("link speed") and "cannot be built" in w and "fabric.link_gbps" in w
+        for w in warnings
+    ), warnings
     table = _table(at).set_index("what_if")
     assert table.loc["link speed", "note"]
     assert table.loc["NICs per GPU", "step_time_s"] > 0  # the other change still works
@@ -157,11 +165,20 @@ def test_whatif_impossible_change_is_a_warning_row() -> None:
 
 
 def test_whatif_url_helpers_round_trip() -> None:
-    overrides, errors = parse_whatif({name: "0.25" if "factor" in name else
-                                      {"wi.degraded_link": "leaf-spine",
-                                       "wi.placement": "scattered",
-                                       "wi.oversubscription": "2.5", "wi.link_gbps": "800",
-                                       "wi.nics_per_gpu": "2"}[name] for name in PARAMS})
+    overrides, errors = parse_whatif(
+        {
+            name: "0.25"
+            if "factor" in name
+            else {
+                "wi.degraded_link": "leaf-spine",
+                "wi.placement": "scattered",
+                "wi.oversubscription": "2.5",
+                "wi.link_gbps": "800",
+                "wi.nics_per_gpu": "2",
+            }[name]
+            for name in PARAMS
+        }
+    )
     assert not errors
     assert parse_whatif(url_params(overrides)) == (overrides, [])
 
@@ -185,11 +202,23 @@ def test_compare_pins_two_scenarios_with_deltas_and_removes_one() -> None:
     at.select_slider(key="w:cluster.n_gpus").set_value(2048).run()
     _pin(at)
     small, big = "1024 H100 IB fat-tree", "2048 H100 IB fat-tree"
-    assert _url(at) == {"preset": DEFAULT_PRESET, "cluster.n_gpus": "2048",
-                        "cmp.1": DEFAULT_PRESET, "cmp.2": f"{DEFAULT_PRESET}~cluster.n_gpus=2048"}
+    assert _url(at) == {
+        "preset": DEFAULT_PRESET,
+        "cluster.n_gpus": "2048",
+        "cmp.1": DEFAULT_PRESET,
+        "cmp.2": f"{DEFAULT_PRESET}~cluster.n_gpus=2048",
+    }
     table = _table(at).set_index("metric")
-    assert list(table.columns) == ["unit", small, big, f"{big} Δ", f"{big} Δ%", "current",
-                                   "current Δ", "current Δ%"]
+    assert list(table.columns) == [
+        "unit",
+        small,
+        big,
+        f"{big} Δ",
+        f"{big} Δ%",
+        "current",
+        "current Δ",
+        "current Δ%",
+    ]
     assert table.loc["GPUs", small] == "1,024" and table.loc["GPUs", big] == "2,048"
     assert table.loc["GPUs", f"{big} Δ"] == "+1,024"
     assert table.loc["GPUs", f"{big} Δ%"] == "+100.0%"
@@ -202,8 +231,7 @@ def test_compare_pins_two_scenarios_with_deltas_and_removes_one() -> None:
 
     at.button(key="cmp_remove:1").click().run()
     _clean(at)
-    assert list(_table(at).columns) == ["metric", "unit", big, "current", "current Δ",
-                                        "current Δ%"]
+    assert list(_table(at).columns) == ["metric", "unit", big, "current", "current Δ", "current Δ%"]
     assert _url(at)["cmp.1"] == f"{DEFAULT_PRESET}~cluster.n_gpus=2048"
     assert "cmp.2" not in _url(at)
 
@@ -220,37 +248,58 @@ def test_compare_label_edit_goes_into_table_and_url() -> None:
 
 
 def test_compare_url_restores_pins_in_a_fresh_session() -> None:
-    query = {"preset": "dgx-h100-spectrum-x",
-             "cmp.1": f"{DEFAULT_PRESET}~cluster.n_gpus=4096~label=IB 4K",
-             "cmp.2": "dgx-h100-roce-ecmp~fabric.oversubscription=2",
-             "cmp.3": "no-such-preset~cluster.n_gpus=8"}
+    query = {
+        "preset": "dgx-h100-spectrum-x",
+        "cmp.1": f"{DEFAULT_PRESET}~cluster.n_gpus=4096~label=IB 4K",
+        "cmp.2": "dgx-h100-roce-ecmp~fabric.oversubscription=2",
+        "cmp.3": "no-such-preset~cluster.n_gpus=8",
+    }
     at = _open(COMPARE, **query)
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and "cmp.3" in errors[0] and "not a preset" in errors[0], errors
-    roce = default_label(apply_overrides(load_preset("dgx-h100-roce-ecmp"),
-                                         {"fabric.oversubscription": 2}))
+    roce = default_label(
+        apply_overrides(load_preset("dgx-h100-roce-ecmp"), {"fabric.oversubscription": 2})
+    )
     assert roce == "1024 H100 RoCE fat-tree, 2:1"
-    assert list(_table(at).columns)[2:] == ["IB 4K", roce, f"{roce} Δ", f"{roce} Δ%", "current",
-                                            "current Δ", "current Δ%"]
+    assert list(_table(at).columns)[2:] == [
+        "IB 4K",
+        roce,
+        f"{roce} Δ",
+        f"{roce} Δ%",
+        "current",
+        "current Δ",
+        "current Δ%",
+    ]
     assert [t.value for t in at.text_input][1:] == ["IB 4K", roce]
     # the malformed entry is dropped from the URL, the good ones stay
-    assert _url(at) == {"preset": "dgx-h100-spectrum-x", "cmp.1": query["cmp.1"],
-                        "cmp.2": query["cmp.2"]}
+    assert _url(at) == {
+        "preset": "dgx-h100-spectrum-x",
+        "cmp.1": query["cmp.1"],
+        "cmp.2": query["cmp.2"],
+    }
 
 
 def test_compare_url_helpers() -> None:
     scenario = apply_overrides(BASE, {"cluster.n_gpus": 2048, "fabric.vendor": "roce"})
     pin = Pin(1, "my~label", DEFAULT_PRESET, scenario)
     raw = encode_pin(pin)
-    assert raw == (f"{DEFAULT_PRESET}~cluster.n_gpus=2048~fabric.vendor=roce"
-                   "~label=my-label")
+    assert raw == (f"{DEFAULT_PRESET}~cluster.n_gpus=2048~fabric.vendor=roce~label=my-label")
     label, preset, back = decode_pin(raw)
     assert (label, preset, back) == ("my-label", DEFAULT_PRESET, scenario)
-    pins, errors = parse_params({"cmp.2": raw, "cmp.1": DEFAULT_PRESET, "cmp.x": "a",
-                                 "cmp.3": f"{DEFAULT_PRESET}~cluster.n_gpus"})
+    pins, errors = parse_params(
+        {
+            "cmp.2": raw,
+            "cmp.1": DEFAULT_PRESET,
+            "cmp.x": "a",
+            "cmp.3": f"{DEFAULT_PRESET}~cluster.n_gpus",
+        }
+    )
     assert [p[2] for p in pins] == [BASE, scenario]
-    assert len(errors) == 2 and any("cmp.x" in e for e in errors) \
+    assert (
+        len(errors) == 2
+        and any("cmp.x" in e for e in errors)
         and any("not KEY=VALUE" in e for e in errors)
+    )
 
 
 def test_compare_frame_deltas_against_the_first_column() -> None:

@@ -77,8 +77,10 @@ class Pin:
 def default_label(scenario: Scenario) -> str:
     """Return a short label such as ``1024 H100 IB fat-tree`` (plus what sets it apart)."""
     c, f = scenario.cluster, scenario.fabric
-    text = (f"{c.n_gpus} {c.gpu.upper()} {_VENDOR_SHORT.get(f.vendor, f.vendor)} "
-            f"{TOPOLOGY_LABELS.get(f.topology, f.topology).lower()}")
+    text = (
+        f"{c.n_gpus} {c.gpu.upper()} {_VENDOR_SHORT.get(f.vendor, f.vendor)} "
+        f"{TOPOLOGY_LABELS.get(f.topology, f.topology).lower()}"
+    )
     extras = []
     if f.link_gbps != 400:
         extras.append(f"{f.link_gbps}G")
@@ -105,9 +107,11 @@ def scenario_diff(scenario: Scenario, preset: str) -> dict[str, str]:
     """
     diff = scenario.diff(load_preset(preset))
     if scenario.model.name != "custom":
-        diff = {k: v for k, v in diff.items()
-                if not (k.startswith("model.") and k.split(".", 1)[1] in (*SHAPE_KEYS,
-                                                                          "params_b"))}
+        diff = {
+            k: v
+            for k, v in diff.items()
+            if not (k.startswith("model.") and k.split(".", 1)[1] in (*SHAPE_KEYS, "params_b"))
+        }
     return {k: url_value(v) for k, v in diff.items()}
 
 
@@ -130,8 +134,9 @@ def decode_pin(raw: str) -> tuple[str, str, Scenario]:
     preset, *tokens = raw.strip().split(_SEP)
     names = [p.name for p in list_presets()]
     if preset not in names:
-        raise ValueError(f"starts with {preset!r}, which is not a preset (presets: "
-                         f"{', '.join(names)})")
+        raise ValueError(
+            f"starts with {preset!r}, which is not a preset (presets: {', '.join(names)})"
+        )
     overrides: dict[str, str] = {}
     label = None
     for token in tokens:
@@ -150,7 +155,7 @@ def decode_pin(raw: str) -> tuple[str, str, Scenario]:
 
 
 def _pin_number(name: str) -> int | None:
-    number = name[len(PREFIX):]
+    number = name[len(PREFIX) :]
     return int(number) if number.isdigit() and int(number) > 0 else None
 
 
@@ -167,8 +172,7 @@ def parse_params(params: Mapping[str, str]) -> tuple[list[tuple[str, str, Scenar
             continue
         n = _pin_number(name)
         if n is None:
-            errors.append(f"URL parameter {name}: a pinned scenario is cmp.1, cmp.2, ... - "
-                          f"skipped")
+            errors.append(f"URL parameter {name}: a pinned scenario is cmp.1, cmp.2, ... - skipped")
         else:
             numbered.append((n, name, raw))
     found = []
@@ -176,12 +180,13 @@ def parse_params(params: Mapping[str, str]) -> tuple[list[tuple[str, str, Scenar
         try:
             pin = decode_pin(raw)
         except ValueError as exc:
-            errors.append(f"URL parameter {name} = {raw!r}: {exc} - skipped (a pin is "
-                          f"<preset>~key=value~..., e.g. dgx-h100-ib-ndr~cluster.n_gpus=2048)")
+            errors.append(
+                f"URL parameter {name} = {raw!r}: {exc} - skipped (a pin is "
+                f"<preset>~key=value~..., e.g. dgx-h100-ib-ndr~cluster.n_gpus=2048)"
+            )
             continue
         if len(found) == MAX_PINS:
-            errors.append(f"URL parameter {name}: at most {MAX_PINS} pinned scenarios - "
-                          f"skipped")
+            errors.append(f"URL parameter {name}: at most {MAX_PINS} pinned scenarios - skipped")
             continue
         found.append(pin)
     return found, errors
@@ -189,8 +194,14 @@ def parse_params(params: Mapping[str, str]) -> tuple[list[tuple[str, str, Scenar
 
 def comparison_yaml(columns: list[tuple[str, Scenario]]) -> str:
     """Every compared scenario as one YAML document (a complete scenario file each)."""
-    docs = [dump_scenario(dataclasses.replace(s, name=label, description=(
-        f"{label}: compared on the Compare page"))) for label, s in columns]
+    docs = [
+        dump_scenario(
+            dataclasses.replace(
+                s, name=label, description=(f"{label}: compared on the Compare page")
+            )
+        )
+        for label, s in columns
+    ]
     return "---\n".join(docs)
 
 
@@ -205,8 +216,10 @@ def pins() -> list[Pin]:
 def _add(label: str, preset: str, scenario: Scenario) -> None:
     pin_id = st.session_state.get(_NEXT_ID, 1)
     st.session_state[_NEXT_ID] = pin_id + 1
-    st.session_state[_PINS] = [*pins(), Pin(pin_id, _clean_label(label) or
-                                            default_label(scenario), preset, scenario)]
+    st.session_state[_PINS] = [
+        *pins(),
+        Pin(pin_id, _clean_label(label) or default_label(scenario), preset, scenario),
+    ]
 
 
 def read_url_once() -> None:
@@ -226,8 +239,9 @@ def read_url_once() -> None:
 
 def write_url() -> None:
     """Put the pins into the URL (after the sidebar wrote its parameters)."""
-    write_page_params(PREFIX, {f"{PREFIX}{i}": encode_pin(p)
-                               for i, p in enumerate(pins(), start=1)})
+    write_page_params(
+        PREFIX, {f"{PREFIX}{i}": encode_pin(p) for i, p in enumerate(pins(), start=1)}
+    )
 
 
 def _on_pin(preset: str, scenario: Scenario) -> None:
@@ -241,8 +255,10 @@ def _on_remove(pin_id: int) -> None:
 
 def _on_relabel(pin_id: int) -> None:
     text = _clean_label(st.session_state[f"cmp_label:{pin_id}"])
-    st.session_state[_PINS] = [dataclasses.replace(p, label=text or default_label(p.scenario))
-                               if p.pin_id == pin_id else p for p in pins()]
+    st.session_state[_PINS] = [
+        dataclasses.replace(p, label=text or default_label(p.scenario)) if p.pin_id == pin_id else p
+        for p in pins()
+    ]
 
 
 def pin_controls(scenario: Scenario, preset: str) -> None:
@@ -257,15 +273,27 @@ def pin_controls(scenario: Scenario, preset: str) -> None:
     full = len(pins()) >= MAX_PINS
     left, right = st.columns([3, 1], gap="medium", vertical_alignment="bottom")
     left.text_input(
-        "Label for the pin", key=_NEW_LABEL, max_chars=_MAX_LABEL_CHARS,
+        "Label for the pin",
+        key=_NEW_LABEL,
+        max_chars=_MAX_LABEL_CHARS,
         help="a short name for the sidebar's current scenario in the table and the charts "
-             f"(at most {_MAX_LABEL_CHARS} characters); it follows the sidebar until edited")
+        f"(at most {_MAX_LABEL_CHARS} characters); it follows the sidebar until edited",
+    )
     right.button(
-        "Pin current scenario", key="cmp_pin", on_click=_on_pin, args=(preset, scenario),
-        disabled=full, type="primary", width="stretch",
-        help=(f"at most {MAX_PINS} pins: remove one first" if full else
-              "keep the sidebar's scenario as a column of the comparison; then change the "
-              "sidebar and pin again, or compare with the current column"))
+        "Pin current scenario",
+        key="cmp_pin",
+        on_click=_on_pin,
+        args=(preset, scenario),
+        disabled=full,
+        type="primary",
+        width="stretch",
+        help=(
+            f"at most {MAX_PINS} pins: remove one first"
+            if full
+            else "keep the sidebar's scenario as a column of the comparison; then change the "
+            "sidebar and pin again, or compare with the current column"
+        ),
+    )
 
 
 def pinned_list() -> None:
@@ -275,22 +303,35 @@ def pinned_list() -> None:
         st.session_state[key] = pin.label
         diff = scenario_diff(pin.scenario, pin.preset)
         a, b, c = st.columns([2, 4, 1], gap="small", vertical_alignment="center")
-        a.text_input(f"Pin {i}", key=key, on_change=_on_relabel, args=(pin.pin_id,),
-                     max_chars=_MAX_LABEL_CHARS, label_visibility="collapsed",
-                     help=f"label of pin {i}: the table's and the charts' name for it")
-        b.caption(f"preset {pin.preset}" + (": " + ", ".join(f"{k} = {v}"
-                                                               for k, v in diff.items())
-                                             if diff else ", unchanged"))
-        c.button("Remove", key=f"cmp_remove:{pin.pin_id}", on_click=_on_remove,
-                 args=(pin.pin_id,), type="tertiary",
-                 help=f"drop pin {i} from the comparison (and from the URL)")
+        a.text_input(
+            f"Pin {i}",
+            key=key,
+            on_change=_on_relabel,
+            args=(pin.pin_id,),
+            max_chars=_MAX_LABEL_CHARS,
+            label_visibility="collapsed",
+            help=f"label of pin {i}: the table's and the charts' name for it",
+        )
+        b.caption(
+            f"preset {pin.preset}"
+            + (": " + ", ".join(f"{k} = {v}" for k, v in diff.items()) if diff else ", unchanged")
+        )
+        c.button(
+            "Remove",
+            key=f"cmp_remove:{pin.pin_id}",
+            on_click=_on_remove,
+            args=(pin.pin_id,),
+            type="tertiary",
+            help=f"drop pin {i} from the comparison (and from the URL)",
+        )
 
 
 def columns(current: Scenario) -> list[tuple[str, ScenarioMetrics]]:
     """Return the columns to compare: every pin, then the sidebar's scenario (unique labels)."""
     pinned = pins()
-    labels = [*unique_labels([p.label if p.label != CURRENT else f"{CURRENT} (pinned)"
-                              for p in pinned]), CURRENT]
+    labels = [
+        *unique_labels([p.label if p.label != CURRENT else f"{CURRENT} (pinned)" for p in pinned]),
+        CURRENT,
+    ]
     scenarios = [*(p.scenario for p in pinned), current]
-    return [(label, facade.scenario_metrics(s)) for label, s in zip(labels, scenarios,
-                                                                       strict=True)]
+    return [(label, facade.scenario_metrics(s)) for label, s in zip(labels, scenarios, strict=True)]

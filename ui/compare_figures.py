@@ -48,8 +48,13 @@ BEFORE_COLOR = OKABE_ITO["blue"]
 AFTER_COLOR = OKABE_ITO["orange"]
 #: One colour and dash per compared scenario, in column order (at most four columns); the
 #: dashes keep curves that lie on top of each other apart.
-SCENARIO_COLORS = (OKABE_ITO["blue"], OKABE_ITO["orange"], OKABE_ITO["green"],
-                   OKABE_ITO["purple"], OKABE_ITO["vermillion"])
+SCENARIO_COLORS = (
+    OKABE_ITO["blue"],
+    OKABE_ITO["orange"],
+    OKABE_ITO["green"],
+    OKABE_ITO["purple"],
+    OKABE_ITO["vermillion"],
+)
 SCENARIO_DASHES = ("solid", "dash", "dot", "dashdot", "longdash")
 
 NAN = math.nan
@@ -118,19 +123,26 @@ class ScenarioMetrics:
         out = {m.key: NAN for m in METRICS}
         out["n_gpus"] = float(self.scenario.cluster.n_gpus)
         if step is not None:
-            out.update(step_time_s=step.step_time_s, mfu=step.mfu,
-                       tokens_per_s=step.tokens_per_s,
-                       exposed_comm_share=step.exposed_comm_s / step.step_time_s,
-                       bubble_share=step.bubble_fraction)
+            out.update(
+                step_time_s=step.step_time_s,
+                mfu=step.mfu,
+                tokens_per_s=step.tokens_per_s,
+                exposed_comm_share=step.exposed_comm_s / step.step_time_s,
+                bubble_share=step.bubble_fraction,
+            )
         if self.allreduce is not None:
             out["allreduce_busbw_GBps"] = self.allreduce.busbw_GBps
             out["allreduce_time_us"] = self.allreduce.time_us
         if self.alltoall is not None:
             out["alltoall_busbw_GBps"] = self.alltoall.busbw_GBps
             out["alltoall_time_us"] = self.alltoall.time_us
-        out.update(capex_usd=self.capex_usd, capex_per_gpu_usd=self.capex_per_gpu_usd,
-                   power_per_gpu_w=self.power_per_gpu_w, n_switches=self.n_switches,
-                   max_switch_hops=self.max_switch_hops)
+        out.update(
+            capex_usd=self.capex_usd,
+            capex_per_gpu_usd=self.capex_per_gpu_usd,
+            power_per_gpu_w=self.power_per_gpu_w,
+            n_switches=self.n_switches,
+            max_switch_hops=self.max_switch_hops,
+        )
         return out
 
 
@@ -242,8 +254,9 @@ def compare_display_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def compare_busbw_figure(columns: Sequence[tuple[str, ScenarioMetrics]],
-                         highlight: int | None = None) -> go.Figure:
+def compare_busbw_figure(
+    columns: Sequence[tuple[str, ScenarioMetrics]], highlight: int | None = None
+) -> go.Figure:
     """All-reduce bus bandwidth vs message size, one line per scenario (NCCL-like choice).
 
     ``highlight`` is the column drawn thicker (the sidebar's current scenario); it is drawn
@@ -258,34 +271,59 @@ def compare_busbw_figure(columns: Sequence[tuple[str, ScenarioMetrics]],
         if not rows:
             continue
         sizes += [r.size_bytes for r in rows]
-        fig.add_trace(go.Scatter(
-            x=[r.size_bytes for r in rows], y=[r.busbw_GBps for r in rows],
-            mode="lines+markers", name=label, legendrank=i,
-            line={"color": SCENARIO_COLORS[i % len(SCENARIO_COLORS)],
-                  "dash": SCENARIO_DASHES[i % len(SCENARIO_DASHES)],
-                  "width": 5 if i == highlight else 2},
-            customdata=[[size_label(r.size_bytes), r.time_us, f"{r.algo}/{r.proto}"]
-                        for r in rows],
-            hovertemplate=("%{customdata[0]}: busbw %{y:,.1f} GB/s, %{customdata[1]:,.1f} us "
-                           "(%{customdata[2]})<extra>%{fullData.name}</extra>"),
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=[r.size_bytes for r in rows],
+                y=[r.busbw_GBps for r in rows],
+                mode="lines+markers",
+                name=label,
+                legendrank=i,
+                line={
+                    "color": SCENARIO_COLORS[i % len(SCENARIO_COLORS)],
+                    "dash": SCENARIO_DASHES[i % len(SCENARIO_DASHES)],
+                    "width": 5 if i == highlight else 2,
+                },
+                customdata=[
+                    [size_label(r.size_bytes), r.time_us, f"{r.algo}/{r.proto}"] for r in rows
+                ],
+                hovertemplate=(
+                    "%{customdata[0]}: busbw %{y:,.1f} GB/s, %{customdata[1]:,.1f} us "
+                    "(%{customdata[2]})<extra>%{fullData.name}</extra>"
+                ),
+            )
+        )
     ticks = sorted(set(sizes))[::2]
-    return _layout(fig, "All-reduce bus bandwidth vs message size (NCCL-like choice)",
-                   xaxis={"type": "log", "title": "message size per GPU (bytes)",
-                          "tickvals": ticks, "ticktext": [size_label(s) for s in ticks]},
-                   yaxis={"type": "log", "title": "bus bandwidth (GB/s)"},
-                   legend={"orientation": "h", "y": -0.25}, height=440)
+    return _layout(
+        fig,
+        "All-reduce bus bandwidth vs message size (NCCL-like choice)",
+        xaxis={
+            "type": "log",
+            "title": "message size per GPU (bytes)",
+            "tickvals": ticks,
+            "ticktext": [size_label(s) for s in ticks],
+        },
+        yaxis={"type": "log", "title": "bus bandwidth (GB/s)"},
+        legend={"orientation": "h", "y": -0.25},
+        height=440,
+    )
 
 
-def _stacked_terms(fig: go.Figure, x: Sequence[str], steps: Sequence[StepResult | None],
-                   hover_x: str) -> None:
+def _stacked_terms(
+    fig: go.Figure, x: Sequence[str], steps: Sequence[StepResult | None], hover_x: str
+) -> None:
     for term in TERMS:
         secs = [step_terms(s)[term] if s is not None else None for s in steps]
         if not any(v for v in secs if v):
             continue
-        fig.add_trace(go.Bar(
-            x=list(x), y=secs, name=STEP_TERM_LABELS[term], marker_color=STEP_TERM_COLORS[term],
-            hovertemplate=f"{hover_x}: %{{y:.3f}} s<extra>{STEP_TERM_LABELS[term]}</extra>"))
+        fig.add_trace(
+            go.Bar(
+                x=list(x),
+                y=secs,
+                name=STEP_TERM_LABELS[term],
+                marker_color=STEP_TERM_COLORS[term],
+                hovertemplate=f"{hover_x}: %{{y:.3f}} s<extra>{STEP_TERM_LABELS[term]}</extra>",
+            )
+        )
 
 
 def compare_step_figure(columns: Sequence[tuple[str, ScenarioMetrics]]) -> go.Figure:
@@ -300,10 +338,15 @@ def compare_step_figure(columns: Sequence[tuple[str, ScenarioMetrics]]) -> go.Fi
     for label, step in zip(x, steps, strict=True):
         if step is None:
             fig.add_annotation(x=label, y=0, text="n/a", showarrow=False, yanchor="bottom")
-    return _layout(fig, "Where the step goes, per scenario", barmode="stack",
-                   xaxis={"title": "scenario", "type": "category"},
-                   yaxis={"title": "seconds per step", "rangemode": "tozero"},
-                   legend={"orientation": "h", "y": -0.25}, height=440)
+    return _layout(
+        fig,
+        "Where the step goes, per scenario",
+        barmode="stack",
+        xaxis={"title": "scenario", "type": "category"},
+        yaxis={"title": "seconds per step", "rangemode": "tozero"},
+        legend={"orientation": "h", "y": -0.25},
+        height=440,
+    )
 
 
 # ------------------------------------------------------------------------------ what-if
@@ -335,22 +378,50 @@ _Fn = Callable[[dict[str, float], dict[str, float]], float]
 _WHATIF_COLUMNS: tuple[tuple[str, str, str, _Fn], ...] = (
     ("step_time_s", "step time (s)", "%.2f", lambda a, b: a["step_time_s"]),
     ("step_delta_s", "Δ step (s)", "%+.3f", lambda a, b: a["step_time_s"] - b["step_time_s"]),
-    ("step_delta_pct", "Δ step (%)", "%+.2f%%",
-     lambda a, b: _delta_pct(a["step_time_s"], b["step_time_s"])),
+    (
+        "step_delta_pct",
+        "Δ step (%)",
+        "%+.2f%%",
+        lambda a, b: _delta_pct(a["step_time_s"], b["step_time_s"]),
+    ),
     ("mfu_pct", "MFU (%)", "%.1f%%", lambda a, b: a["mfu"] * 100),
     ("mfu_delta_pts", "Δ MFU (pts)", "%+.2f", lambda a, b: (a["mfu"] - b["mfu"]) * 100),
-    ("tokens_per_s", "tokens/s", "localized", lambda a, b: round(a["tokens_per_s"])
-     if a["tokens_per_s"] == a["tokens_per_s"] else NAN),
-    ("tokens_delta_pct", "Δ tokens/s (%)", "%+.2f%%",
-     lambda a, b: _delta_pct(a["tokens_per_s"], b["tokens_per_s"])),
-    ("allreduce_busbw_GBps", "all-reduce busbw (GB/s)", "%.1f",
-     lambda a, b: a["allreduce_busbw_GBps"]),
-    ("allreduce_delta_pct", "Δ all-reduce (%)", "%+.1f%%",
-     lambda a, b: _delta_pct(a["allreduce_busbw_GBps"], b["allreduce_busbw_GBps"])),
-    ("alltoall_busbw_GBps", "all-to-all busbw (GB/s)", "%.1f",
-     lambda a, b: a["alltoall_busbw_GBps"]),
-    ("alltoall_delta_pct", "Δ all-to-all (%)", "%+.1f%%",
-     lambda a, b: _delta_pct(a["alltoall_busbw_GBps"], b["alltoall_busbw_GBps"])),
+    (
+        "tokens_per_s",
+        "tokens/s",
+        "localized",
+        lambda a, b: round(a["tokens_per_s"]) if a["tokens_per_s"] == a["tokens_per_s"] else NAN,
+    ),
+    (
+        "tokens_delta_pct",
+        "Δ tokens/s (%)",
+        "%+.2f%%",
+        lambda a, b: _delta_pct(a["tokens_per_s"], b["tokens_per_s"]),
+    ),
+    (
+        "allreduce_busbw_GBps",
+        "all-reduce busbw (GB/s)",
+        "%.1f",
+        lambda a, b: a["allreduce_busbw_GBps"],
+    ),
+    (
+        "allreduce_delta_pct",
+        "Δ all-reduce (%)",
+        "%+.1f%%",
+        lambda a, b: _delta_pct(a["allreduce_busbw_GBps"], b["allreduce_busbw_GBps"]),
+    ),
+    (
+        "alltoall_busbw_GBps",
+        "all-to-all busbw (GB/s)",
+        "%.1f",
+        lambda a, b: a["alltoall_busbw_GBps"],
+    ),
+    (
+        "alltoall_delta_pct",
+        "Δ all-to-all (%)",
+        "%+.1f%%",
+        lambda a, b: _delta_pct(a["alltoall_busbw_GBps"], b["alltoall_busbw_GBps"]),
+    ),
 )
 #: Numeric column -> (readable header, display format), for the page's column configuration.
 WHATIF_COLUMNS: dict[str, tuple[str, str]] = {k: (h, f) for k, h, f, _ in _WHATIF_COLUMNS}
@@ -364,8 +435,10 @@ def whatif_frame(before: ScenarioMetrics, rows: Sequence[WhatIfRow]) -> pd.DataF
     """
     base = before.values()
     out = []
-    for label, setting, m, note in [("baseline (sidebar)", "as in the sidebar", before, ""),
-                                    *((r.label, r.setting, r.metrics, r.problem) for r in rows)]:
+    for label, setting, m, note in [
+        ("baseline (sidebar)", "as in the sidebar", before, ""),
+        *((r.label, r.setting, r.metrics, r.problem) for r in rows),
+    ]:
         vals = m.values() if m is not None else {k.key: NAN for k in METRICS}
         row: dict[str, Any] = {"what_if": label, "setting": setting}
         for key, _, _, fn in _WHATIF_COLUMNS:
@@ -380,8 +453,9 @@ def _step_or_none(m: ScenarioMetrics | None) -> StepResult | None:
     return m.step if m is not None and m.feasible else None
 
 
-def whatif_step_figure(before: ScenarioMetrics, after: ScenarioMetrics | None,
-                       log_y: bool = True) -> go.Figure:
+def whatif_step_figure(
+    before: ScenarioMetrics, after: ScenarioMetrics | None, log_y: bool = True
+) -> go.Figure:
     """Seconds per step term, before and after the what-ifs, as grouped bars.
 
     Terms that are zero on both sides are left out. A log axis keeps the communication terms
@@ -391,46 +465,79 @@ def whatif_step_figure(before: ScenarioMetrics, after: ScenarioMetrics | None,
     present = [t for t in TERMS if any(s is not None and step_terms(s)[t] > 0 for s in (b, a))]
     x = [STEP_TERM_LABELS[t] for t in present]
     fig = go.Figure()
-    for name, step, color in (("before (sidebar)", b, BEFORE_COLOR),
-                              ("after (all changes)", a, AFTER_COLOR)):
+    for name, step, color in (
+        ("before (sidebar)", b, BEFORE_COLOR),
+        ("after (all changes)", a, AFTER_COLOR),
+    ):
         if step is None:
             continue
         secs = [step_terms(step)[t] for t in present]
-        fig.add_trace(go.Bar(
-            x=x, y=[s if s > 0 else None for s in secs], name=name, marker_color=color,
-            text=[f"{s:.3g} s" for s in secs], textposition="outside",
-            hovertemplate="%{x}: %{y:.4f} s per step<extra>" + name + "</extra>"))
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=[s if s > 0 else None for s in secs],
+                name=name,
+                marker_color=color,
+                text=[f"{s:.3g} s" for s in secs],
+                textposition="outside",
+                hovertemplate="%{x}: %{y:.4f} s per step<extra>" + name + "</extra>",
+            )
+        )
     total = ""
     if b is not None and a is not None:
         total = f": {b.step_time_s:,.2f} s → {a.step_time_s:,.2f} s"
-    return _layout(fig, "Step time per term, before vs after" + total, barmode="group",
-                   xaxis={"title": "step term", "type": "category"},
-                   yaxis={"title": "seconds per step" + (" (log)" if log_y else ""),
-                          **({"type": "log", "dtick": 1} if log_y else {"type": "linear"})},
-                   legend={"orientation": "h", "y": -0.3}, height=460)
+    return _layout(
+        fig,
+        "Step time per term, before vs after" + total,
+        barmode="group",
+        xaxis={"title": "step term", "type": "category"},
+        yaxis={
+            "title": "seconds per step" + (" (log)" if log_y else ""),
+            **({"type": "log", "dtick": 1} if log_y else {"type": "linear"}),
+        },
+        legend={"orientation": "h", "y": -0.3},
+        height=460,
+    )
 
 
 def whatif_busbw_figure(before: ScenarioMetrics, after: ScenarioMetrics | None) -> go.Figure:
     """Bus bandwidth of all-reduce and all-to-all at 1 GiB, before and after, as grouped bars."""
     ops = (("allreduce", "all-reduce"), ("alltoall", "all-to-all"))
     fig = go.Figure()
-    for name, m, color in (("before (sidebar)", before, BEFORE_COLOR),
-                           ("after (all changes)", after, AFTER_COLOR)):
+    for name, m, color in (
+        ("before (sidebar)", before, BEFORE_COLOR),
+        ("after (all changes)", after, AFTER_COLOR),
+    ):
         if m is None or not m.built:
             continue
         rows: list[CollectiveTime | None] = [getattr(m, op) for op, _ in ops]
-        fig.add_trace(go.Bar(
-            x=[label for _, label in ops],
-            y=[r.busbw_GBps if r is not None else None for r in rows],
-            name=name, marker_color=color,
-            text=[f"{r.busbw_GBps:,.0f}" if r is not None else "n/a" for r in rows],
-            textposition="outside",
-            customdata=[[r.time_us, f"{r.algo}/{r.proto}", r.bottleneck] if r is not None
-                        else [NAN, "cannot run", ""] for r in rows],
-            hovertemplate=("%{x}, 1 GiB: busbw %{y:,.1f} GB/s, %{customdata[0]:,.0f} us<br>"
-                           "%{customdata[1]}, bottleneck %{customdata[2]}"
-                           "<extra>" + name + "</extra>")))
-    return _layout(fig, "Bus bandwidth at 1 GiB per GPU, before vs after",
-                   barmode="group", xaxis={"title": "collective", "type": "category"},
-                   yaxis={"title": "bus bandwidth (GB/s)", "rangemode": "tozero"},
-                   legend={"orientation": "h", "y": -0.3}, height=420)
+        fig.add_trace(
+            go.Bar(
+                x=[label for _, label in ops],
+                y=[r.busbw_GBps if r is not None else None for r in rows],
+                name=name,
+                marker_color=color,
+                text=[f"{r.busbw_GBps:,.0f}" if r is not None else "n/a" for r in rows],
+                textposition="outside",
+                customdata=[
+                    [r.time_us, f"{r.algo}/{r.proto}", r.bottleneck]
+                    if r is not None
+                    else [NAN, "cannot run", ""]
+                    for r in rows
+                ],
+                hovertemplate=(
+                    "%{x}, 1 GiB: busbw %{y:,.1f} GB/s, %{customdata[0]:,.0f} us<br>"
+                    "%{customdata[1]}, bottleneck %{customdata[2]}"
+                    "<extra>" + name + "</extra>"
+                ),
+            )
+        )
+    return _layout(
+        fig,
+        "Bus bandwidth at 1 GiB per GPU, before vs after",
+        barmode="group",
+        xaxis={"title": "collective", "type": "category"},
+        yaxis={"title": "bus bandwidth (GB/s)", "rangemode": "tozero"},
+        legend={"orientation": "h", "y": -0.3},
+        height=420,
+    )

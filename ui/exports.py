@@ -128,21 +128,23 @@ class _Renderer:
             if self._kaleido is None:
                 self._start()
             loop, k = self._loop, self._kaleido
-            future = asyncio.run_coroutine_threadsafe(k.calc_fig(fig_dict, opts=opts),
-                                                      loop)  # type: ignore[arg-type]
+            future = asyncio.run_coroutine_threadsafe(k.calc_fig(fig_dict, opts=opts), loop)  # type: ignore[arg-type]
             try:
                 return bytes(future.result(RENDER_TIMEOUT_S))
             except BaseException as exc:
                 future.cancel()
                 self._stop()  # a browser that failed once starts afresh next time
-                raise StaticExportError(f"{opts.get('format', 'image')} export failed: "
-                                        f"{exc or type(exc).__name__}") from exc
+                raise StaticExportError(
+                    f"{opts.get('format', 'image')} export failed: {exc or type(exc).__name__}"
+                ) from exc
 
     def _start(self) -> None:
         path = chrome_path()
         if path is None:
-            raise StaticExportError("no Chromium found for PNG/SVG export (apt-get install "
-                                    "chromium, or set CHROME_PATH)")
+            raise StaticExportError(
+                "no Chromium found for PNG/SVG export (apt-get install "
+                "chromium, or set CHROME_PATH)"
+            )
         import kaleido
 
         loop = asyncio.new_event_loop()
@@ -158,12 +160,14 @@ class _Renderer:
 
         try:
             self._kaleido = asyncio.run_coroutine_threadsafe(open_browser(), loop).result(
-                START_TIMEOUT_S)
+                START_TIMEOUT_S
+            )
         except BaseException as exc:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(10)
-            raise StaticExportError(f"could not start {path} for PNG/SVG export: "
-                                    f"{exc or type(exc).__name__}") from exc
+            raise StaticExportError(
+                f"could not start {path} for PNG/SVG export: {exc or type(exc).__name__}"
+            ) from exc
         self._loop, self._thread = loop, thread
         if not self._atexit:
             atexit.register(self.close)
@@ -201,11 +205,14 @@ def shutdown_renderer() -> None:
     _RENDERER.close()
 
 
-def _static(fig: go.Figure, fmt: str, width: int | None, height: int | None,
-            scale: float) -> bytes:
+def _static(fig: go.Figure, fmt: str, width: int | None, height: int | None, scale: float) -> bytes:
     default_w, default_h = export_size(fig)
-    opts = {"format": fmt, "width": width or default_w, "height": height or default_h,
-            "scale": scale}
+    opts = {
+        "format": fmt,
+        "width": width or default_w,
+        "height": height or default_h,
+        "scale": scale,
+    }
     return _RENDERER.render(_vector_traces(fig), opts)
 
 
@@ -217,13 +224,15 @@ def _vector_traces(fig: go.Figure) -> dict[str, Any]:
     an SVG. The SVG trace type takes the same attributes and gives a true vector file.
     """
     out = fig.to_plotly_json()
-    out["data"] = [{**t, "type": "scatter"} if t.get("type") == "scattergl" else t
-                   for t in out["data"]]
+    out["data"] = [
+        {**t, "type": "scatter"} if t.get("type") == "scattergl" else t for t in out["data"]
+    ]
     return out
 
 
-def figure_png(fig: go.Figure, *, width: int | None = None, height: int | None = None,
-               scale: float = PNG_SCALE) -> bytes:
+def figure_png(
+    fig: go.Figure, *, width: int | None = None, height: int | None = None, scale: float = PNG_SCALE
+) -> bytes:
     """Return the figure as PNG bytes, ``scale`` x its :func:`export_size` in pixels.
 
     Raises
@@ -240,8 +249,7 @@ def figure_png(fig: go.Figure, *, width: int | None = None, height: int | None =
     return _static(fig, "png", width, height, scale)
 
 
-def figure_svg(fig: go.Figure, *, width: int | None = None,
-               height: int | None = None) -> bytes:
+def figure_svg(fig: go.Figure, *, width: int | None = None, height: int | None = None) -> bytes:
     """Return the figure as SVG bytes (UTF-8), :func:`export_size` in layout pixels.
 
     Raises
@@ -258,7 +266,12 @@ def figure_html(fig: go.Figure) -> bytes:
     plotly.js is inlined (about 4.7 MB), so the file opens offline and loads nothing from
     the network; the figure stretches to the window.
     """
-    html = fig.to_html(include_plotlyjs=True, full_html=True, include_mathjax=False,
-                       config={"displaylogo": False, "responsive": True},
-                       default_width="100%", default_height=f"{export_size(fig)[1]}px")
+    html = fig.to_html(
+        include_plotlyjs=True,
+        full_html=True,
+        include_mathjax=False,
+        config={"displaylogo": False, "responsive": True},
+        default_width="100%",
+        default_height=f"{export_size(fig)[1]}px",
+    )
     return html.encode("utf-8")

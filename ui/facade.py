@@ -168,8 +168,10 @@ def _algo_model(scenario: Scenario, op: str, algo: str) -> AlgoModel | str:
     except NotImplementedError:
         # the routing layer has no router for this family yet; say so instead of crashing
         family = scenario.fabric.topology
-        return (f"{algo} crosses the scale-out fabric, and routing on a {family} is not "
-                f"modelled yet (routed families: {', '.join(sorted(POLICIES))})")
+        return (
+            f"{algo} crosses the scale-out fabric, and routing on a {family} is not "
+            f"modelled yet (routed families: {', '.join(sorted(POLICIES))})"
+        )
 
 
 def _auto_candidates(scenario: Scenario, op: str) -> tuple[str, ...]:
@@ -195,8 +197,9 @@ def check_fabric(scenario: Scenario) -> None:
 def default_algorithms(scenario: Scenario, op: str) -> tuple[str, ...]:
     """Return the default algorithms of ``op`` that can run on this design."""
     _fabric_context(scenario)  # an infeasible design raises here, not as a "reason"
-    return tuple(a for a in DEFAULT_ALGORITHMS[op]
-                 if not isinstance(_algo_model(scenario, op, a), str))
+    return tuple(
+        a for a in DEFAULT_ALGORITHMS[op] if not isinstance(_algo_model(scenario, op, a), str)
+    )
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -219,13 +222,21 @@ def collective_curves(scenario: Scenario, op: str, algos: tuple[str, ...]) -> Co
     built = {a: _algo_model(scenario, op, a) for a in considered}
     models = {a: m for a, m in built.items() if isinstance(m, AlgoModel)}
     unavailable = {a: m for a, m in built.items() if isinstance(m, str)}
-    curves = {a: tuple(times_from_models([models[a]], COLLECTIVE_SIZES, a))
-              for a in wanted if a in models}
+    curves = {
+        a: tuple(times_from_models([models[a]], COLLECTIVE_SIZES, a)) for a in wanted if a in models
+    }
     auto_models = [models[a] for a in candidates if a in models]
     auto = tuple(times_from_models(auto_models, COLLECTIVE_SIZES, "auto")) if auto_models else ()
-    return CollectiveCurves(op=op, routing=ctx.policy, n_ranks=ctx.n_ranks,
-                            sizes=COLLECTIVE_SIZES, curves=curves, auto=auto,
-                            models={a: models[a] for a in curves}, unavailable=unavailable)
+    return CollectiveCurves(
+        op=op,
+        routing=ctx.policy,
+        n_ranks=ctx.n_ranks,
+        sizes=COLLECTIVE_SIZES,
+        curves=curves,
+        auto=auto,
+        models={a: models[a] for a in curves},
+        unavailable=unavailable,
+    )
 
 
 def _vendor_variant(scenario: Scenario, vendor: str) -> Scenario:
@@ -233,8 +244,9 @@ def _vendor_variant(scenario: Scenario, vendor: str) -> Scenario:
     if vendor == scenario.fabric.vendor:
         fabric = dataclasses.replace(scenario.fabric, routing="auto")
     else:
-        fabric = dataclasses.replace(scenario.fabric, vendor=vendor, switch="auto", nic="auto",
-                                     routing="auto")
+        fabric = dataclasses.replace(
+            scenario.fabric, vendor=vendor, switch="auto", nic="auto", routing="auto"
+        )
     return dataclasses.replace(scenario, fabric=fabric)
 
 
@@ -260,21 +272,35 @@ def fabric_effects(scenario: Scenario) -> pd.DataFrame:
             except FabricModelError as exc:  # e.g. a routing policy the family lacks
                 model = f"cannot be computed on {vendor}: {exc}"
             row: dict[str, object] = {
-                "vendor": vendor, "routing": routing, "op": op, "algo": algo,
-                "size_bytes": EFFECT_SIZE_BYTES, "n_gpus": scenario.cluster.n_gpus,
+                "vendor": vendor,
+                "routing": routing,
+                "op": op,
+                "algo": algo,
+                "size_bytes": EFFECT_SIZE_BYTES,
+                "n_gpus": scenario.cluster.n_gpus,
                 "placement": scenario.what_if.placement,
-                "busbw_GBps": float("nan"), "busbw_min_GBps": float("nan"),
-                "busbw_max_GBps": float("nan"), "busbw_large_GBps": float("nan"),
-                "time_us": float("nan"), "proto": "", "bottleneck": "", "reason": "",
+                "busbw_GBps": float("nan"),
+                "busbw_min_GBps": float("nan"),
+                "busbw_max_GBps": float("nan"),
+                "busbw_large_GBps": float("nan"),
+                "time_us": float("nan"),
+                "proto": "",
+                "bottleneck": "",
+                "reason": "",
             }
             if isinstance(model, str):
                 row["reason"] = model
             else:
                 t = times_from_models([model], [EFFECT_SIZE_BYTES], algo)[0]
-                row.update(busbw_GBps=t.busbw_GBps, busbw_min_GBps=t.busbw_min_GBps,
-                           busbw_max_GBps=t.busbw_max_GBps,
-                           busbw_large_GBps=model.busbw_Bps / 1e9, time_us=t.time_us,
-                           proto=t.proto, bottleneck=t.bottleneck)
+                row.update(
+                    busbw_GBps=t.busbw_GBps,
+                    busbw_min_GBps=t.busbw_min_GBps,
+                    busbw_max_GBps=t.busbw_max_GBps,
+                    busbw_large_GBps=model.busbw_Bps / 1e9,
+                    time_us=t.time_us,
+                    proto=t.proto,
+                    bottleneck=t.bottleneck,
+                )
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -287,8 +313,9 @@ def nccl_log(text: str, op: str | None) -> NcclTestsLog:
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def log_comparison(text: str, op: str | None, scenario: Scenario,
-                   tolerance: float) -> LogComparison:
+def log_comparison(
+    text: str, op: str | None, scenario: Scenario, tolerance: float
+) -> LogComparison:
     """Compare the parsed log with the model of ``scenario`` (raises the model's errors)."""
     return compare_log(nccl_log(text, op), scenario, tolerance=tolerance)
 
@@ -366,8 +393,9 @@ def _variant(scenario: Scenario, **over: Any) -> Scenario:
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def scaling_line(scenario: Scenario, topology: str, vendor: str, gpus: tuple[int, ...],
-                 scaling: str) -> tuple[SweepPoint, ...]:
+def scaling_line(
+    scenario: Scenario, topology: str, vendor: str, gpus: tuple[int, ...], scaling: str
+) -> tuple[SweepPoint, ...]:
     """Sweep the scenario's model and plan over ``gpus`` on another topology/vendor.
 
     The vendor's default routing applies (adaptive for InfiniBand and Spectrum-X, ECMP for
@@ -381,14 +409,16 @@ def scaling_line(scenario: Scenario, topology: str, vendor: str, gpus: tuple[int
     try:
         variant = apply_overrides(scenario, over)
     except FabricModelError as exc:
-        return tuple(SweepPoint(n, StepResult(n, False, ()), math.nan, error=str(exc))
-                     for n in gpus)
+        return tuple(
+            SweepPoint(n, StepResult(n, False, ()), math.nan, error=str(exc)) for n in gpus
+        )
     return tuple(sweep(variant, list(gpus), scaling=scaling))
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def moe_points(scenario: Scenario, topology: str, eps: tuple[int, ...],
-               skews: tuple[float, ...]) -> tuple[MoePoint, ...]:
+def moe_points(
+    scenario: Scenario, topology: str, eps: tuple[int, ...], skews: tuple[float, ...]
+) -> tuple[MoePoint, ...]:
     """MoE steps over EP degrees (at the scenario's skew) and skews (at its EP degree)."""
     out = []
     base_over: dict[str, Any] = {"fabric.topology": topology}
@@ -397,12 +427,14 @@ def moe_points(scenario: Scenario, topology: str, eps: tuple[int, ...],
     for ep in eps:
         for skew in skews:
             try:
-                s = apply_overrides(scenario, {**base_over, "parallel.ep": ep,
-                                               "model.routing_skew": skew})
+                s = apply_overrides(
+                    scenario, {**base_over, "parallel.ep": ep, "model.routing_skew": skew}
+                )
                 step = _training_step(s)
             except FabricModelError as exc:
-                step = StepResult(scenario.cluster.n_gpus, False,
-                                  (Problem("fabric.topology", str(exc)),))
+                step = StepResult(
+                    scenario.cluster.n_gpus, False, (Problem("fabric.topology", str(exc)),)
+                )
             out.append(MoePoint(topology, ep, skew, step))
     return tuple(out)
 
@@ -447,9 +479,15 @@ def scenario_metrics(scenario: Scenario) -> ScenarioMetrics:
         return ScenarioMetrics(scenario, error=f"not modelled yet: {exc}")
     big = SUMMARY_SIZES.index(GIB)
     return ScenarioMetrics(
-        scenario, step=step, allreduce=summary.allreduce[big],
+        scenario,
+        step=step,
+        allreduce=summary.allreduce[big],
         alltoall=summary.alltoall[big] if summary.alltoall else None,
-        alltoall_error=summary.alltoall_error or "", allreduce_curve=summary.allreduce_curve,
-        capex_usd=bill.capex_usd, capex_per_gpu_usd=bill.capex_per_gpu_usd,
-        power_per_gpu_w=bill.power_per_gpu_w, n_switches=float(topo.n_switches),
-        max_switch_hops=float(topo.max_switch_hops))
+        alltoall_error=summary.alltoall_error or "",
+        allreduce_curve=summary.allreduce_curve,
+        capex_usd=bill.capex_usd,
+        capex_per_gpu_usd=bill.capex_per_gpu_usd,
+        power_per_gpu_w=bill.power_per_gpu_w,
+        n_switches=float(topo.n_switches),
+        max_switch_hops=float(topo.max_switch_hops),
+    )

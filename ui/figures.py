@@ -101,8 +101,9 @@ def _group_nodes(topo: Topology, max_groups: int) -> tuple[np.ndarray, list[dict
             lo, hi = c * per, min(ids.size, (c + 1) * per)
             label = f"{name} {lo}" if hi - lo == 1 else f"{name}s {lo}-{hi - 1}"
             unit = "NVLink domains" if topo.tiers == 0 else "switches"
-            boxes.append({"row": int(tier), "label": label, "count": hi - lo, "unit": unit,
-                          "tier": name})
+            boxes.append(
+                {"row": int(tier), "label": label, "count": hi - lo, "unit": unit, "tier": name}
+            )
         box_of_node[ids] = offset + chunk
         offset += n_chunks
     return box_of_node, boxes
@@ -136,8 +137,9 @@ def topology_figure(topo: Topology, max_groups: int = MAX_GROUPS_PER_ROW) -> go.
     fig = go.Figure()
     max_count = counts.max() if counts.size else 1
     n_buckets = 4
-    bucket = np.minimum(n_buckets - 1,
-                        (np.log1p(counts) / np.log1p(max_count) * n_buckets).astype(int))
+    bucket = np.minimum(
+        n_buckets - 1, (np.log1p(counts) / np.log1p(max_count) * n_buckets).astype(int)
+    )
     mid_x, mid_y, mid_text = [], [], []
     for k in range(n_buckets):
         xs: list[float | None] = []
@@ -158,43 +160,82 @@ def topology_figure(topo: Topology, max_groups: int = MAX_GROUPS_PER_ROW) -> go.
             mid_y.append(my)
             mid_text.append(f"{boxes[p]['label']} - {boxes[q]['label']}: {n:,} cables")
         if xs:
-            fig.add_trace(go.Scattergl(
-                x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
-                line={"width": 0.6 + 1.2 * k, "color": "rgba(120,120,120,0.55)"},
-            ))
-    fig.add_trace(go.Scatter(
-        x=mid_x, y=mid_y, mode="markers", marker={"size": 6, "opacity": 0},
-        hovertext=mid_text, hoverinfo="text", showlegend=False, name="cables",
-    ))
+            fig.add_trace(
+                go.Scattergl(
+                    x=xs,
+                    y=ys,
+                    mode="lines",
+                    hoverinfo="skip",
+                    showlegend=False,
+                    line={"width": 0.6 + 1.2 * k, "color": "rgba(120,120,120,0.55)"},
+                )
+            )
+    fig.add_trace(
+        go.Scatter(
+            x=mid_x,
+            y=mid_y,
+            mode="markers",
+            marker={"size": 6, "opacity": 0},
+            hovertext=mid_text,
+            hoverinfo="text",
+            showlegend=False,
+            name="cables",
+        )
+    )
     for row, members in sorted(rows.items()):
         tier = boxes[members[0]].get("tier", "servers")
         color = TIER_COLORS.get(tier, TIER_COLORS["node"])
         sizes = [7 + 4 * math.log10(1 + boxes[i]["count"]) for i in members]
-        fig.add_trace(go.Scatter(
-            x=xy[members, 0], y=xy[members, 1], mode="markers",
-            marker={"size": sizes, "color": color, "symbol": "square" if row else "circle",
-                    "line": {"width": 1, "color": "white"}},
-            name=f"{tier} ({sum(boxes[i]['count'] for i in members):,} "
-                 f"{boxes[members[0]]['unit']})",
-            hovertext=[f"{boxes[i]['label']}: {boxes[i]['count']:,} {boxes[i]['unit']}"
-                       for i in members],
-            hoverinfo="text",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=xy[members, 0],
+                y=xy[members, 1],
+                mode="markers",
+                marker={
+                    "size": sizes,
+                    "color": color,
+                    "symbol": "square" if row else "circle",
+                    "line": {"width": 1, "color": "white"},
+                },
+                name=f"{tier} ({sum(boxes[i]['count'] for i in members):,} "
+                f"{boxes[members[0]]['unit']})",
+                hovertext=[
+                    f"{boxes[i]['label']}: {boxes[i]['count']:,} {boxes[i]['unit']}"
+                    for i in members
+                ],
+                hoverinfo="text",
+            )
+        )
     tick_rows = sorted(rows)
     tick_text = [
-        "servers" if r == 0
+        "servers"
+        if r == 0
         else ("NVLink domains" if topo.tiers == 0 else _ROW_NAMES.get(r, str(r)))
         for r in tick_rows
     ]
-    aggregated = any(b["count"] > 1 for b in boxes[len(rows.get(0, [])):]) or \
-        any(boxes[i]["count"] > 1 for i in rows.get(0, []))
-    title = (f"{TOPOLOGY_LABELS.get(topo.family, topo.family)}: {topo.n_gpus:,} GPUs, "
-             f"{topo.n_switches:,} switches, {topo.n_links:,} cables"
-             + (" (boxes aggregate runs of servers/switches)" if aggregated else ""))
-    _layout(fig, title, height=520, legend={"orientation": "h", "y": -0.08},
-            xaxis={"visible": False, "range": [-0.02, 1.02]},
-            yaxis={"tickvals": tick_rows, "ticktext": tick_text, "title": "",
-                   "range": [-0.4, max(tick_rows) + 0.9], "showgrid": False, "zeroline": False})
+    aggregated = any(b["count"] > 1 for b in boxes[len(rows.get(0, [])) :]) or any(
+        boxes[i]["count"] > 1 for i in rows.get(0, [])
+    )
+    title = (
+        f"{TOPOLOGY_LABELS.get(topo.family, topo.family)}: {topo.n_gpus:,} GPUs, "
+        f"{topo.n_switches:,} switches, {topo.n_links:,} cables"
+        + (" (boxes aggregate runs of servers/switches)" if aggregated else "")
+    )
+    _layout(
+        fig,
+        title,
+        height=520,
+        legend={"orientation": "h", "y": -0.08},
+        xaxis={"visible": False, "range": [-0.02, 1.02]},
+        yaxis={
+            "tickvals": tick_rows,
+            "ticktext": tick_text,
+            "title": "",
+            "range": [-0.4, max(tick_rows) + 0.9],
+            "showgrid": False,
+            "zeroline": False,
+        },
+    )
     return fig
 
 
@@ -203,14 +244,20 @@ def hop_histogram_figure(topo: Topology) -> go.Figure:
     hist = dict(topo.hop_histogram)
     hops = sorted(hist)
     unit = "forwarding hops" if topo.tiers == 0 else "switch hops"
-    fig = go.Figure(go.Bar(
-        x=[str(h) for h in hops], y=[100 * hist[h] for h in hops],
-        marker_color=VENDOR_COLORS["infiniband"],
-        hovertemplate=f"%{{x}} {unit}: %{{y:.2f}}% of GPU pairs<extra></extra>",
-    ))
+    fig = go.Figure(
+        go.Bar(
+            x=[str(h) for h in hops],
+            y=[100 * hist[h] for h in hops],
+            marker_color=VENDOR_COLORS["infiniband"],
+            hovertemplate=f"%{{x}} {unit}: %{{y:.2f}}% of GPU pairs<extra></extra>",
+        )
+    )
     return _layout(
-        fig, f"GPU pairs by {unit}",
-        xaxis_title=unit, yaxis_title="share of GPU pairs across NVLink domains (%)", height=380,
+        fig,
+        f"GPU pairs by {unit}",
+        xaxis_title=unit,
+        yaxis_title="share of GPU pairs across NVLink domains (%)",
+        height=380,
     )
 
 
@@ -218,8 +265,14 @@ def _ok(comparisons: Sequence[VendorComparison]) -> list[tuple[str, BillOfMateri
     return [(c.vendor, c.bom) for c in comparisons if c.bom is not None]
 
 
-def _stacked(comparisons: Sequence[VendorComparison], values: str, scale: float,
-             title: str, unit: str, per_gpu: bool) -> go.Figure:
+def _stacked(
+    comparisons: Sequence[VendorComparison],
+    values: str,
+    scale: float,
+    title: str,
+    unit: str,
+    per_gpu: bool,
+) -> go.Figure:
     fig = go.Figure()
     ok = _ok(comparisons)
     names = [VENDOR_LABELS.get(v, v) for v, _ in ok]
@@ -228,38 +281,73 @@ def _stacked(comparisons: Sequence[VendorComparison], values: str, scale: float,
         for _, bom in ok:
             total = getattr(bom, values)[cat]
             ys.append(total / (bom.n_gpus if per_gpu else 1) / scale)
-        fig.add_trace(go.Bar(
-            name=cat, x=names, y=ys, marker_color=CATEGORY_COLORS[cat],
-            hovertemplate=f"%{{x}} {cat}: %{{y:,.2f}} {unit}<extra></extra>",
-        ))
-    totals = [sum(getattr(b, values).values()) / (b.n_gpus if per_gpu else 1) / scale
-              for _, b in ok]
-    fig.add_trace(go.Scatter(
-        x=names, y=totals, mode="text", text=[f"{t:,.2f}" for t in totals],
-        textposition="top center", showlegend=False, hoverinfo="skip",
-    ))
-    return _layout(fig, title, barmode="stack", yaxis_title=unit, height=420,
-                   legend={"orientation": "h", "y": -0.15})
+        fig.add_trace(
+            go.Bar(
+                name=cat,
+                x=names,
+                y=ys,
+                marker_color=CATEGORY_COLORS[cat],
+                hovertemplate=f"%{{x}} {cat}: %{{y:,.2f}} {unit}<extra></extra>",
+            )
+        )
+    totals = [
+        sum(getattr(b, values).values()) / (b.n_gpus if per_gpu else 1) / scale for _, b in ok
+    ]
+    fig.add_trace(
+        go.Scatter(
+            x=names,
+            y=totals,
+            mode="text",
+            text=[f"{t:,.2f}" for t in totals],
+            textposition="top center",
+            showlegend=False,
+            hoverinfo="skip",
+        )
+    )
+    return _layout(
+        fig,
+        title,
+        barmode="stack",
+        yaxis_title=unit,
+        height=420,
+        legend={"orientation": "h", "y": -0.15},
+    )
 
 
-def vendor_capex_figure(comparisons: Sequence[VendorComparison],
-                        per_gpu: bool = False) -> go.Figure:
+def vendor_capex_figure(
+    comparisons: Sequence[VendorComparison], per_gpu: bool = False
+) -> go.Figure:
     """Stacked network capex by category, one bar per vendor."""
     if per_gpu:
-        return _stacked(comparisons, "capex_by_category_usd", 1.0,
-                        "Network capex per GPU by category", "USD per GPU", True)
-    return _stacked(comparisons, "capex_by_category_usd", 1e6,
-                    "Network capex by category", "million USD", False)
+        return _stacked(
+            comparisons,
+            "capex_by_category_usd",
+            1.0,
+            "Network capex per GPU by category",
+            "USD per GPU",
+            True,
+        )
+    return _stacked(
+        comparisons, "capex_by_category_usd", 1e6, "Network capex by category", "million USD", False
+    )
 
 
-def vendor_power_figure(comparisons: Sequence[VendorComparison],
-                        per_gpu: bool = False) -> go.Figure:
+def vendor_power_figure(
+    comparisons: Sequence[VendorComparison], per_gpu: bool = False
+) -> go.Figure:
     """Stacked network power by category, one bar per vendor."""
     if per_gpu:
-        return _stacked(comparisons, "power_by_category_w", 1.0,
-                        "Network power per GPU by category", "W per GPU", True)
-    return _stacked(comparisons, "power_by_category_w", 1e3,
-                    "Network power by category (IT load)", "kW", False)
+        return _stacked(
+            comparisons,
+            "power_by_category_w",
+            1.0,
+            "Network power per GPU by category",
+            "W per GPU",
+            True,
+        )
+    return _stacked(
+        comparisons, "power_by_category_w", 1e3, "Network power by category (IT load)", "kW", False
+    )
 
 
 def vendor_tco_figure(comparisons: Sequence[VendorComparison]) -> go.Figure:
@@ -267,16 +355,33 @@ def vendor_tco_figure(comparisons: Sequence[VendorComparison]) -> go.Figure:
     ok = _ok(comparisons)
     names = [VENDOR_LABELS.get(v, v) for v, _ in ok]
     fig = go.Figure()
-    fig.add_trace(go.Bar(name="capex", x=names, y=[b.capex_usd / 1e6 for _, b in ok],
-                         marker_color=CATEGORY_COLORS["switches"],
-                         hovertemplate="%{x} capex: %{y:,.2f} M USD<extra></extra>"))
-    fig.add_trace(go.Bar(name="electricity (x PUE)", x=names,
-                         y=[b.energy_usd() / 1e6 for _, b in ok],
-                         marker_color=CATEGORY_COLORS["nics"],
-                         hovertemplate="%{x} energy: %{y:,.2f} M USD<extra></extra>"))
+    fig.add_trace(
+        go.Bar(
+            name="capex",
+            x=names,
+            y=[b.capex_usd / 1e6 for _, b in ok],
+            marker_color=CATEGORY_COLORS["switches"],
+            hovertemplate="%{x} capex: %{y:,.2f} M USD<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            name="electricity (x PUE)",
+            x=names,
+            y=[b.energy_usd() / 1e6 for _, b in ok],
+            marker_color=CATEGORY_COLORS["nics"],
+            hovertemplate="%{x} energy: %{y:,.2f} M USD<extra></extra>",
+        )
+    )
     years = ok[0][1].costs.years if ok else 0
-    return _layout(fig, f"Network TCO over {years:g} years", barmode="stack",
-                   yaxis_title="million USD", height=420, legend={"orientation": "h", "y": -0.15})
+    return _layout(
+        fig,
+        f"Network TCO over {years:g} years",
+        barmode="stack",
+        yaxis_title="million USD",
+        height=420,
+        legend={"orientation": "h", "y": -0.15},
+    )
 
 
 def vendor_summary_frame(comparisons: Sequence[VendorComparison]) -> pd.DataFrame:
@@ -287,22 +392,24 @@ def vendor_summary_frame(comparisons: Sequence[VendorComparison]) -> pd.DataFram
             rows.append({"vendor": VENDOR_LABELS.get(c.vendor, c.vendor), "note": c.error})
             continue
         b = c.bom
-        rows.append({
-            "vendor": VENDOR_LABELS.get(c.vendor, c.vendor),
-            "switch": b.hardware.switch.name,
-            "radix": b.hardware.radix,
-            "nic": b.hardware.nic.name,
-            "tiers": b.topology.tiers,
-            "switches": b.topology.n_switches,
-            "transceivers": b.n_transceivers,
-            "capex_usd": round(b.capex_usd),
-            "capex_per_gpu_usd": round(b.capex_per_gpu_usd),
-            "power_kw": round(b.power_w / 1000, 1),
-            "power_per_gpu_w": round(b.power_per_gpu_w, 1),
-            "network_share_pct": round(100 * b.network_share, 1),
-            "tco_usd": round(b.tco_usd),
-            "note": "",
-        })
+        rows.append(
+            {
+                "vendor": VENDOR_LABELS.get(c.vendor, c.vendor),
+                "switch": b.hardware.switch.name,
+                "radix": b.hardware.radix,
+                "nic": b.hardware.nic.name,
+                "tiers": b.topology.tiers,
+                "switches": b.topology.n_switches,
+                "transceivers": b.n_transceivers,
+                "capex_usd": round(b.capex_usd),
+                "capex_per_gpu_usd": round(b.capex_per_gpu_usd),
+                "power_kw": round(b.power_w / 1000, 1),
+                "power_per_gpu_w": round(b.power_per_gpu_w, 1),
+                "network_share_pct": round(100 * b.network_share, 1),
+                "tco_usd": round(b.tco_usd),
+                "note": "",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -313,13 +420,28 @@ def topology_counts_frame(topo: Topology) -> pd.DataFrame:
         for tier, n in topo.switches_by_tier.items()
     ]
     for lc in topo.links:
-        rows.append({"what": f"{lc.name} cables", "count": lc.n_links,
-                     "detail": f"{lc.link_gbps}G, {lc.length_m:g} m"})
-    rows.append({"what": "NIC ports", "count": topo.n_endpoints,
-                 "detail": f"{topo.request.nics_per_gpu} per GPU"})
-    rows.append({"what": "bisection", "count": round(topo.bisection_GBps),
-                 "detail": f"GB/s ({topo.bisection_GBps / topo.full_bisection_GBps:.0%} of "
-                           f"non-blocking)"})
+        rows.append(
+            {
+                "what": f"{lc.name} cables",
+                "count": lc.n_links,
+                "detail": f"{lc.link_gbps}G, {lc.length_m:g} m",
+            }
+        )
+    rows.append(
+        {
+            "what": "NIC ports",
+            "count": topo.n_endpoints,
+            "detail": f"{topo.request.nics_per_gpu} per GPU",
+        }
+    )
+    rows.append(
+        {
+            "what": "bisection",
+            "count": round(topo.bisection_GBps),
+            "detail": f"GB/s ({topo.bisection_GBps / topo.full_bisection_GBps:.0%} of "
+            f"non-blocking)",
+        }
+    )
     return pd.DataFrame(rows)
 
 
@@ -340,7 +462,7 @@ def size_label(n_bytes: int) -> str:
 
 
 def _rgba(hex_color: str, alpha: float) -> str:
-    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgba({r},{g},{b},{alpha})"
 
 
@@ -357,13 +479,25 @@ def auto_crossovers(auto: Sequence[CollectiveTime]) -> list[tuple[int, str, str]
 
 
 def _hover_data(rows: Sequence[CollectiveTime]) -> list[list[Any]]:
-    return [[size_label(r.size_bytes), r.time_us, r.algbw_GBps, r.algo, r.proto,
-             r.busbw_min_GBps, r.busbw_max_GBps] for r in rows]
+    return [
+        [
+            size_label(r.size_bytes),
+            r.time_us,
+            r.algbw_GBps,
+            r.algo,
+            r.proto,
+            r.busbw_min_GBps,
+            r.busbw_max_GBps,
+        ]
+        for r in rows
+    ]
 
 
-_HOVER = ("<b>%{customdata[0]}</b>: %{customdata[3]} / %{customdata[4]}<br>"
-          "time %{customdata[1]:,.2f} us<br>algbw %{customdata[2]:,.4~r} GB/s<br>"
-          "busbw %{y:,.4~r} GB/s")
+_HOVER = (
+    "<b>%{customdata[0]}</b>: %{customdata[3]} / %{customdata[4]}<br>"
+    "time %{customdata[1]:,.2f} us<br>algbw %{customdata[2]:,.4~r} GB/s<br>"
+    "busbw %{y:,.4~r} GB/s"
+)
 
 
 def collective_busbw_figure(
@@ -384,104 +518,185 @@ def collective_busbw_figure(
     """
     fig = go.Figure()
     if auto:
-        fig.add_trace(go.Scatter(
-            x=[r.size_bytes for r in auto], y=[r.busbw_GBps for r in auto], mode="lines",
-            line={"width": 12, "color": AUTO_HALO_COLOR}, legendgroup="auto",
-            name=ALGO_LABELS["auto"], hoverinfo="skip",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=[r.size_bytes for r in auto],
+                y=[r.busbw_GBps for r in auto],
+                mode="lines",
+                line={"width": 12, "color": AUTO_HALO_COLOR},
+                legendgroup="auto",
+                name=ALGO_LABELS["auto"],
+                hoverinfo="skip",
+            )
+        )
     for algo, rows in curves.items():
         color = _algo_color(algo)
         x = [r.size_bytes for r in rows]
         if ecmp:
-            fig.add_trace(go.Scatter(
-                x=x, y=[r.busbw_max_GBps for r in rows], mode="lines", line={"width": 0},
-                legendgroup=algo, showlegend=False, hoverinfo="skip", name=f"{algo} ECMP max",
-            ))
-            fig.add_trace(go.Scatter(
-                x=x, y=[r.busbw_min_GBps for r in rows], mode="lines", line={"width": 0},
-                fill="tonexty", fillcolor=_rgba(color, 0.22), legendgroup=algo,
-                showlegend=False, name=f"{algo} ECMP min-max",
-                customdata=[[r.busbw_min_GBps, r.busbw_max_GBps] for r in rows],
-                hovertemplate=(f"{algo} over ECMP seeds: %{{customdata[0]:,.4~r}} - "
-                               "%{customdata[1]:,.4~r} GB/s<extra></extra>"),
-            ))
-        fig.add_trace(go.Scatter(
-            x=x, y=[r.busbw_GBps for r in rows], mode="lines", name=ALGO_LABELS.get(algo, algo),
-            legendgroup=algo, line={"width": 2.5, "color": color},
-            customdata=_hover_data(rows), hovertemplate=_HOVER + "<extra></extra>",
-        ))
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=[r.busbw_max_GBps for r in rows],
+                    mode="lines",
+                    line={"width": 0},
+                    legendgroup=algo,
+                    showlegend=False,
+                    hoverinfo="skip",
+                    name=f"{algo} ECMP max",
+                )
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=[r.busbw_min_GBps for r in rows],
+                    mode="lines",
+                    line={"width": 0},
+                    fill="tonexty",
+                    fillcolor=_rgba(color, 0.22),
+                    legendgroup=algo,
+                    showlegend=False,
+                    name=f"{algo} ECMP min-max",
+                    customdata=[[r.busbw_min_GBps, r.busbw_max_GBps] for r in rows],
+                    hovertemplate=(
+                        f"{algo} over ECMP seeds: %{{customdata[0]:,.4~r}} - "
+                        "%{customdata[1]:,.4~r} GB/s<extra></extra>"
+                    ),
+                )
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=[r.busbw_GBps for r in rows],
+                mode="lines",
+                name=ALGO_LABELS.get(algo, algo),
+                legendgroup=algo,
+                line={"width": 2.5, "color": color},
+                customdata=_hover_data(rows),
+                hovertemplate=_HOVER + "<extra></extra>",
+            )
+        )
     if auto:
-        fig.add_trace(go.Scatter(
-            x=[r.size_bytes for r in auto], y=[r.busbw_GBps for r in auto], mode="markers",
-            marker={"size": 8, "color": [_algo_color(r.algo) for r in auto],
+        fig.add_trace(
+            go.Scatter(
+                x=[r.size_bytes for r in auto],
+                y=[r.busbw_GBps for r in auto],
+                mode="markers",
+                marker={
+                    "size": 8,
+                    "color": [_algo_color(r.algo) for r in auto],
                     "symbol": [_PROTO_SYMBOLS.get(r.proto, "circle") for r in auto],
-                    "line": {"width": 1, "color": "white"}},
-            name="auto's choice (marker = algorithm colour, protocol shape)",
-            legendgroup="auto", showlegend=False,
-            customdata=_hover_data(auto),
-            hovertemplate="auto picks " + _HOVER + "<extra></extra>",
-        ))
+                    "line": {"width": 1, "color": "white"},
+                },
+                name="auto's choice (marker = algorithm colour, protocol shape)",
+                legendgroup="auto",
+                showlegend=False,
+                customdata=_hover_data(auto),
+                hovertemplate="auto picks " + _HOVER + "<extra></extra>",
+            )
+        )
     for size, old, new in auto_crossovers(auto):
         fig.add_vline(x=size, line={"dash": "dot", "width": 1.5, "color": _algo_color(new)})
         fig.add_annotation(  # annotations on a log axis take log10 coordinates
-            x=math.log10(size), y=1.0, yref="paper", yanchor="bottom", showarrow=False,
-            text=f"{old} → {new}<br>from {size_label(size)}", font={"size": 12},
-            xanchor="right", align="right",
+            x=math.log10(size),
+            y=1.0,
+            yref="paper",
+            yanchor="bottom",
+            showarrow=False,
+            text=f"{old} → {new}<br>from {size_label(size)}",
+            font={"size": 12},
+            xanchor="right",
+            align="right",
         )
     ticks = list(range(3, 35, 3))
     _layout(
-        fig, title, height=520, hovermode="closest",
+        fig,
+        title,
+        height=520,
+        hovermode="closest",
         legend={"orientation": "h", "y": -0.18, "x": 0.0},
-        xaxis={"type": "log", "title": "message size (bytes per GPU, binary steps)",
-               "tickvals": [2**i for i in ticks], "ticktext": [size_label(2**i) for i in ticks]},
-        yaxis={"type": "log" if log_y else "linear", "exponentformat": "power",
-               "title": "bus bandwidth (GB/s = 10^9 B/s)"},
+        xaxis={
+            "type": "log",
+            "title": "message size (bytes per GPU, binary steps)",
+            "tickvals": [2**i for i in ticks],
+            "ticktext": [size_label(2**i) for i in ticks],
+        },
+        yaxis={
+            "type": "log" if log_y else "linear",
+            "exponentformat": "power",
+            "title": "bus bandwidth (GB/s = 10^9 B/s)",
+        },
     )
     fig.update_layout(margin={"t": 100})  # room for the crossover labels above the plot
     return fig
 
 
-def _rows_at(curves: Mapping[str, Sequence[CollectiveTime]],
-             size_bytes: int) -> list[CollectiveTime]:
+def _rows_at(
+    curves: Mapping[str, Sequence[CollectiveTime]], size_bytes: int
+) -> list[CollectiveTime]:
     return [r for rows in curves.values() for r in rows if r.size_bytes == size_bytes]
 
 
-def collective_breakdown_figure(curves: Mapping[str, Sequence[CollectiveTime]],
-                                size_bytes: int) -> go.Figure:
+def collective_breakdown_figure(
+    curves: Mapping[str, Sequence[CollectiveTime]], size_bytes: int
+) -> go.Figure:
     """Stack each algorithm's latency term (hatched) and bandwidth term at one size."""
     rows = _rows_at(curves, size_bytes)
     labels = [f"{r.algo} ({r.proto})" for r in rows]
     colors = [_algo_color(r.algo) for r in rows]
     fig = go.Figure()
-    fig.add_trace(go.Bar(
-        y=labels, x=[r.latency_us for r in rows], orientation="h", name="latency term",
-        marker={"color": colors, "pattern": {"shape": "/", "fgcolor": "white", "solidity": 0.3}},
-        hovertemplate="%{y}: latency %{x:,.2f} us<extra></extra>",
-    ))
-    fig.add_trace(go.Bar(
-        y=labels, x=[r.bandwidth_us for r in rows], orientation="h", name="bandwidth term",
-        marker={"color": colors},
-        hovertemplate="%{y}: bandwidth %{x:,.2f} us<extra></extra>",
-    ))
+    fig.add_trace(
+        go.Bar(
+            y=labels,
+            x=[r.latency_us for r in rows],
+            orientation="h",
+            name="latency term",
+            marker={
+                "color": colors,
+                "pattern": {"shape": "/", "fgcolor": "white", "solidity": 0.3},
+            },
+            hovertemplate="%{y}: latency %{x:,.2f} us<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            y=labels,
+            x=[r.bandwidth_us for r in rows],
+            orientation="h",
+            name="bandwidth term",
+            marker={"color": colors},
+            hovertemplate="%{y}: bandwidth %{x:,.2f} us<extra></extra>",
+        )
+    )
     totals = [r.time_us for r in rows]
-    fig.add_trace(go.Scatter(
-        y=labels, x=totals, mode="text", textposition="middle right", showlegend=False,
-        text=[f"  {r.time_us:,.1f} us · {r.busbw_GBps:,.3g} GB/s" for r in rows],
-        hoverinfo="skip",
-    ))
+    fig.add_trace(
+        go.Scatter(
+            y=labels,
+            x=totals,
+            mode="text",
+            textposition="middle right",
+            showlegend=False,
+            text=[f"  {r.time_us:,.1f} us · {r.busbw_GBps:,.3g} GB/s" for r in rows],
+            hoverinfo="skip",
+        )
+    )
     top = max(totals, default=1.0)
     return _layout(
-        fig, f"Time of one call at {size_label(size_bytes)}: latency + bandwidth",
-        barmode="stack", height=140 + 55 * max(len(rows), 1),
+        fig,
+        f"Time of one call at {size_label(size_bytes)}: latency + bandwidth",
+        barmode="stack",
+        height=140 + 55 * max(len(rows), 1),
         xaxis={"title": "time (us)", "range": [0, top * 1.45]},
         yaxis={"autorange": "reversed", "title": ""},
         legend={"orientation": "h", "y": -0.25 if len(rows) > 2 else -0.6},
     )
 
 
-def collective_breakdown_frame(curves: Mapping[str, Sequence[CollectiveTime]],
-                               models: Mapping[str, AlgoModel], size_bytes: int,
-                               auto: Sequence[CollectiveTime] = ()) -> pd.DataFrame:
+def collective_breakdown_frame(
+    curves: Mapping[str, Sequence[CollectiveTime]],
+    models: Mapping[str, AlgoModel],
+    size_bytes: int,
+    auto: Sequence[CollectiveTime] = (),
+) -> pd.DataFrame:
     """Tabulate each algorithm at one size: terms, bandwidths, bottleneck and the two sides.
 
     ``nvlink_busbw_GBps`` / ``network_busbw_GBps`` are the model's large-message bus
@@ -493,28 +708,34 @@ def collective_breakdown_frame(curves: Mapping[str, Sequence[CollectiveTime]],
     for r in _rows_at(curves, size_bytes):
         m = models.get(r.algo)
         inter = m.inter_Bps / 1e9 if m is not None and math.isfinite(m.inter_Bps) else None
-        out.append({
-            "algo": r.algo,
-            "proto": r.proto,
-            "auto_pick": r.algo == auto_algo,
-            "time_us": r.time_us,
-            "latency_us": r.latency_us,
-            "bandwidth_us": r.bandwidth_us,
-            "busbw_GBps": r.busbw_GBps,
-            "busbw_range_GBps": f"{r.busbw_min_GBps:,.3g} - {r.busbw_max_GBps:,.3g}",
-            "bottleneck": r.bottleneck,
-            "nvlink_busbw_GBps": m.intra_Bps / 1e9 if m is not None else None,
-            "network_busbw_GBps": inter,
-        })
+        out.append(
+            {
+                "algo": r.algo,
+                "proto": r.proto,
+                "auto_pick": r.algo == auto_algo,
+                "time_us": r.time_us,
+                "latency_us": r.latency_us,
+                "bandwidth_us": r.bandwidth_us,
+                "busbw_GBps": r.busbw_GBps,
+                "busbw_range_GBps": f"{r.busbw_min_GBps:,.3g} - {r.busbw_max_GBps:,.3g}",
+                "bottleneck": r.bottleneck,
+                "nvlink_busbw_GBps": m.intra_Bps / 1e9 if m is not None else None,
+                "network_busbw_GBps": inter,
+            }
+        )
     return pd.DataFrame(out)
 
 
-def collective_curve_frame(curves: Mapping[str, Sequence[CollectiveTime]],
-                           auto: Sequence[CollectiveTime] = ()) -> pd.DataFrame:
+def collective_curve_frame(
+    curves: Mapping[str, Sequence[CollectiveTime]], auto: Sequence[CollectiveTime] = ()
+) -> pd.DataFrame:
     """Tabulate every curve's rows (each algorithm, then ``auto``) for the CSV download."""
     series = [*curves.items(), *([("auto", auto)] if auto else [])]
-    rows = [{"curve": name, "size": size_label(r.size_bytes), **r.to_dict()}
-            for name, rows_ in series for r in rows_]
+    rows = [
+        {"curve": name, "size": size_label(r.size_bytes), **r.to_dict()}
+        for name, rows_ in series
+        for r in rows_
+    ]
     return pd.DataFrame(rows)
 
 
@@ -524,8 +745,10 @@ def unavailable_text(unavailable: Mapping[str, str], op: str) -> str:
     return f"Not available for {OP_LABELS.get(op, op)} on this design:\n{items}"
 
 
-_EFFECT_CASE_LABELS = {("allreduce", "ring"): "all-reduce, ring",
-                       ("alltoall", "hierarchical"): "all-to-all, hierarchical (PXN)"}
+_EFFECT_CASE_LABELS = {
+    ("allreduce", "ring"): "all-reduce, ring",
+    ("alltoall", "hierarchical"): "all-to-all, hierarchical (PXN)",
+}
 
 
 def _vendor_name(vendor: str, routing: str) -> str:
@@ -543,52 +766,90 @@ def fabric_effects_figure(effects: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     for vendor, group in effects.groupby("vendor", sort=False):
         routing = next((r for r in group["routing"] if r), "")
-        x = [_EFFECT_CASE_LABELS.get((o, a), f"{o}, {a}")
-             for o, a in zip(group["op"], group["algo"], strict=True)]
+        x = [
+            _EFFECT_CASE_LABELS.get((o, a), f"{o}, {a}")
+            for o, a in zip(group["op"], group["algo"], strict=True)
+        ]
         ok = group["reason"] == ""
         y = group["busbw_GBps"].where(ok, 0.0).tolist()
         hi = (group["busbw_max_GBps"] - group["busbw_GBps"]).where(ok, 0.0).tolist()
         lo = (group["busbw_GBps"] - group["busbw_min_GBps"]).where(ok, 0.0).tolist()
         hover = [
-            (f"{b:,.1f} GB/s ({p}, {t:,.0f} us; bottleneck {bn}; range {mn:,.1f} - {mx:,.1f})"
-             if good else "n/a: " + "<br>".join(textwrap.wrap(reason, 70)))
+            (
+                f"{b:,.1f} GB/s ({p}, {t:,.0f} us; bottleneck {bn}; range {mn:,.1f} - {mx:,.1f})"
+                if good
+                else "n/a: " + "<br>".join(textwrap.wrap(reason, 70))
+            )
             for good, b, p, t, bn, mn, mx, reason in zip(
-                ok, group["busbw_GBps"], group["proto"], group["time_us"], group["bottleneck"],
-                group["busbw_min_GBps"], group["busbw_max_GBps"], group["reason"], strict=True)
+                ok,
+                group["busbw_GBps"],
+                group["proto"],
+                group["time_us"],
+                group["bottleneck"],
+                group["busbw_min_GBps"],
+                group["busbw_max_GBps"],
+                group["reason"],
+                strict=True,
+            )
         ]
-        fig.add_trace(go.Bar(
-            x=x, y=y, name=_vendor_name(str(vendor), routing),
-            marker_color=VENDOR_COLORS.get(str(vendor), OKABE_ITO["grey"]),
-            error_y={"type": "data", "array": hi, "arrayminus": lo, "visible": any(hi) or any(lo)},
-            text=[f"{b:,.0f}" if good else "n/a"
-                  for good, b in zip(ok, group["busbw_GBps"], strict=True)],
-            # inside the bar, clear of the error bar; "n/a" sits on the axis
-            textposition=["inside" if good else "outside" for good in ok],
-            insidetextanchor="end", insidetextfont={"color": "white"},
-            outsidetextfont={"color": "#6b6b6b"}, customdata=hover,  # 5.3:1 on white
-            hovertemplate="%{fullData.name}, %{x}:<br>%{customdata}<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=y,
+                name=_vendor_name(str(vendor), routing),
+                marker_color=VENDOR_COLORS.get(str(vendor), OKABE_ITO["grey"]),
+                error_y={
+                    "type": "data",
+                    "array": hi,
+                    "arrayminus": lo,
+                    "visible": any(hi) or any(lo),
+                },
+                text=[
+                    f"{b:,.0f}" if good else "n/a"
+                    for good, b in zip(ok, group["busbw_GBps"], strict=True)
+                ],
+                # inside the bar, clear of the error bar; "n/a" sits on the axis
+                textposition=["inside" if good else "outside" for good in ok],
+                insidetextanchor="end",
+                insidetextfont={"color": "white"},
+                outsidetextfont={"color": "#6b6b6b"},
+                customdata=hover,  # 5.3:1 on white
+                hovertemplate="%{fullData.name}, %{x}:<br>%{customdata}<extra></extra>",
+            )
+        )
     first = effects.iloc[0] if len(effects) else None
     title = "Fabric effects"
     if first is not None:
-        title += (f": {size_label(int(first['size_bytes']))} per GPU, "
-                  f"{int(first['n_gpus']):,} GPUs, {first['placement']} placement")
-    return _layout(fig, title, barmode="group", height=440, yaxis_title="bus bandwidth (GB/s)",
-                   legend={"orientation": "h", "y": -0.15}, uniformtext_minsize=10)
-
+        title += (
+            f": {size_label(int(first['size_bytes']))} per GPU, "
+            f"{int(first['n_gpus']):,} GPUs, {first['placement']} placement"
+        )
+    return _layout(
+        fig,
+        title,
+        barmode="group",
+        height=440,
+        yaxis_title="bus bandwidth (GB/s)",
+        legend={"orientation": "h", "y": -0.15},
+        uniformtext_minsize=10,
+    )
 
 
 def auto_summary_text(auto: Sequence[CollectiveTime]) -> str:
     """Describe ``auto``'s choices in words: each (algorithm, protocol) and where it starts."""
     if not auto:
         return ""
-    starts = [auto[0]] + [b for a, b in itertools.pairwise(auto)
-                          if (a.algo, a.proto) != (b.algo, b.proto)]
+    starts = [auto[0]] + [
+        b for a, b in itertools.pairwise(auto) if (a.algo, a.proto) != (b.algo, b.proto)
+    ]
     steps = ", ".join(f"{r.algo}/{r.proto} from {size_label(r.size_bytes)}" for r in starts)
     switches = auto_crossovers(auto)
-    algo_part = ("; it changes algorithm at " + ", ".join(
-        f"{size_label(size)} ({old} → {new})" for size, old, new in switches)
-        if switches else f"; it keeps {auto[0].algo} at every size")
+    algo_part = (
+        "; it changes algorithm at "
+        + ", ".join(f"{size_label(size)} ({old} → {new})" for size, old, new in switches)
+        if switches
+        else f"; it keeps {auto[0].algo} at every size"
+    )
     return f"auto picks {steps}{algo_part}."
 
 
@@ -597,9 +858,11 @@ def auto_pick_text(auto: Sequence[CollectiveTime], size_bytes: int) -> str:
     row = next((r for r in auto if r.size_bytes == size_bytes), None)
     if row is None:
         return ""
-    return (f"At {size_label(size_bytes)}, auto picks **{row.algo} / {row.proto}**: "
-            f"{row.time_us:,.1f} us, bus bandwidth {row.busbw_GBps:,.1f} GB/s "
-            f"(bottleneck: {row.bottleneck}).")
+    return (
+        f"At {size_label(size_bytes)}, auto picks **{row.algo} / {row.proto}**: "
+        f"{row.time_us:,.1f} us, bus bandwidth {row.busbw_GBps:,.1f} GB/s "
+        f"(bottleneck: {row.bottleneck})."
+    )
 
 
 def fabric_effects_notes(effects: pd.DataFrame) -> str:
@@ -609,7 +872,8 @@ def fabric_effects_notes(effects: pd.DataFrame) -> str:
         return ""
     items = "\n".join(
         f"- **{VENDOR_LABELS.get(v, v)}**, {_EFFECT_CASE_LABELS.get((o, a), f'{o} {a}')}: {why}"
-        for v, o, a, why in zip(bad["vendor"], bad["op"], bad["algo"], bad["reason"], strict=True))
+        for v, o, a, why in zip(bad["vendor"], bad["op"], bad["algo"], bad["reason"], strict=True)
+    )
     return "Not computed:\n" + items
 
 
@@ -618,18 +882,30 @@ def busbw_curve_figure(rows: Sequence[Any], title: str) -> go.Figure:
     from fabric_model.units import format_size_bytes
 
     x = [r.size_bytes for r in rows]
-    fig = go.Figure(go.Scatter(
-        x=x, y=[r.busbw_GBps for r in rows], mode="lines+markers",
-        line={"color": VENDOR_COLORS["infiniband"], "width": 3},
-        customdata=[[format_size_bytes(r.size_bytes), r.time_us, r.algbw_GBps,
-                     f"{r.algo}/{r.proto}"] for r in rows],
-        hovertemplate=("%{customdata[0]}: busbw %{y:,.1f} GB/s, algbw %{customdata[2]:,.1f} "
-                       "GB/s, %{customdata[1]:,.1f} us (%{customdata[3]})<extra></extra>"),
-        name="bus bandwidth",
-    ))
-    return _layout(fig, title, height=380,
-                   xaxis={"type": "log", "title": "message size (bytes)", **_size_ticks(x)},
-                   yaxis={"type": "log", "title": "bus bandwidth (GB/s)"})
+    fig = go.Figure(
+        go.Scatter(
+            x=x,
+            y=[r.busbw_GBps for r in rows],
+            mode="lines+markers",
+            line={"color": VENDOR_COLORS["infiniband"], "width": 3},
+            customdata=[
+                [format_size_bytes(r.size_bytes), r.time_us, r.algbw_GBps, f"{r.algo}/{r.proto}"]
+                for r in rows
+            ],
+            hovertemplate=(
+                "%{customdata[0]}: busbw %{y:,.1f} GB/s, algbw %{customdata[2]:,.1f} "
+                "GB/s, %{customdata[1]:,.1f} us (%{customdata[3]})<extra></extra>"
+            ),
+            name="bus bandwidth",
+        )
+    )
+    return _layout(
+        fig,
+        title,
+        height=380,
+        xaxis={"type": "log", "title": "message size (bytes)", **_size_ticks(x)},
+        yaxis={"type": "log", "title": "bus bandwidth (GB/s)"},
+    )
 
 
 # --------------------------------------------------------------------------- validate
@@ -644,13 +920,25 @@ def _size_ticks(sizes: Sequence[int], max_ticks: int = 12) -> dict[str, Any]:
 
 
 def _validation_hover(rows: Sequence[Any]) -> list[list[Any]]:
-    return [[size_label(r.size_bytes), r.measured_time_us, r.model_time_us, r.ratio,
-             r.model_algo, r.regime, r.verdict] for r in rows]
+    return [
+        [
+            size_label(r.size_bytes),
+            r.measured_time_us,
+            r.model_time_us,
+            r.ratio,
+            r.model_algo,
+            r.regime,
+            r.verdict,
+        ]
+        for r in rows
+    ]
 
 
-_VALIDATION_HOVER = ("<b>%{customdata[0]}</b><br>measured %{customdata[1]:,.2f} us, "
-                     "model %{customdata[2]:,.2f} us<br>ratio %{customdata[3]:.2f} "
-                     "(model: %{customdata[4]}, %{customdata[5]})")
+_VALIDATION_HOVER = (
+    "<b>%{customdata[0]}</b><br>measured %{customdata[1]:,.2f} us, "
+    "model %{customdata[2]:,.2f} us<br>ratio %{customdata[3]:.2f} "
+    "(model: %{customdata[4]}, %{customdata[5]})"
+)
 
 
 def validation_busbw_figure(rows: Sequence[Any], tolerance: float, title: str = "") -> go.Figure:
@@ -665,54 +953,106 @@ def validation_busbw_figure(rows: Sequence[Any], tolerance: float, title: str = 
     model = [r.model_busbw_GBps for r in rows]
     color = ALGO_COLORS["ring"]
     fig = go.Figure()
-    fig.add_trace(go.Scatter(
-        x=x, y=[m * (1 + tolerance) for m in model], mode="lines", line={"width": 0},
-        legendgroup="band", showlegend=False, hoverinfo="skip", name="band upper",
-    ))
-    fig.add_trace(go.Scatter(
-        x=x, y=[m * (1 - tolerance) for m in model], mode="lines", line={"width": 0},
-        fill="tonexty", fillcolor=_rgba(color, 0.18), legendgroup="band", hoverinfo="skip",
-        name=f"model ±{tolerance:.0%}",
-    ))
-    fig.add_trace(go.Scatter(
-        x=x, y=model, mode="lines", name="model (auto)", line={"width": 2.5, "color": color},
-        customdata=_validation_hover(rows),
-        hovertemplate=_VALIDATION_HOVER + "<br>model busbw %{y:,.4~r} GB/s<extra></extra>",
-    ))
-    fig.add_trace(go.Scatter(
-        x=x, y=[r.measured_busbw_GBps if r.measured_busbw_GBps > 0 else None for r in rows],
-        mode="markers", name="measured (out-of-place)",
-        marker={"size": 9, "color": OKABE_ITO["vermillion"], "symbol": "circle",
-                "line": {"width": 1, "color": "white"}},
-        customdata=_validation_hover(rows),
-        hovertemplate=_VALIDATION_HOVER + "<br>measured busbw %{y:,.4~r} GB/s<extra></extra>",
-    ))
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[m * (1 + tolerance) for m in model],
+            mode="lines",
+            line={"width": 0},
+            legendgroup="band",
+            showlegend=False,
+            hoverinfo="skip",
+            name="band upper",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[m * (1 - tolerance) for m in model],
+            mode="lines",
+            line={"width": 0},
+            fill="tonexty",
+            fillcolor=_rgba(color, 0.18),
+            legendgroup="band",
+            hoverinfo="skip",
+            name=f"model ±{tolerance:.0%}",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=model,
+            mode="lines",
+            name="model (auto)",
+            line={"width": 2.5, "color": color},
+            customdata=_validation_hover(rows),
+            hovertemplate=_VALIDATION_HOVER + "<br>model busbw %{y:,.4~r} GB/s<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[r.measured_busbw_GBps if r.measured_busbw_GBps > 0 else None for r in rows],
+            mode="markers",
+            name="measured (out-of-place)",
+            marker={
+                "size": 9,
+                "color": OKABE_ITO["vermillion"],
+                "symbol": "circle",
+                "line": {"width": 1, "color": "white"},
+            },
+            customdata=_validation_hover(rows),
+            hovertemplate=_VALIDATION_HOVER + "<br>measured busbw %{y:,.4~r} GB/s<extra></extra>",
+        )
+    )
     return _layout(
-        fig, title, height=460, hovermode="closest",
+        fig,
+        title,
+        height=460,
+        hovermode="closest",
         legend={"orientation": "h", "y": -0.2, "x": 0.0},
         xaxis={"type": "log", "title": "message size (bytes per GPU)", **_size_ticks(x)},
-        yaxis={"type": "log", "exponentformat": "power",
-               "title": "bus bandwidth (GB/s = 10^9 B/s)"},
+        yaxis={
+            "type": "log",
+            "exponentformat": "power",
+            "title": "bus bandwidth (GB/s = 10^9 B/s)",
+        },
     )
 
 
 def validation_ratio_figure(rows: Sequence[Any], tolerance: float, title: str = "") -> go.Figure:
     """Measured / model per size (log x), the band 1 ± tolerance shaded, 1 dotted."""
     x = [r.size_bytes for r in rows]
-    colors = [OKABE_ITO["green"] if abs(r.ratio - 1) <= tolerance else OKABE_ITO["vermillion"]
-              for r in rows]
-    fig = go.Figure(go.Scatter(
-        x=x, y=[r.ratio for r in rows], mode="lines+markers", name="measured / model",
-        line={"width": 1.5, "color": OKABE_ITO["grey"]},
-        marker={"size": 8, "color": colors, "line": {"width": 1, "color": "white"}},
-        customdata=_validation_hover(rows),
-        hovertemplate=_VALIDATION_HOVER + "<br>%{customdata[6]}<extra></extra>",
-    ))
-    fig.add_hrect(y0=1 - tolerance, y1=1 + tolerance, fillcolor=_rgba(ALGO_COLORS["ring"], 0.15),
-                  line_width=0, layer="below")
+    colors = [
+        OKABE_ITO["green"] if abs(r.ratio - 1) <= tolerance else OKABE_ITO["vermillion"]
+        for r in rows
+    ]
+    fig = go.Figure(
+        go.Scatter(
+            x=x,
+            y=[r.ratio for r in rows],
+            mode="lines+markers",
+            name="measured / model",
+            line={"width": 1.5, "color": OKABE_ITO["grey"]},
+            marker={"size": 8, "color": colors, "line": {"width": 1, "color": "white"}},
+            customdata=_validation_hover(rows),
+            hovertemplate=_VALIDATION_HOVER + "<br>%{customdata[6]}<extra></extra>",
+        )
+    )
+    fig.add_hrect(
+        y0=1 - tolerance,
+        y1=1 + tolerance,
+        fillcolor=_rgba(ALGO_COLORS["ring"], 0.15),
+        line_width=0,
+        layer="below",
+    )
     fig.add_hline(y=1.0, line={"dash": "dot", "width": 1, "color": OKABE_ITO["grey"]})
     return _layout(
-        fig, title, height=300, showlegend=False, hovermode="closest",
+        fig,
+        title,
+        height=300,
+        showlegend=False,
+        hovermode="closest",
         xaxis={"type": "log", "title": "message size (bytes per GPU)", **_size_ticks(x)},
         yaxis={"title": "measured / model", "rangemode": "tozero"},
     )
@@ -720,16 +1060,18 @@ def validation_ratio_figure(rows: Sequence[Any], tolerance: float, title: str = 
 
 def validation_frame(rows: Sequence[Any]) -> pd.DataFrame:
     """Tabulate the comparison, one row per size (the page's table and its CSV)."""
-    return pd.DataFrame({
-        "size": [size_label(r.size_bytes) for r in rows],
-        "bytes": [r.size_bytes for r in rows],
-        "measured_busbw_GBps": [r.measured_busbw_GBps for r in rows],
-        "model_busbw_GBps": [r.model_busbw_GBps for r in rows],
-        "ratio": [r.ratio for r in rows],
-        "measured_time_us": [r.measured_time_us for r in rows],
-        "model_time_us": [r.model_time_us for r in rows],
-        "regime": [r.regime for r in rows],
-        "model_algo": [r.model_algo for r in rows],
-        "bottleneck": [r.bottleneck for r in rows],
-        "verdict": [r.verdict for r in rows],
-    })
+    return pd.DataFrame(
+        {
+            "size": [size_label(r.size_bytes) for r in rows],
+            "bytes": [r.size_bytes for r in rows],
+            "measured_busbw_GBps": [r.measured_busbw_GBps for r in rows],
+            "model_busbw_GBps": [r.model_busbw_GBps for r in rows],
+            "ratio": [r.ratio for r in rows],
+            "measured_time_us": [r.measured_time_us for r in rows],
+            "model_time_us": [r.model_time_us for r in rows],
+            "regime": [r.regime for r in rows],
+            "model_algo": [r.model_algo for r in rows],
+            "bottleneck": [r.bottleneck for r in rows],
+            "verdict": [r.verdict for r in rows],
+        }
+    )

@@ -108,21 +108,27 @@ def skew_points(moe: MoeSetup, ep: int, skews: Sequence[float]) -> tuple[MoePoin
     return facade.moe_points(s, s.fabric.topology, (ep,), tuple(sorted(skews or [1.0])))
 
 
-def dense_vs_moe_lines(scenario: Scenario, moe: MoeSetup,
-                       ep: int) -> dict[str, tuple[SweepPoint, ...]]:
+def dense_vs_moe_lines(
+    scenario: Scenario, moe: MoeSetup, ep: int
+) -> dict[str, tuple[SweepPoint, ...]]:
     """Weak scaling of the dense model and the MoE one (at EP ``ep``) on the sidebar's fabric.
 
     The dense model is the sidebar's, or :data:`DENSE_MODEL` when the sidebar's is MoE. The
     dense line is the Scaling page's line for the same design, so the two pages share it.
     """
-    dense = apply_overrides(scenario, {"model.name": DENSE_MODEL}) \
-        if scenario.model.kind == "moe" else scenario
+    dense = (
+        apply_overrides(scenario, {"model.name": DENSE_MODEL})
+        if scenario.model.kind == "moe"
+        else scenario
+    )
     gpus = tuple(n for n in facade.SCALING_SIZES if n >= SWEEP_MIN_GPUS)
     moe_ep = apply_overrides(moe.moe, {"parallel.ep": ep})
     f = scenario.fabric
     return {
-        f"dense: {dense.model.name}": facade.scaling_line(dense, f.topology, f.vendor, gpus,
-                                                          "weak"),
-        f"MoE: {moe.moe.model.name} (EP{ep})": facade.scaling_line(moe_ep, f.topology,
-                                                                  f.vendor, gpus, "weak"),
+        f"dense: {dense.model.name}": facade.scaling_line(
+            dense, f.topology, f.vendor, gpus, "weak"
+        ),
+        f"MoE: {moe.moe.model.name} (EP{ep})": facade.scaling_line(
+            moe_ep, f.topology, f.vendor, gpus, "weak"
+        ),
     }

@@ -100,18 +100,21 @@ SCALING_EXPONENTS = tuple(range(-6, 2))
 #: Full references of the papers the training model's docstrings cite as "Name et al. YEAR".
 REFERENCES: dict[str, str] = {
     "Narayanan et al. 2021": (
-        "D. Narayanan, M. Shoeybi, J. Casper et al., \"Efficient Large-Scale Language Model "
+        'D. Narayanan, M. Shoeybi, J. Casper et al., "Efficient Large-Scale Language Model '
         "Training on GPU Clusters Using Megatron-LM\", SC '21 (arXiv 2104.04473): the model "
         "FLOPs formula (eq. 3) behind MFU, the 1F1B and interleaved pipeline bubble, weak and "
-        "strong scaling"),
+        "strong scaling"
+    ),
     "Rajbhandari et al. 2020": (
-        "S. Rajbhandari, J. Rasley, O. Ruwase, Y. He, \"ZeRO: Memory Optimizations Toward "
+        'S. Rajbhandari, J. Rasley, O. Ruwase, Y. He, "ZeRO: Memory Optimizations Toward '
         "Training Trillion Parameter Models\", SC '20 (arXiv 1910.02054): 2 + 2 + 12 bytes of "
-        "model state per parameter and its sharding by ZeRO stage"),
+        "model state per parameter and its sharding by ZeRO stage"
+    ),
     "Korthikanti et al. 2022": (
-        "V. Korthikanti, J. Casper, S. Lym et al., \"Reducing Activation Recomputation in Large "
-        "Transformer Models\", MLSys 2023 (arXiv 2205.05198): activation memory with tensor "
-        "and sequence parallelism (eq. 2), selective recomputation"),
+        'V. Korthikanti, J. Casper, S. Lym et al., "Reducing Activation Recomputation in Large '
+        'Transformer Models", MLSys 2023 (arXiv 2205.05198): activation memory with tensor '
+        "and sequence parallelism (eq. 2), selective recomputation"
+    ),
 }
 #: Code (not paper) sources the training model states in its module constants.
 CODE_REFERENCES: tuple[str, ...] = (
@@ -208,23 +211,33 @@ def _collectives(scenario: Scenario) -> tuple[_Outcome, _Outcome]:
             raise FabricModelError(f"no algorithm can run {OP_LABELS[op]} on this design")
         return times_from_models(models, sizes, "auto")
 
-    return (_attempt("all-reduce", lambda: run("allreduce", BUSBW_SIZES)),
-            _attempt("all-to-all", lambda: run("alltoall", [HEADLINE_BYTES])))
+    return (
+        _attempt("all-reduce", lambda: run("allreduce", BUSBW_SIZES)),
+        _attempt("all-to-all", lambda: run("alltoall", [HEADLINE_BYTES])),
+    )
 
 
 def _evaluate(scenario: Scenario, generated_at: datetime | None) -> _Results:
     catalog = load_catalog()
     bom = _attempt("this design cannot be built", lambda: bill_of_materials(scenario, catalog))
-    step = _attempt("this design cannot be built", lambda: training_step(scenario, catalog)) \
-        if bom.ok else _Outcome(error=bom.error)
+    step = (
+        _attempt("this design cannot be built", lambda: training_step(scenario, catalog))
+        if bom.ok
+        else _Outcome(error=bom.error)
+    )
     allreduce, alltoall = _collectives(scenario) if bom.ok else (bom, bom)
     sizes = scaling_sizes(scenario)
-    points = _attempt("strong scaling",
-                      lambda: sweep(scenario, list(sizes), scaling="strong"))
+    points = _attempt("strong scaling", lambda: sweep(scenario, list(sizes), scaling="strong"))
     return _Results(
-        scenario=scenario, catalog=catalog, bom=bom, step=step, allreduce=allreduce,
-        alltoall=alltoall, comparisons=compare_vendors(scenario, catalog=catalog),
-        sweep=points, sweep_sizes=sizes,
+        scenario=scenario,
+        catalog=catalog,
+        bom=bom,
+        step=step,
+        allreduce=allreduce,
+        alltoall=alltoall,
+        comparisons=compare_vendors(scenario, catalog=catalog),
+        sweep=points,
+        sweep_sizes=sizes,
         generated_at=generated_at or datetime.now(UTC),
     )
 
@@ -245,35 +258,58 @@ def _figure(fig: go.Figure, name: str) -> str:
     large designs into a few hundred lines, and SVG prints and draws without a GPU.
     """
     spec = fig.to_plotly_json()
-    spec["data"] = [{**t, "type": "scatter"} if t.get("type") == "scattergl" else t
-                    for t in spec["data"]]
+    spec["data"] = [
+        {**t, "type": "scatter"} if t.get("type") == "scattergl" else t for t in spec["data"]
+    ]
     height = fig.layout.height or 450
     # plotly writes "<" in its JSON as \u003c, so no text inside a figure can close the script
-    body = pio.to_html(spec, include_plotlyjs=False, full_html=False, div_id=f"fig-{name}",
-                       config=_PLOT_CONFIG, default_width="100%",
-                       default_height=f"{height}px", validate=False)
+    body = pio.to_html(
+        spec,
+        include_plotlyjs=False,
+        full_html=False,
+        div_id=f"fig-{name}",
+        config=_PLOT_CONFIG,
+        default_width="100%",
+        default_height=f"{height}px",
+        validate=False,
+    )
     return f'<figure class="chart" data-chart="{_e(name)}">{body}</figure>'
 
 
-def _table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, numeric: Sequence[bool] = (),
-           caption: str = "", css: str = "") -> str:
+def _table(
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    numeric: Sequence[bool] = (),
+    caption: str = "",
+    css: str = "",
+) -> str:
     num = list(numeric) + [False] * (len(columns) - len(numeric))
-    head = "".join(f'<th class="{"num" if n else ""}">{_e(c)}</th>'
-                   for c, n in zip(columns, num, strict=True))
+    head = "".join(
+        f'<th class="{"num" if n else ""}">{_e(c)}</th>' for c, n in zip(columns, num, strict=True)
+    )
     body = "".join(
-        "<tr>" + "".join(f'<td class="{"num" if n else ""}">{_e(v)}</td>'
-                         for v, n in zip(row, num, strict=True)) + "</tr>"
-        for row in rows)
+        "<tr>"
+        + "".join(
+            f'<td class="{"num" if n else ""}">{_e(v)}</td>' for v, n in zip(row, num, strict=True)
+        )
+        + "</tr>"
+        for row in rows
+    )
     cap = f"<caption>{_e(caption)}</caption>" if caption else ""
-    return (f'<div class="table-wrap"><table class="{css}">{cap}<thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table></div>")
+    return (
+        f'<div class="table-wrap"><table class="{css}">{cap}<thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
 
 
 def _metric(key: str, label: str, value: str, detail: str = "", raw: float | None = None) -> str:
     data = "" if raw is None or not math.isfinite(raw) else f' data-value="{raw!r}"'
     detail_html = f'<div class="detail">{_e(detail)}</div>' if detail else ""
-    return (f'<div class="metric" data-metric="{_e(key)}"{data}><div class="label">'
-            f'{_e(label)}</div><div class="value">{_e(value)}</div>{detail_html}</div>')
+    return (
+        f'<div class="metric" data-metric="{_e(key)}"{data}><div class="label">'
+        f'{_e(label)}</div><div class="value">{_e(value)}</div>{detail_html}</div>'
+    )
 
 
 def _na(key: str, label: str, why: str) -> str:
@@ -302,22 +338,24 @@ def _num(value: Any) -> str:
 
 
 def _section(sid: str, *parts: str) -> str:
-    return (f'<section id="{sid}"><h2>{_e(_HEADING[sid])}</h2>' + "".join(parts)
-            + "</section>")
+    return f'<section id="{sid}"><h2>{_e(_HEADING[sid])}</h2>' + "".join(parts) + "</section>"
 
 
 def _design_line(s: Scenario) -> str:
     c, f, m, par = s.cluster, s.fabric, s.model, s.parallel
     tiers = "" if f.tiers == "auto" else f", {f.tiers} tier{'s' * (f.tiers != 1)}"
-    return (f"{c.n_gpus:,} {c.gpu.upper()} GPUs ({c.gpus_per_node} per server, "
-            f"{c.nvlink_domain}-GPU NVLink domains, {c.nics_per_gpu} x {f.link_gbps}G NIC per "
-            f"GPU) on {VENDOR_LABELS.get(f.vendor, f.vendor)} "
-            f"{TOPOLOGY_LABELS.get(f.topology, f.topology).lower()}{tiers}"
-            + (f", {f.oversubscription:g}:1 at the leaf" if f.oversubscription > 1 else "")
-            + (", rail-optimized" if f.rail_optimized else "")
-            + f"; training {m.name if m.name != 'custom' else 'a custom model'} "
-            f"({'MoE' if m.kind == 'moe' else 'dense'}), TP{par.tp} PP{par.pp}"
-            + (f" CP{par.cp}" if par.cp > 1 else "") + (f" EP{par.ep}" if par.ep > 1 else ""))
+    return (
+        f"{c.n_gpus:,} {c.gpu.upper()} GPUs ({c.gpus_per_node} per server, "
+        f"{c.nvlink_domain}-GPU NVLink domains, {c.nics_per_gpu} x {f.link_gbps}G NIC per "
+        f"GPU) on {VENDOR_LABELS.get(f.vendor, f.vendor)} "
+        f"{TOPOLOGY_LABELS.get(f.topology, f.topology).lower()}{tiers}"
+        + (f", {f.oversubscription:g}:1 at the leaf" if f.oversubscription > 1 else "")
+        + (", rail-optimized" if f.rail_optimized else "")
+        + f"; training {m.name if m.name != 'custom' else 'a custom model'} "
+        f"({'MoE' if m.kind == 'moe' else 'dense'}), TP{par.tp} PP{par.pp}"
+        + (f" CP{par.cp}" if par.cp > 1 else "")
+        + (f" EP{par.ep}" if par.ep > 1 else "")
+    )
 
 
 def _key_numbers(r: _Results) -> str:
@@ -328,19 +366,41 @@ def _key_numbers(r: _Results) -> str:
     if step is not None and step.feasible and step.plan is not None:
         t, plan = step.step_time_s, step.plan
         training += [
-            _metric("step_time_s", "Step time", f"{t:,.2f} s",
-                    f"{plan.label()}: compute {step.compute_s:,.2f} s", t),
-            _metric("mfu", "MFU", f"{step.mfu:.1%}",
-                    "model FLOPs / (GPUs x dense BF16 peak x step time)", step.mfu),
-            _metric("tokens_per_s", "Tokens per second", f"{step.tokens_per_s:,.0f}",
-                    f"{step.tokens_per_step:,.0f} tokens per step", step.tokens_per_s),
-            _metric("exposed_comm_share", "Exposed communication",
-                    f"{step.exposed_comm_s / t:.1%} of the step",
-                    f"{step.exposed_comm_s:,.2f} s not hidden behind compute",
-                    step.exposed_comm_s / t),
-            _metric("bubble_share", "Pipeline bubble", f"{step.bubble_fraction:.1%} of the step",
-                    f"{step.bubble_s:,.2f} s; {plan.micro_batches} micro-batches for "
-                    f"{plan.pp} stages", step.bubble_fraction),
+            _metric(
+                "step_time_s",
+                "Step time",
+                f"{t:,.2f} s",
+                f"{plan.label()}: compute {step.compute_s:,.2f} s",
+                t,
+            ),
+            _metric(
+                "mfu",
+                "MFU",
+                f"{step.mfu:.1%}",
+                "model FLOPs / (GPUs x dense BF16 peak x step time)",
+                step.mfu,
+            ),
+            _metric(
+                "tokens_per_s",
+                "Tokens per second",
+                f"{step.tokens_per_s:,.0f}",
+                f"{step.tokens_per_step:,.0f} tokens per step",
+                step.tokens_per_s,
+            ),
+            _metric(
+                "exposed_comm_share",
+                "Exposed communication",
+                f"{step.exposed_comm_s / t:.1%} of the step",
+                f"{step.exposed_comm_s:,.2f} s not hidden behind compute",
+                step.exposed_comm_s / t,
+            ),
+            _metric(
+                "bubble_share",
+                "Pipeline bubble",
+                f"{step.bubble_fraction:.1%} of the step",
+                f"{step.bubble_s:,.2f} s; {plan.micro_batches} micro-batches for {plan.pp} stages",
+                step.bubble_fraction,
+            ),
         ]
     else:
         why = r.step.error or f"this parallel plan cannot run: {step.reason if step else ''}"
@@ -348,46 +408,90 @@ def _key_numbers(r: _Results) -> str:
     coll: list[str] = []
     if r.allreduce.ok:
         big = next(x for x in r.allreduce.value if x.size_bytes == HEADLINE_BYTES)
-        coll.append(_metric("allreduce_busbw_GBps", "All-reduce busbw, 1 GiB",
-                            f"{big.busbw_GBps:,.1f} GB/s",
-                            f"{big.algo}/{big.proto}, {big.time_us:,.0f} us; bottleneck "
-                            f"{big.bottleneck}", big.busbw_GBps))
+        coll.append(
+            _metric(
+                "allreduce_busbw_GBps",
+                "All-reduce busbw, 1 GiB",
+                f"{big.busbw_GBps:,.1f} GB/s",
+                f"{big.algo}/{big.proto}, {big.time_us:,.0f} us; bottleneck {big.bottleneck}",
+                big.busbw_GBps,
+            )
+        )
     else:
         coll.append(_na("allreduce_busbw_GBps", "All-reduce busbw, 1 GiB", r.allreduce.error))
     if r.alltoall.ok:
         a2a = r.alltoall.value[0]
-        coll.append(_metric("alltoall_busbw_GBps", "All-to-all busbw, 1 GiB",
-                            f"{a2a.busbw_GBps:,.1f} GB/s",
-                            f"{a2a.algo}, {a2a.time_us:,.0f} us; bottleneck {a2a.bottleneck}",
-                            a2a.busbw_GBps))
+        coll.append(
+            _metric(
+                "alltoall_busbw_GBps",
+                "All-to-all busbw, 1 GiB",
+                f"{a2a.busbw_GBps:,.1f} GB/s",
+                f"{a2a.algo}, {a2a.time_us:,.0f} us; bottleneck {a2a.bottleneck}",
+                a2a.busbw_GBps,
+            )
+        )
     else:
         coll.append(_na("alltoall_busbw_GBps", "All-to-all busbw, 1 GiB", r.alltoall.error))
     b: BillOfMaterials = r.bom.value
     topo: Topology = b.topology
     fabric = [
-        _metric("capex_usd", "Network capex", _usd(b.capex_usd),
-                "switches + NICs + optics + cables", b.capex_usd),
-        _metric("capex_per_gpu_usd", "Network capex per GPU", _usd(b.capex_per_gpu_usd),
-                raw=b.capex_per_gpu_usd),
-        _metric("power_per_gpu_w", "Network power per GPU", f"{b.power_per_gpu_w:,.1f} W",
-                f"{b.power_w / 1000:,.1f} kW in all (IT load)", b.power_per_gpu_w),
-        _metric("network_share", "Network share of cluster capex", f"{b.network_share:.1%}",
-                "network / (GPU servers without scale-out NICs + network)",
-                b.network_share),
-        _metric("n_switches", "Switches", f"{topo.n_switches:,}",
-                ", ".join(f"{k} {v:,}" for k, v in topo.switches_by_tier.items())
-                or "switchless", topo.n_switches),
-        _metric("n_cables", "Cables", f"{b.n_cables:,}", f"{topo.n_links:,} links",
-                b.n_cables),
-        _metric("n_transceivers", "Transceivers", f"{b.n_transceivers:,}",
-                raw=b.n_transceivers),
-        _metric("tiers", "Switch tiers", str(topo.tiers) if topo.tiers else "none",
-                b.hardware.switch.name if topo.tiers else "direct links", topo.tiers),
-        _metric("max_switch_hops", "Max switch hops", str(topo.max_switch_hops),
-                f"mean {topo.mean_switch_hops:.2f}", topo.max_switch_hops),
-        _metric("bisection_per_gpu_GBps", "Bisection per GPU",
-                f"{topo.bisection_per_gpu_GBps:,.1f} GB/s",
-                f"{topo.bisection_GBps:,.0f} GB/s in all", topo.bisection_per_gpu_GBps),
+        _metric(
+            "capex_usd",
+            "Network capex",
+            _usd(b.capex_usd),
+            "switches + NICs + optics + cables",
+            b.capex_usd,
+        ),
+        _metric(
+            "capex_per_gpu_usd",
+            "Network capex per GPU",
+            _usd(b.capex_per_gpu_usd),
+            raw=b.capex_per_gpu_usd,
+        ),
+        _metric(
+            "power_per_gpu_w",
+            "Network power per GPU",
+            f"{b.power_per_gpu_w:,.1f} W",
+            f"{b.power_w / 1000:,.1f} kW in all (IT load)",
+            b.power_per_gpu_w,
+        ),
+        _metric(
+            "network_share",
+            "Network share of cluster capex",
+            f"{b.network_share:.1%}",
+            "network / (GPU servers without scale-out NICs + network)",
+            b.network_share,
+        ),
+        _metric(
+            "n_switches",
+            "Switches",
+            f"{topo.n_switches:,}",
+            ", ".join(f"{k} {v:,}" for k, v in topo.switches_by_tier.items()) or "switchless",
+            topo.n_switches,
+        ),
+        _metric("n_cables", "Cables", f"{b.n_cables:,}", f"{topo.n_links:,} links", b.n_cables),
+        _metric("n_transceivers", "Transceivers", f"{b.n_transceivers:,}", raw=b.n_transceivers),
+        _metric(
+            "tiers",
+            "Switch tiers",
+            str(topo.tiers) if topo.tiers else "none",
+            b.hardware.switch.name if topo.tiers else "direct links",
+            topo.tiers,
+        ),
+        _metric(
+            "max_switch_hops",
+            "Max switch hops",
+            str(topo.max_switch_hops),
+            f"mean {topo.mean_switch_hops:.2f}",
+            topo.max_switch_hops,
+        ),
+        _metric(
+            "bisection_per_gpu_GBps",
+            "Bisection per GPU",
+            f"{topo.bisection_per_gpu_GBps:,.1f} GB/s",
+            f"{topo.bisection_GBps:,.0f} GB/s in all",
+            topo.bisection_per_gpu_GBps,
+        ),
     ]
 
     def group(title: str, items: list[str]) -> str:
@@ -396,8 +500,12 @@ def _key_numbers(r: _Results) -> str:
         grid = f'<div class="metrics">{cards}</div>' if cards else ""
         return f"<h3>{_e(title)}</h3>{notes}{grid}"
 
-    return _section("key-numbers", group("Training", training), group("Collectives", coll),
-                    group("Fabric and cost", fabric))
+    return _section(
+        "key-numbers",
+        group("Training", training),
+        group("Collectives", coll),
+        group("Fabric and cost", fabric),
+    )
 
 
 def _training(r: _Results) -> str:
@@ -408,27 +516,57 @@ def _training(r: _Results) -> str:
     if not step.feasible or plan is None:
         return _section("training", _problem("this parallel plan cannot run: " + step.reason))
     mem = step.memory
-    intro = (f"<p>Plan {_e(plan.label())}, {plan.micro_batches:,} micro-batches of "
-             f"{plan.micro_batch} sequence(s) per replica, recomputation {_e(plan.recompute)}, "
-             f"ZeRO stage {plan.zero_stage}"
-             + (f"; {mem.total_gib:,.1f} GiB per GPU" if mem else "") + ". "
-             "step time = compute + pipeline bubble + exposed communication"
-             + (" + MoE load imbalance" if step.imbalance_s else "") + ".</p>")
-    chart = _figure(step_breakdown_figure(
-        [SweepPoint(step.n_gpus, step, math.nan, scaling_efficiency=math.nan)],
-        "Where the step goes"), "step")
+    intro = (
+        f"<p>Plan {_e(plan.label())}, {plan.micro_batches:,} micro-batches of "
+        f"{plan.micro_batch} sequence(s) per replica, recomputation {_e(plan.recompute)}, "
+        f"ZeRO stage {plan.zero_stage}"
+        + (f"; {mem.total_gib:,.1f} GiB per GPU" if mem else "")
+        + ". "
+        "step time = compute + pipeline bubble + exposed communication"
+        + (" + MoE load imbalance" if step.imbalance_s else "")
+        + ".</p>"
+    )
+    chart = _figure(
+        step_breakdown_figure(
+            [SweepPoint(step.n_gpus, step, math.nan, scaling_efficiency=math.nan)],
+            "Where the step goes",
+        ),
+        "step",
+    )
     rows = []
     for d in DIMS:
         comm = step.comm_s.get(d, 0.0)
         if comm <= 0:
             continue
         exposed = step.exposed_s.get(d, 0.0)
-        rows.append([d, f"{comm:,.3f}", f"{exposed:,.3f}", f"{1 - exposed / comm:.0%}",
-                     f"{exposed / step.step_time_s:.1%}", step.comm_detail.get(d, "")])
-    table = _table(["dimension", "communication (s)", "exposed (s)", "hidden", "of the step",
-                    "what is sent"], rows, numeric=[False, True, True, True, True, False],
-                   caption="Communication per parallel dimension, per step",
-                   css="comm") if rows else "<p>No communication on the network.</p>"
+        rows.append(
+            [
+                d,
+                f"{comm:,.3f}",
+                f"{exposed:,.3f}",
+                f"{1 - exposed / comm:.0%}",
+                f"{exposed / step.step_time_s:.1%}",
+                step.comm_detail.get(d, ""),
+            ]
+        )
+    table = (
+        _table(
+            [
+                "dimension",
+                "communication (s)",
+                "exposed (s)",
+                "hidden",
+                "of the step",
+                "what is sent",
+            ],
+            rows,
+            numeric=[False, True, True, True, True, False],
+            caption="Communication per parallel dimension, per step",
+            css="comm",
+        )
+        if rows
+        else "<p>No communication on the network.</p>"
+    )
     return _section("training", intro, chart, table)
 
 
@@ -437,16 +575,21 @@ def _collectives_section(r: _Results) -> str:
         return _section("collectives", _problem(r.allreduce.error))
     n = r.scenario.cluster.n_gpus
     rows: list[CollectiveTime] = r.allreduce.value
-    chart = _figure(busbw_curve_figure(
-        rows, f"All-reduce across {n:,} GPUs (NCCL-like algorithm choice)"), "busbw")
+    chart = _figure(
+        busbw_curve_figure(rows, f"All-reduce across {n:,} GPUs (NCCL-like algorithm choice)"),
+        "busbw",
+    )
     picks: list[tuple[int, tuple[str, str]]] = []
     for x in rows:
         if not picks or picks[-1][1] != (x.algo, x.proto):
             picks.append((x.size_bytes, (x.algo, x.proto)))
-    text = ("<p>Bus bandwidth as nccl-tests prints it (algorithm bandwidth x the bus factor), "
-            "from the flow solver on this fabric and NCCL's latency model. The NCCL-like "
-            "choice: " + "; ".join(f"{_e(a)}/{_e(p)} from {_e(size_label(s))}"
-                                    for s, (a, p) in picks) + ".</p>")
+    text = (
+        "<p>Bus bandwidth as nccl-tests prints it (algorithm bandwidth x the bus factor), "
+        "from the flow solver on this fabric and NCCL's latency model. The NCCL-like "
+        "choice: "
+        + "; ".join(f"{_e(a)}/{_e(p)} from {_e(size_label(s))}" for s, (a, p) in picks)
+        + ".</p>"
+    )
     if not r.alltoall.ok:
         text += _problem(r.alltoall.error)
     return _section("collectives", text, chart)
@@ -457,58 +600,98 @@ def _scaling(r: _Results) -> str:
         return _section("scaling", _problem(r.sweep.error))
     s = r.scenario
     points: list[SweepPoint] = r.sweep.value
-    intro = (f"<p>The same model, plan and global batch "
-             f"({s.training.global_batch_tokens:,} tokens per step) on this design at "
-             f"{', '.join(f'{n:,}' for n in r.sweep_sizes)} GPUs: replicas get fewer "
-             "micro-batches as the cluster grows. Scaling efficiency = tokens/s per GPU "
-             "against the smallest size that runs.</p>")
+    intro = (
+        f"<p>The same model, plan and global batch "
+        f"({s.training.global_batch_tokens:,} tokens per step) on this design at "
+        f"{', '.join(f'{n:,}' for n in r.sweep_sizes)} GPUs: replicas get fewer "
+        "micro-batches as the cluster grows. Scaling efficiency = tokens/s per GPU "
+        "against the smallest size that runs.</p>"
+    )
     if not any(p.feasible for p in points):
-        return _section("scaling", intro, _problem(
-            "no size of this sweep runs: " + points[-1].reason))
+        return _section(
+            "scaling", intro, _problem("no size of this sweep runs: " + points[-1].reason)
+        )
     line = ScalingLine(s.fabric.topology, s.fabric.vendor, tuple(points), current=True)
-    charts = ('<div class="pair">'
-              + _figure(scaling_figure([line], "scaling_efficiency", "strong"), "scaling-eff")
-              + _figure(scaling_figure([line], "mfu", "strong"), "scaling-mfu") + "</div>")
+    charts = (
+        '<div class="pair">'
+        + _figure(scaling_figure([line], "scaling_efficiency", "strong"), "scaling-eff")
+        + _figure(scaling_figure([line], "mfu", "strong"), "scaling-mfu")
+        + "</div>"
+    )
     rows = []
     for p in points:
         if p.feasible:
             plan = p.step.plan.label() if p.step.plan else ""
-            rows.append([f"{p.n_gpus:,}", plan, f"{p.step.step_time_s:,.2f}", f"{p.step.mfu:.1%}",
-                         f"{p.scaling_efficiency:.1%}", _usd(p.network_capex_usd), ""])
+            rows.append(
+                [
+                    f"{p.n_gpus:,}",
+                    plan,
+                    f"{p.step.step_time_s:,.2f}",
+                    f"{p.step.mfu:.1%}",
+                    f"{p.scaling_efficiency:.1%}",
+                    _usd(p.network_capex_usd),
+                    "",
+                ]
+            )
         else:
             rows.append([f"{p.n_gpus:,}", "-", "-", "-", "-", "-", p.reason])
-    table = _table(["GPUs", "plan", "step time (s)", "MFU", "scaling efficiency",
-                    "network capex", "why not"], rows,
-                   numeric=[True, False, True, True, True, True, False], css="scaling")
+    table = _table(
+        ["GPUs", "plan", "step time (s)", "MFU", "scaling efficiency", "network capex", "why not"],
+        rows,
+        numeric=[True, False, True, True, True, True, False],
+        css="scaling",
+    )
     return _section("scaling", intro, charts, table)
 
 
 #: Headers of the vendor comparison table (``vendor_summary_frame``'s columns).
 _VENDOR_COLUMNS = {
-    "capex_usd": "capex (USD)", "capex_per_gpu_usd": "capex per GPU (USD)",
-    "power_kw": "power (kW)", "power_per_gpu_w": "power per GPU (W)",
-    "network_share_pct": "network share (%)", "tco_usd": "TCO (USD)",
+    "capex_usd": "capex (USD)",
+    "capex_per_gpu_usd": "capex per GPU (USD)",
+    "power_kw": "power (kW)",
+    "power_per_gpu_w": "power per GPU (W)",
+    "network_share_pct": "network share (%)",
+    "tco_usd": "TCO (USD)",
 }
 
 
 def _cost(r: _Results) -> str:
     ok = [c for c in r.comparisons if c.bom is not None]
-    notes = "".join(_problem(f"{VENDOR_LABELS.get(c.vendor, c.vendor)} cannot build this "
-                             f"design: {c.error}") for c in r.comparisons if c.bom is None)
-    intro = ("<p>The same design (size, topology, link speed, tapering) on each vendor's "
-             "default switch and NIC for the link speed, with its default routing. Capex "
-             "and power of the scale-out network only; power is IT load before PUE.</p>")
+    notes = "".join(
+        _problem(f"{VENDOR_LABELS.get(c.vendor, c.vendor)} cannot build this design: {c.error}")
+        for c in r.comparisons
+        if c.bom is None
+    )
+    intro = (
+        "<p>The same design (size, topology, link speed, tapering) on each vendor's "
+        "default switch and NIC for the link speed, with its default routing. Capex "
+        "and power of the scale-out network only; power is IT load before PUE.</p>"
+    )
     if not ok:
         return _section("cost", intro, notes)
-    charts = ('<div class="pair">' + _figure(vendor_capex_figure(r.comparisons), "capex")
-              + _figure(vendor_power_figure(r.comparisons), "power") + "</div>")
+    charts = (
+        '<div class="pair">'
+        + _figure(vendor_capex_figure(r.comparisons), "capex")
+        + _figure(vendor_power_figure(r.comparisons), "power")
+        + "</div>"
+    )
     frame = vendor_summary_frame(r.comparisons)
     columns = [c for c in frame.columns if c != "note" or frame["note"].astype(bool).any()]
     numeric = [c not in ("vendor", "switch", "nic", "note") for c in columns]
-    rows = [[_num(v) if isinstance(v, (int, float)) else ("" if v is None else v)
-             for v in (rec[c] for c in columns)] for rec in frame.to_dict("records")]
-    table = _table([_VENDOR_COLUMNS.get(c, c) for c in columns], rows, numeric=numeric,
-                   caption="Vendor comparison", css="vendors")
+    rows = [
+        [
+            _num(v) if isinstance(v, (int, float)) else ("" if v is None else v)
+            for v in (rec[c] for c in columns)
+        ]
+        for rec in frame.to_dict("records")
+    ]
+    table = _table(
+        [_VENDOR_COLUMNS.get(c, c) for c in columns],
+        rows,
+        numeric=numeric,
+        caption="Vendor comparison",
+        css="vendors",
+    )
     return _section("cost", intro, charts, notes, table)
 
 
@@ -523,25 +706,53 @@ def _bom_section(r: _Results) -> str:
     if not r.bom.ok:
         return _section("bom", _problem(r.bom.error))
     b: BillOfMaterials = r.bom.value
-    rows = [[x.category, x.item, x.where, f"{x.quantity:,}", _usd(x.unit_price_usd),
-             _usd(x.capex_usd), f"{x.unit_power_w:,.1f}", f"{x.power_w:,.0f}"]
-            for x in b.lines]
+    rows = [
+        [
+            x.category,
+            x.item,
+            x.where,
+            f"{x.quantity:,}",
+            _usd(x.unit_price_usd),
+            _usd(x.capex_usd),
+            f"{x.unit_power_w:,.1f}",
+            f"{x.power_w:,.0f}",
+        ]
+        for x in b.lines
+    ]
     rows.append(["total", "", "", "", "", _usd(b.capex_usd), "", f"{b.power_w:,.0f}"])
-    intro = (f"<p>{_e(VENDOR_LABELS.get(b.vendor, b.vendor))}: {_e(b.hardware.switch.name)} "
-             f"switches (radix {b.hardware.radix}), {_e(b.hardware.nic.name)} NICs; "
-             f"TCO over {b.costs.years:g} years {_usd(b.tco_usd)} (capex + network power x "
-             f"PUE {b.costs.pue:g} at ${b.costs.electricity_usd_per_kwh:g}/kWh). Each price's "
-             "source is under Assumptions and sources.</p>")
-    table = _table(["category", "item", "where", "quantity", "unit price", "capex",
-                    "unit power (W)", "power (W)"], rows,
-                   numeric=[False, False, False, True, True, True, True, True], css="bom")
+    intro = (
+        f"<p>{_e(VENDOR_LABELS.get(b.vendor, b.vendor))}: {_e(b.hardware.switch.name)} "
+        f"switches (radix {b.hardware.radix}), {_e(b.hardware.nic.name)} NICs; "
+        f"TCO over {b.costs.years:g} years {_usd(b.tco_usd)} (capex + network power x "
+        f"PUE {b.costs.pue:g} at ${b.costs.electricity_usd_per_kwh:g}/kWh). Each price's "
+        "source is under Assumptions and sources.</p>"
+    )
+    table = _table(
+        [
+            "category",
+            "item",
+            "where",
+            "quantity",
+            "unit price",
+            "capex",
+            "unit power (W)",
+            "power (W)",
+        ],
+        rows,
+        numeric=[False, False, False, True, True, True, True, True],
+        css="bom",
+    )
     return _section("bom", intro, table)
 
 
 def _scenario_section(s: Scenario) -> str:
-    return _section("scenario", "<p>Every key of the scenario; "
-                    "<code>python -m fabric_model report --scenario FILE</code> reads it "
-                    "back.</p>", f'<pre class="yaml"><code>{_e(dump_scenario(s))}</code></pre>')
+    return _section(
+        "scenario",
+        "<p>Every key of the scenario; "
+        "<code>python -m fabric_model report --scenario FILE</code> reads it "
+        "back.</p>",
+        f'<pre class="yaml"><code>{_e(dump_scenario(s))}</code></pre>',
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -578,8 +789,11 @@ def _used_entries(r: _Results) -> dict[tuple[str, str], list[str]]:
     designs: list[tuple[str, BillOfMaterials]] = []
     if r.bom.ok:
         designs.append(("this design", r.bom.value))
-    designs += [(f"vendor comparison ({VENDOR_LABELS.get(c.vendor, c.vendor)})", c.bom)
-                for c in r.comparisons if c.bom is not None and c.vendor != own]
+    designs += [
+        (f"vendor comparison ({VENDOR_LABELS.get(c.vendor, c.vendor)})", c.bom)
+        for c in r.comparisons
+        if c.bom is not None and c.vendor != own
+    ]
     for why, b in designs:
         hw = b.hardware
         add("gpus", hw.gpu.key, why)
@@ -617,49 +831,69 @@ def _catalog_sources(r: _Results) -> str:
             notes.append(f"<li><code>{_e(fname)}</code> = {_e(shown)}: {_e(note)}</li>")
             cited += [k for k in _SOURCE_REF.findall(note) if k not in cited]
         remark = f'<div class="remark">{_e(entry.remark)}</div>' if entry.remark else ""
-        items.append(f'<li class="entry" data-entry="{_e(section)}.{_e(key)}"><strong>'
-                     f"{_e(entry.name)}</strong> <code>{_e(section)}.{_e(key)}</code> "
-                     f"<span class=\"used\">({_e('; '.join(whys))})</span>{remark}"
-                     f'<ul class="notes">{"".join(notes)}</ul></li>')
+        items.append(
+            f'<li class="entry" data-entry="{_e(section)}.{_e(key)}"><strong>'
+            f"{_e(entry.name)}</strong> <code>{_e(section)}.{_e(key)}</code> "
+            f'<span class="used">({_e("; ".join(whys))})</span>{remark}'
+            f'<ul class="notes">{"".join(notes)}</ul></li>'
+        )
     refs = []
     for k in cited:
         src = cat.sources.get(k)
         if src is None:
             continue
-        link = (f'<a href="{_e(src.url)}">{_e(src.url)}</a>'
-                if src.url.startswith(("https://", "http://")) else _e(src.url))
-        refs.append(f'<li id="src-{_e(k)}"><strong>[{_e(k)}]</strong> {_e(src.title)}'
-                    + (f" ({_e(src.date)})" if src.date else "") + f", {link}</li>")
-    return (f"<h3>Hardware catalog (version {_e(cat.version)})</h3>"
-            "<p>The parts this design and the vendor comparison use, each number with its "
-            "source note (<em>estimate</em> = a reasoned planning figure, not a quote; prices "
-            "are 2024-2026 USD planning figures).</p>"
-            f'<ul class="catalog">{"".join(items)}</ul>'
-            "<h4>Catalog sources cited above</h4>"
-            f'<ul class="refs">{"".join(refs)}</ul>')
+        link = (
+            f'<a href="{_e(src.url)}">{_e(src.url)}</a>'
+            if src.url.startswith(("https://", "http://"))
+            else _e(src.url)
+        )
+        refs.append(
+            f'<li id="src-{_e(k)}"><strong>[{_e(k)}]</strong> {_e(src.title)}'
+            + (f" ({_e(src.date)})" if src.date else "")
+            + f", {link}</li>"
+        )
+    return (
+        f"<h3>Hardware catalog (version {_e(cat.version)})</h3>"
+        "<p>The parts this design and the vendor comparison use, each number with its "
+        "source note (<em>estimate</em> = a reasoned planning figure, not a quote; prices "
+        "are 2024-2026 USD planning figures).</p>"
+        f'<ul class="catalog">{"".join(items)}</ul>'
+        "<h4>Catalog sources cited above</h4>"
+        f'<ul class="refs">{"".join(refs)}</ul>'
+    )
 
 
 def _nccl_sources() -> str:
     c = nccl_constants()
-    items = "".join(f"<li><strong>{_e(k)}</strong>: {_e(v)}</li>"
-                    for k, v in (c.get("sources") or {}).items())
-    return (f"<h3>NCCL-like constants (version {_e(c.get('version', '?'))})</h3>"
-            "<p>Latency, protocol and efficiency constants of the collective model "
-            "(assets/nccl_constants.yaml); the network-side bandwidth comes from the flow "
-            f"solver on this fabric.</p><ul>{items}</ul>")
+    items = "".join(
+        f"<li><strong>{_e(k)}</strong>: {_e(v)}</li>" for k, v in (c.get("sources") or {}).items()
+    )
+    return (
+        f"<h3>NCCL-like constants (version {_e(c.get('version', '?'))})</h3>"
+        "<p>Latency, protocol and efficiency constants of the collective model "
+        "(assets/nccl_constants.yaml); the network-side bandwidth comes from the flow "
+        f"solver on this fabric.</p><ul>{items}</ul>"
+    )
 
 
 def _model_source(s: Scenario) -> str:
     m = s.model
     entry = MODEL_SHAPES.get(m.name)
     if entry is None:
-        body = ("<p>A custom shape given in the scenario (see the YAML above): no published "
-                "source.</p>")
+        body = (
+            "<p>A custom shape given in the scenario (see the YAML above): no published source.</p>"
+        )
     else:
-        body = (f"<p><strong>{_e(entry.get('description', m.name))}</strong>: "
-                f"{_e(entry.get('source', ''))}"
-                + (f"; published parameters {entry['published_params_b']:g}B"
-                   if "published_params_b" in entry else "") + ".</p>")
+        body = (
+            f"<p><strong>{_e(entry.get('description', m.name))}</strong>: "
+            f"{_e(entry.get('source', ''))}"
+            + (
+                f"; published parameters {entry['published_params_b']:g}B"
+                if "published_params_b" in entry
+                else ""
+            )
+            + ".</p>"
+        )
     return f"<h3>Model shape ({_e(m.name)})</h3>{body}"
 
 
@@ -667,12 +901,15 @@ def _paper_sources() -> str:
     items = []
     for cite, modules in training_citations().items():
         full = REFERENCES.get(cite, cite)
-        items.append(f"<li><strong>{_e(cite)}</strong>: {_e(full)}. Cited in "
-                     f"{_e(', '.join(modules))}.</li>")
+        items.append(
+            f"<li><strong>{_e(cite)}</strong>: {_e(full)}. Cited in {_e(', '.join(modules))}.</li>"
+        )
     items += [f"<li>{_e(text)}.</li>" for text in CODE_REFERENCES]
-    return ("<h3>Training-model formulas</h3><p>Papers and code the training-step model "
-            "(fabric_model.training) follows, as its docstrings cite them.</p>"
-            f'<ul class="papers">{"".join(items)}</ul>')
+    return (
+        "<h3>Training-model formulas</h3><p>Papers and code the training-step model "
+        "(fabric_model.training) follows, as its docstrings cite them.</p>"
+        f'<ul class="papers">{"".join(items)}</ul>'
+    )
 
 
 def _assumptions(s: Scenario) -> str:
@@ -682,15 +919,23 @@ def _assumptions(s: Scenario) -> str:
             continue
         value = s.get(key)
         shown = "catalog value" if value is None else _num(value)
-        rows.append([key, shown + (f" {spec.unit}" if spec.unit and value is not None else ""),
-                     spec.help])
-    return ("<h3>Assumptions of this scenario</h3>"
-            + _table(["key", "value", "meaning"], rows, css="assumptions"))
+        rows.append(
+            [key, shown + (f" {spec.unit}" if spec.unit and value is not None else ""), spec.help]
+        )
+    return "<h3>Assumptions of this scenario</h3>" + _table(
+        ["key", "value", "meaning"], rows, css="assumptions"
+    )
 
 
 def _sources(r: _Results) -> str:
-    return _section("sources", _assumptions(r.scenario), _catalog_sources(r), _nccl_sources(),
-                    _model_source(r.scenario), _paper_sources())
+    return _section(
+        "sources",
+        _assumptions(r.scenario),
+        _catalog_sources(r),
+        _nccl_sources(),
+        _model_source(r.scenario),
+        _paper_sources(),
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -768,12 +1013,23 @@ def build_report(scenario: Scenario, *, generated_at: datetime | None = None) ->
     s = scenario
     nccl_version = nccl_constants().get("version", "?")
     when = r.generated_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    versions = (f"fabric_model {fabric_model.__version__}, NCCL constants {nccl_version}, "
-                f"catalog {r.catalog.version}; generated {when}")
-    body = "".join([
-        _key_numbers(r), _training(r), _collectives_section(r), _scaling(r), _cost(r),
-        _topology(r), _bom_section(r), _scenario_section(s), _sources(r),
-    ])
+    versions = (
+        f"fabric_model {fabric_model.__version__}, NCCL constants {nccl_version}, "
+        f"catalog {r.catalog.version}; generated {when}"
+    )
+    body = "".join(
+        [
+            _key_numbers(r),
+            _training(r),
+            _collectives_section(r),
+            _scaling(r),
+            _cost(r),
+            _topology(r),
+            _bom_section(r),
+            _scenario_section(s),
+            _sources(r),
+        ]
+    )
     toc = "".join(f'<li><a href="#{sid}">{_e(title)}</a></li>' for sid, title in SECTIONS)
     description = s.description or "(no description)"
     return (
@@ -786,7 +1042,7 @@ def build_report(scenario: Scenario, *, generated_at: datetime | None = None) ->
         # plotly.js once for every chart below; inlined so the file needs no network
         f'<script type="text/javascript">{get_plotlyjs()}</script>'
         "</head><body>"
-        f'<header><h1>Fabric what-if report: {_e(s.name)}</h1>'
+        f"<header><h1>Fabric what-if report: {_e(s.name)}</h1>"
         f'<p class="description">{_e(description)}</p>'
         f'<p class="design">{_e(_design_line(s))}</p>'
         f'<p class="meta" data-version="{_e(fabric_model.__version__)}" '

@@ -38,9 +38,13 @@ def report_download_button(preset: str, scenario: Scenario | None) -> None:
     st.download_button(
         "Download report (HTML)",
         partial(_report_bytes, scenario) if scenario is not None else b"",
-        file_name=report_file_name(preset), mime="text/html", key=REPORT_BUTTON_KEY,
-        on_click="ignore", disabled=scenario is None, width="stretch",
+        file_name=report_file_name(preset),
+        mime="text/html",
+        key=REPORT_BUTTON_KEY,
+        on_click="ignore",
+        disabled=scenario is None,
+        width="stretch",
         help="one HTML file with the key numbers, charts, bill of materials, vendor "
-             "comparison, the scenario and the sources of the numbers; opens offline. "
-             "Same as python -m fabric_model report --out FILE.html",
+        "comparison, the scenario and the sources of the numbers; opens offline. "
+        "Same as python -m fabric_model report --out FILE.html",
     )

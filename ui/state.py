@@ -79,8 +79,9 @@ _DEGREES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 #: Cluster sizes offered by the GPU slider: powers of two from 8 to 131,072 plus every
 #: preset's size (read from the presets, so a new preset's size appears by itself).
-GPU_COUNT_STEPS = sorted({2**i for i in range(3, 18)}
-                         | {load_preset(p.name).cluster.n_gpus for p in list_presets()})
+GPU_COUNT_STEPS = sorted(
+    {2**i for i in range(3, 18)} | {load_preset(p.name).cluster.n_gpus for p in list_presets()}
+)
 
 _W = "w:"  # widget key prefix
 _VALUES = "sidebar_values"  # canonical values: plain session keys survive page switches
@@ -113,8 +114,10 @@ def _on_widget_change(key: str) -> None:
         _on_gpu_change()
     if key == "model.name":  # a picked model brings its whole shape: drop edited shape keys
         st.session_state[_EXTRA] = {
-            k: v for k, v in st.session_state.get(_EXTRA, {}).items()
-            if not (k.startswith("model.") and k.split(".", 1)[1] in (*SHAPE_KEYS, "params_b"))}
+            k: v
+            for k, v in st.session_state.get(_EXTRA, {}).items()
+            if not (k.startswith("model.") and k.split(".", 1)[1] in (*SHAPE_KEYS, "params_b"))
+        }
 
 
 def _on_preset_change() -> None:
@@ -139,14 +142,18 @@ def _read_url_once() -> None:
     if st.session_state.get("url_read"):
         return
     st.session_state["url_read"] = True
-    params = {k: st.query_params.get_all(k)[-1] for k in st.query_params.keys()
-              if not k.startswith(PAGE_PARAM_PREFIXES)}  # the pages read their own
+    params = {
+        k: st.query_params.get_all(k)[-1]
+        for k in st.query_params.keys()
+        if not k.startswith(PAGE_PARAM_PREFIXES)
+    }  # the pages read their own
     preset = params.pop("preset", DEFAULT_PRESET)
     try:
         scenario = load_preset(preset)
     except ScenarioError as exc:  # unknown, or renamed (the message says why)
         st.session_state.setdefault("url_errors", []).append(
-            f"URL parameter {exc}; showing {DEFAULT_PRESET}")
+            f"URL parameter {exc}; showing {DEFAULT_PRESET}"
+        )
         preset = DEFAULT_PRESET
         scenario = load_preset(preset)
     extra: dict[str, Any] = {}
@@ -170,9 +177,11 @@ def _write_url(preset: str, scenario: Scenario) -> None:
     wanted = {"preset": preset}
     diff = scenario.diff(load_preset(preset))
     if scenario.model.name != "custom":  # the name implies its shape
-        diff = {k: v for k, v in diff.items()
-                if k.split(".", 1)[1] not in (*SHAPE_KEYS, "params_b") or
-                not k.startswith("model.")}
+        diff = {
+            k: v
+            for k, v in diff.items()
+            if k.split(".", 1)[1] not in (*SHAPE_KEYS, "params_b") or not k.startswith("model.")
+        }
     for key, value in diff.items():
         wanted[key] = url_value(value)
     current = {k: st.query_params.get_all(k)[-1] for k in st.query_params.keys()}
@@ -197,8 +206,9 @@ def write_page_params(prefix: str, params: dict[str, str]) -> None:
 
 def page_params(prefix: str) -> dict[str, str]:
     """Return the URL parameters that start with a page's ``prefix`` (last value each)."""
-    return {k: st.query_params.get_all(k)[-1] for k in st.query_params.keys()
-            if k.startswith(prefix)}
+    return {
+        k: st.query_params.get_all(k)[-1] for k in st.query_params.keys() if k.startswith(prefix)
+    }
 
 
 def url_value(value: Any) -> str:
@@ -220,41 +230,78 @@ def _widget(key: str, label: str, catalog_gpus: list[str]) -> None:
     help_text = spec.help + (f" ({spec.unit})" if spec.unit and spec.unit != ":1" else "")
     if key == "cluster.n_gpus":
         options = sorted(set(GPU_COUNT_STEPS) | {int(st.session_state[wkey])})
-        st.select_slider(label, options=options, **common, help=help_text,
-                         format_func=lambda n: f"{n:,}")
+        st.select_slider(
+            label, options=options, **common, help=help_text, format_func=lambda n: f"{n:,}"
+        )
     elif key == "cluster.gpu":
         options = sorted(set(catalog_gpus) | {st.session_state[wkey]})
-        st.selectbox(label, options, help=help_text, **common,
-                     format_func=str.upper)
+        st.selectbox(label, options, help=help_text, **common, format_func=str.upper)
     elif key == "fabric.vendor":
-        st.radio(label, list(spec.choices), **common, help=help_text, horizontal=True,
-                 format_func=lambda v: VENDOR_LABELS.get(v, v))
+        st.radio(
+            label,
+            list(spec.choices),
+            **common,
+            help=help_text,
+            horizontal=True,
+            format_func=lambda v: VENDOR_LABELS.get(v, v),
+        )
     elif key == "fabric.link_gbps":
-        st.select_slider(label, options=list(spec.choices), **common, help=help_text,
-                         format_func=lambda v: f"{v}G")
+        st.select_slider(
+            label,
+            options=list(spec.choices),
+            **common,
+            help=help_text,
+            format_func=lambda v: f"{v}G",
+        )
     elif key == "fabric.topology":
-        st.selectbox(label, list(spec.choices), **common, help=help_text,
-                     format_func=lambda v: TOPOLOGY_LABELS.get(v, v))
+        st.selectbox(
+            label,
+            list(spec.choices),
+            **common,
+            help=help_text,
+            format_func=lambda v: TOPOLOGY_LABELS.get(v, v),
+        )
     elif key == "fabric.tiers":
-        st.segmented_control(label, ["auto", 1, 2, 3], **common, help=help_text,
-                             selection_mode="single")
+        st.segmented_control(
+            label, ["auto", 1, 2, 3], **common, help=help_text, selection_mode="single"
+        )
     elif key == "fabric.rail_optimized":
         st.toggle(label, **common, help=help_text)
     elif key == "model.name":
-        st.selectbox(label, list(spec.choices), **common, help=help_text,
-                     format_func=lambda n: MODEL_SHAPES[n]["description"]
-                     if n in MODEL_SHAPES else "custom (shape keys as set)")
+        st.selectbox(
+            label,
+            list(spec.choices),
+            **common,
+            help=help_text,
+            format_func=lambda n: (
+                MODEL_SHAPES[n]["description"]
+                if n in MODEL_SHAPES
+                else "custom (shape keys as set)"
+            ),
+        )
     elif key.startswith("parallel."):
         options = sorted(set(_DEGREES) | {int(st.session_state[wkey])})
         st.select_slider(label, options=options, **common, help=help_text)
     elif spec.kind == "choice":
         st.selectbox(label, list(spec.choices), **common, help=help_text)
     elif spec.kind == "float":
-        st.slider(label, min_value=float(spec.min or 0), max_value=float(spec.max or 1),
-                  step=float(spec.step or 0.1), **common, help=help_text)
+        st.slider(
+            label,
+            min_value=float(spec.min or 0),
+            max_value=float(spec.max or 1),
+            step=float(spec.step or 0.1),
+            **common,
+            help=help_text,
+        )
     else:
-        st.number_input(label, min_value=int(spec.min or 0), max_value=int(spec.max or 10**9),
-                        step=1, **common, help=help_text)
+        st.number_input(
+            label,
+            min_value=int(spec.min or 0),
+            max_value=int(spec.max or 10**9),
+            step=1,
+            **common,
+            help=help_text,
+        )
 
 
 _LABELS = {
@@ -287,8 +334,13 @@ def sidebar_scenario() -> ScenarioState:
     catalog_gpus = list(load_catalog().gpus)
     with st.sidebar:
         st.session_state[_PRESET] = st.session_state[_PRESET_VALUE]
-        st.selectbox("Preset", list(by_name), key=_PRESET, on_change=_on_preset_change,
-                     help="a named design; the controls below start from it")
+        st.selectbox(
+            "Preset",
+            list(by_name),
+            key=_PRESET,
+            on_change=_on_preset_change,
+            help="a named design; the controls below start from it",
+        )
         st.caption(by_name[st.session_state[_PRESET_VALUE]])
         for key in SIDEBAR_KEYS[:_N_TOP]:
             _widget(key, _LABELS[key], catalog_gpus)
@@ -332,14 +384,17 @@ def read_scenario_file(data: bytes, source: str) -> Scenario:
         YAML/JSON mapping; ``ScenarioError`` naming the key and what is allowed.
     """
     if len(data) > MAX_SCENARIO_BYTES:
-        raise ScenarioFileError(f"{source}: {len(data) / 1024:,.0f} KiB, larger than the "
-                                f"{MAX_SCENARIO_BYTES // 1024} KiB limit; a scenario is a few "
-                                f"lines")
+        raise ScenarioFileError(
+            f"{source}: {len(data) / 1024:,.0f} KiB, larger than the "
+            f"{MAX_SCENARIO_BYTES // 1024} KiB limit; a scenario is a few "
+            f"lines"
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ScenarioFileError(f"{source}: not UTF-8 text (byte {exc.start}); a scenario is "
-                                f"a YAML or JSON file") from None
+        raise ScenarioFileError(
+            f"{source}: not UTF-8 text (byte {exc.start}); a scenario is a YAML or JSON file"
+        ) from None
     return scenario_from_text(text, source=source)
 
 
@@ -384,12 +439,17 @@ def _on_scenario_upload(key: str) -> None:
         problem = str(exc).rstrip(".")  # file-level errors start with the file's name
         where = "" if problem.startswith(f"{uploaded.name}:") else f"{uploaded.name}: "
         st.session_state[_FILE_MESSAGE] = (
-            "error", f"Could not load {where}{problem}. The scenario is unchanged.")
+            "error",
+            f"Could not load {where}{problem}. The scenario is unchanged.",
+        )
         return
     n = len(scenario.diff(load_preset(preset)))
     st.session_state[_FILE_MESSAGE] = (
-        "info", f"Loaded {uploaded.name}: preset {preset}"
-                + (f" with {n} changed key{'s' * (n != 1)}" if n else "") + ".")
+        "info",
+        f"Loaded {uploaded.name}: preset {preset}"
+        + (f" with {n} changed key{'s' * (n != 1)}" if n else "")
+        + ".",
+    )
 
 
 def _scenario_file_controls(preset: str, scenario: Scenario | None) -> None:
@@ -401,17 +461,23 @@ def _scenario_file_controls(preset: str, scenario: Scenario | None) -> None:
             "Download scenario (YAML)",
             dump_scenario(scenario).encode() if scenario is not None else b"",
             file_name=export_file_name("scenario", preset, "yaml"),
-            mime="application/x-yaml", key="dl_scenario", on_click="ignore",
-            disabled=scenario is None, width="stretch",
+            mime="application/x-yaml",
+            key="dl_scenario",
+            on_click="ignore",
+            disabled=scenario is None,
+            width="stretch",
             help="every key of the current scenario (what the URL says, spelled out); "
-                 "python -m fabric_model bom --scenario FILE reads it",
+            "python -m fabric_model bom --scenario FILE reads it",
         )
         report_download_button(preset, scenario)
         st.file_uploader(
-            "Load scenario (YAML/JSON)", type=["yaml", "yml", "json"], key=key,
-            on_change=_on_scenario_upload, args=(key,),
+            "Load scenario (YAML/JSON)",
+            type=["yaml", "yml", "json"],
+            key=key,
+            on_change=_on_scenario_upload,
+            args=(key,),
             help=f"a scenario file (at most {MAX_SCENARIO_BYTES // 1024} KiB); keys it leaves "
-                 "out take their defaults. It replaces the sidebar's scenario",
+            "out take their defaults. It replaces the sidebar's scenario",
         )
         message = st.session_state.pop(_FILE_MESSAGE, None)
         if message is not None:
@@ -451,12 +517,19 @@ def _on_cost_change(key: str) -> None:
 def _catalog_price(bom: Any, key: str) -> float | None:
     """Return the catalog's unit price of the part a cost key overrides (the placeholder)."""
     hw = bom.hardware
-    direct = {"costs.switch_usd": hw.switch.price_usd, "costs.nic_usd": hw.nic.price_usd,
-              "costs.server_usd": hw.server.price_usd}
+    direct = {
+        "costs.switch_usd": hw.switch.price_usd,
+        "costs.nic_usd": hw.nic.price_usd,
+        "costs.server_usd": hw.server.price_usd,
+    }
     if key in direct:
         return float(direct[key])
-    where = {"costs.optic_switch_usd": ("optics", "side"), "costs.optic_nic_usd": ("optics", "NIC"),
-             "costs.copper_cable_usd": ("cables", None), "costs.fiber_usd": ("cables", None)}
+    where = {
+        "costs.optic_switch_usd": ("optics", "side"),
+        "costs.optic_nic_usd": ("optics", "NIC"),
+        "costs.copper_cable_usd": ("cables", None),
+        "costs.fiber_usd": ("cables", None),
+    }
     category, _hint = where[key]
     for line in bom.lines:
         if line.category != category:
@@ -484,15 +557,28 @@ def cost_controls(bom: Any) -> None:
         # value=None makes the field clearable: without it an emptied field falls back to
         # min_value (a price of 0) instead of "no override".
         cols[i % 2].number_input(
-            label, value=None, min_value=0.0, max_value=float(field_spec(key).max or 1e9),
-            step=100.0, key=wkey,
+            label,
+            value=None,
+            min_value=0.0,
+            max_value=float(field_spec(key).max or 1e9),
+            step=100.0,
+            key=wkey,
             placeholder=f"catalog: {price:,.0f}" if price is not None else "not used",
-            on_change=_on_cost_change, args=(key,), help=field_spec(key).help,
+            on_change=_on_cost_change,
+            args=(key,),
+            help=field_spec(key).help,
         )
     for key, label in _TCO_KEYS:
         spec = field_spec(key)
         wkey = "cost:" + key
         st.session_state[wkey] = float(scenario.get(key))
-        st.slider(label, min_value=float(spec.min or 0), max_value=float(spec.max or 1),
-                  step=float(spec.step or 0.01), key=wkey, on_change=_on_cost_change,
-                  args=(key,), help=spec.help)
+        st.slider(
+            label,
+            min_value=float(spec.min or 0),
+            max_value=float(spec.max or 1),
+            step=float(spec.step or 0.01),
+            key=wkey,
+            on_change=_on_cost_change,
+            args=(key,),
+            help=spec.help,
+        )

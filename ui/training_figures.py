@@ -54,22 +54,26 @@ class ScalingLine:
     @property
     def label(self) -> str:
         """Legend text."""
-        return (f"{TOPOLOGY_LABELS.get(self.topology, self.topology)}, "
-                f"{VENDOR_LABELS.get(self.vendor, self.vendor)}"
-                + (" (this design)" if self.current else ""))
+        return (
+            f"{TOPOLOGY_LABELS.get(self.topology, self.topology)}, "
+            f"{VENDOR_LABELS.get(self.vendor, self.vendor)}"
+            + (" (this design)" if self.current else "")
+        )
 
 
 def _layout(fig: go.Figure, title: str, **kw: Any) -> go.Figure:
-    fig.update_layout(**{**BASE_LAYOUT, **kw},
-                      title={"text": title, "x": 0.0, "xanchor": "left"})
+    fig.update_layout(**{**BASE_LAYOUT, **kw}, title={"text": title, "x": 0.0, "xanchor": "left"})
     return fig
 
 
 def _gpu_axis(values: Sequence[int]) -> dict[str, Any]:
     ticks = sorted(set(values))
-    return {"type": "log", "title": "GPUs", "tickvals": ticks,
-            "ticktext": [f"{n // 1024}K" if n >= 1024 and n % 1024 == 0 else f"{n:,}"
-                         for n in ticks]}
+    return {
+        "type": "log",
+        "title": "GPUs",
+        "tickvals": ticks,
+        "ticktext": [f"{n // 1024}K" if n >= 1024 and n % 1024 == 0 else f"{n:,}" for n in ticks],
+    }
 
 
 def step_terms(step: StepResult) -> dict[str, float]:
@@ -82,8 +86,14 @@ def step_terms(step: StepResult) -> dict[str, float]:
 def _hover(p: SweepPoint) -> list[Any]:
     st = p.step
     comm_share = st.exposed_comm_s / st.step_time_s
-    return [st.plan.label() if st.plan else "", st.step_time_s, st.mfu, comm_share,
-            st.bubble_fraction, p.network_capex_usd / 1e6]
+    return [
+        st.plan.label() if st.plan else "",
+        st.step_time_s,
+        st.mfu,
+        comm_share,
+        st.bubble_fraction,
+        p.network_capex_usd / 1e6,
+    ]
 
 
 def scaling_figure(lines: Sequence[ScalingLine], metric: str, scaling: str) -> go.Figure:
@@ -92,8 +102,10 @@ def scaling_figure(lines: Sequence[ScalingLine], metric: str, scaling: str) -> g
     Colour = topology, dash = vendor; the current design is drawn thicker. Infeasible sizes
     are gaps (their reasons are in the table).
     """
-    title = {"scaling_efficiency": f"Scaling efficiency ({scaling} scaling)",
-             "mfu": "Model FLOPs utilisation (MFU)"}[metric]
+    title = {
+        "scaling_efficiency": f"Scaling efficiency ({scaling} scaling)",
+        "mfu": "Model FLOPs utilisation (MFU)",
+    }[metric]
     fig = go.Figure()
     sizes: list[int] = []
     for line in lines:
@@ -109,21 +121,39 @@ def scaling_figure(lines: Sequence[ScalingLine], metric: str, scaling: str) -> g
             else:
                 ys.append(None)
                 hover.append(["infeasible", math.nan, math.nan, math.nan, math.nan, math.nan])
-        fig.add_trace(go.Scatter(
-            x=xs, y=ys, name=line.label, mode="lines+markers", customdata=hover,
-            line={"color": TOPOLOGY_COLORS.get(line.topology, "#777"),
-                  "dash": VENDOR_DASHES.get(line.vendor, "solid"),
-                  "width": 4 if line.current else 2},
-            hovertemplate=("%{x:,} GPUs: %{y:.1%}<br>plan %{customdata[0]}<br>step "
-                           "%{customdata[1]:.2f} s, MFU %{customdata[2]:.1%}<br>exposed comm "
-                           "%{customdata[3]:.1%}, bubble %{customdata[4]:.1%}<br>network capex "
-                           "$%{customdata[5]:,.1f}M<extra>%{fullData.name}</extra>"),
-        ))
-    return _layout(fig, title, xaxis=_gpu_axis(sizes),
-                   yaxis={"title": "scaling efficiency" if metric == "scaling_efficiency"
-                          else "MFU", "tickformat": ".0%", "rangemode": "tozero"},
-                   legend={"orientation": "h", "y": -0.3}, height=500,
-                   margin={"l": 60, "r": 20, "t": 60, "b": 40})
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                name=line.label,
+                mode="lines+markers",
+                customdata=hover,
+                line={
+                    "color": TOPOLOGY_COLORS.get(line.topology, "#777"),
+                    "dash": VENDOR_DASHES.get(line.vendor, "solid"),
+                    "width": 4 if line.current else 2,
+                },
+                hovertemplate=(
+                    "%{x:,} GPUs: %{y:.1%}<br>plan %{customdata[0]}<br>step "
+                    "%{customdata[1]:.2f} s, MFU %{customdata[2]:.1%}<br>exposed comm "
+                    "%{customdata[3]:.1%}, bubble %{customdata[4]:.1%}<br>network capex "
+                    "$%{customdata[5]:,.1f}M<extra>%{fullData.name}</extra>"
+                ),
+            )
+        )
+    return _layout(
+        fig,
+        title,
+        xaxis=_gpu_axis(sizes),
+        yaxis={
+            "title": "scaling efficiency" if metric == "scaling_efficiency" else "MFU",
+            "tickformat": ".0%",
+            "rangemode": "tozero",
+        },
+        legend={"orientation": "h", "y": -0.3},
+        height=500,
+        margin={"l": 60, "r": 20, "t": 60, "b": 40},
+    )
 
 
 def step_breakdown_figure(points: Sequence[SweepPoint], title: str) -> go.Figure:
@@ -136,14 +166,26 @@ def step_breakdown_figure(points: Sequence[SweepPoint], title: str) -> go.Figure
         if not any(s > 0 for s in secs):
             continue
         share = [s / p.step.step_time_s for s, p in zip(secs, ok, strict=True)]
-        fig.add_trace(go.Bar(
-            x=x, y=share, name=STEP_TERM_LABELS[term], marker_color=STEP_TERM_COLORS[term],
-            customdata=secs,
-            hovertemplate="%{x} GPUs: %{y:.1%} of the step (%{customdata:.3f} s)"
-                          f"<extra>{STEP_TERM_LABELS[term]}</extra>"))
-    return _layout(fig, title, barmode="stack", xaxis={"title": "GPUs", "type": "category"},
-                   yaxis={"title": "share of step time", "tickformat": ".0%"},
-                   legend={"orientation": "h", "y": -0.25}, height=440)
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=share,
+                name=STEP_TERM_LABELS[term],
+                marker_color=STEP_TERM_COLORS[term],
+                customdata=secs,
+                hovertemplate="%{x} GPUs: %{y:.1%} of the step (%{customdata:.3f} s)"
+                f"<extra>{STEP_TERM_LABELS[term]}</extra>",
+            )
+        )
+    return _layout(
+        fig,
+        title,
+        barmode="stack",
+        xaxis={"title": "GPUs", "type": "category"},
+        yaxis={"title": "share of step time", "tickformat": ".0%"},
+        legend={"orientation": "h", "y": -0.25},
+        height=440,
+    )
 
 
 def step_share_figure(step: StepResult, title: str) -> go.Figure:
@@ -154,17 +196,27 @@ def step_share_figure(step: StepResult, title: str) -> go.Figure:
         secs = terms[term]
         if secs <= 0:
             continue
-        fig.add_trace(go.Bar(
-            y=[""], x=[secs / step.step_time_s], orientation="h",
-            name=STEP_TERM_LABELS[term], marker_color=STEP_TERM_COLORS[term],
-            customdata=[secs],
-            hovertemplate="%{x:.1%} of the step (%{customdata:.3f} s)"
-                          f"<extra>{STEP_TERM_LABELS[term]}</extra>"))
-    return _layout(fig, title, barmode="stack", height=230,
-                   xaxis={"title": "share of step time", "tickformat": ".0%",
-                          "range": [0, 1]},
-                   legend={"orientation": "h", "y": -0.6},
-                   margin={"l": 20, "r": 20, "t": 50, "b": 40})
+        fig.add_trace(
+            go.Bar(
+                y=[""],
+                x=[secs / step.step_time_s],
+                orientation="h",
+                name=STEP_TERM_LABELS[term],
+                marker_color=STEP_TERM_COLORS[term],
+                customdata=[secs],
+                hovertemplate="%{x:.1%} of the step (%{customdata:.3f} s)"
+                f"<extra>{STEP_TERM_LABELS[term]}</extra>",
+            )
+        )
+    return _layout(
+        fig,
+        title,
+        barmode="stack",
+        height=230,
+        xaxis={"title": "share of step time", "tickformat": ".0%", "range": [0, 1]},
+        legend={"orientation": "h", "y": -0.6},
+        margin={"l": 20, "r": 20, "t": 50, "b": 40},
+    )
 
 
 def scaling_frame(lines: Sequence[ScalingLine]) -> pd.DataFrame:
@@ -173,17 +225,26 @@ def scaling_frame(lines: Sequence[ScalingLine]) -> pd.DataFrame:
     for line in lines:
         for p in line.points:
             d = p.to_dict()
-            rows.append({"topology": line.topology, "vendor": line.vendor,
-                         "n_gpus": p.n_gpus, "feasible": p.feasible, "plan": d["plan"],
-                         "step_time_s": d["step_time_s"], "mfu": d["mfu"],
-                         "scaling_efficiency": d["scaling_efficiency"],
-                         "tokens_per_s": d["tokens_per_s"],
-                         "global_batch_tokens": d["global_batch_tokens"],
-                         "compute_s": d["compute_s"], "bubble_s": d["bubble_s"],
-                         "exposed_comm_s": d["exposed_comm_s"],
-                         **{f"exposed_{k}_s": v for k, v in d["exposed_s"].items()},
-                         "network_capex_usd": d["network_capex_usd"],
-                         "reason": d["reason"]})
+            rows.append(
+                {
+                    "topology": line.topology,
+                    "vendor": line.vendor,
+                    "n_gpus": p.n_gpus,
+                    "feasible": p.feasible,
+                    "plan": d["plan"],
+                    "step_time_s": d["step_time_s"],
+                    "mfu": d["mfu"],
+                    "scaling_efficiency": d["scaling_efficiency"],
+                    "tokens_per_s": d["tokens_per_s"],
+                    "global_batch_tokens": d["global_batch_tokens"],
+                    "compute_s": d["compute_s"],
+                    "bubble_s": d["bubble_s"],
+                    "exposed_comm_s": d["exposed_comm_s"],
+                    **{f"exposed_{k}_s": v for k, v in d["exposed_s"].items()},
+                    "network_capex_usd": d["network_capex_usd"],
+                    "reason": d["reason"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -205,16 +266,24 @@ def moe_frame(points: Sequence[MoePoint]) -> pd.DataFrame:
     rows = []
     for p in points:
         st = p.step
-        rows.append({
-            "topology": p.topology, "ep": p.ep, "routing_skew": p.skew,
-            "feasible": st.feasible, "plan": st.plan.label() if st.plan else "",
-            "step_time_s": st.step_time_s, "mfu": st.mfu,
-            "alltoall_s": st.comm_s.get("ep", 0.0) if st.feasible else math.nan,
-            "alltoall_share": (st.exposed_s.get("ep", 0.0) / st.step_time_s
-                               if st.feasible else math.nan),
-            "imbalance_s": st.imbalance_s, "reason": st.reason,
-            "how": st.comm_detail.get("ep", ""),
-        })
+        rows.append(
+            {
+                "topology": p.topology,
+                "ep": p.ep,
+                "routing_skew": p.skew,
+                "feasible": st.feasible,
+                "plan": st.plan.label() if st.plan else "",
+                "step_time_s": st.step_time_s,
+                "mfu": st.mfu,
+                "alltoall_s": st.comm_s.get("ep", 0.0) if st.feasible else math.nan,
+                "alltoall_share": (
+                    st.exposed_s.get("ep", 0.0) / st.step_time_s if st.feasible else math.nan
+                ),
+                "imbalance_s": st.imbalance_s,
+                "reason": st.reason,
+                "how": st.comm_detail.get("ep", ""),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -224,21 +293,33 @@ def moe_ep_figure(points: Sequence[MoePoint]) -> go.Figure:
     fig = go.Figure()
     for topo, grp in frame.groupby("topology", sort=False):
         grp = grp.sort_values("ep")
-        fig.add_trace(go.Scatter(
-            x=grp["ep"], y=grp["alltoall_share"], mode="lines+markers",
-            name=TOPOLOGY_LABELS.get(str(topo), str(topo)),
-            line={"color": TOPOLOGY_COLORS.get(str(topo), "#777")},
-            customdata=grp[["alltoall_s", "step_time_s", "plan"]].to_numpy(),
-            hovertemplate="EP %{x}: all-to-all %{y:.1%} of the step<br>"
-                          "%{customdata[0]:.2f} s of %{customdata[1]:.2f} s<br>"
-                          "%{customdata[2]}<extra>%{fullData.name}</extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=grp["ep"],
+                y=grp["alltoall_share"],
+                mode="lines+markers",
+                name=TOPOLOGY_LABELS.get(str(topo), str(topo)),
+                line={"color": TOPOLOGY_COLORS.get(str(topo), "#777")},
+                customdata=grp[["alltoall_s", "step_time_s", "plan"]].to_numpy(),
+                hovertemplate="EP %{x}: all-to-all %{y:.1%} of the step<br>"
+                "%{customdata[0]:.2f} s of %{customdata[1]:.2f} s<br>"
+                "%{customdata[2]}<extra>%{fullData.name}</extra>",
+            )
+        )
     eps = sorted(frame["ep"].unique())
-    return _layout(fig, "Expert all-to-all (dispatch + combine) share of step time vs EP",
-                   xaxis={"title": "expert-parallel degree (GPUs per expert group)",
-                          "type": "log", "tickvals": eps, "ticktext": [str(e) for e in eps]},
-                   yaxis={"title": "exposed all-to-all / step", "tickformat": ".0%",
-                          "rangemode": "tozero"},
-                   legend={"orientation": "h", "y": -0.25}, height=420)
+    return _layout(
+        fig,
+        "Expert all-to-all (dispatch + combine) share of step time vs EP",
+        xaxis={
+            "title": "expert-parallel degree (GPUs per expert group)",
+            "type": "log",
+            "tickvals": eps,
+            "ticktext": [str(e) for e in eps],
+        },
+        yaxis={"title": "exposed all-to-all / step", "tickformat": ".0%", "rangemode": "tozero"},
+        legend={"orientation": "h", "y": -0.25},
+        height=420,
+    )
 
 
 def moe_skew_figure(points: Sequence[MoePoint]) -> go.Figure:
@@ -250,14 +331,24 @@ def moe_skew_figure(points: Sequence[MoePoint]) -> go.Figure:
         secs = [step_terms(p.step)[term] for p in ok]
         if not any(s > 0 for s in secs):
             continue
-        fig.add_trace(go.Bar(x=x, y=secs, name=STEP_TERM_LABELS[term],
-                             marker_color=STEP_TERM_COLORS[term],
-                             hovertemplate="skew %{x}: %{y:.3f} s"
-                                           f"<extra>{STEP_TERM_LABELS[term]}</extra>"))
-    return _layout(fig, "Step time vs routing skew (hot experts receive skew x the mean)",
-                   barmode="stack", xaxis={"title": "routing skew", "type": "category"},
-                   yaxis={"title": "seconds per step"},
-                   legend={"orientation": "h", "y": -0.25}, height=420)
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=secs,
+                name=STEP_TERM_LABELS[term],
+                marker_color=STEP_TERM_COLORS[term],
+                hovertemplate=f"skew %{{x}}: %{{y:.3f}} s<extra>{STEP_TERM_LABELS[term]}</extra>",
+            )
+        )
+    return _layout(
+        fig,
+        "Step time vs routing skew (hot experts receive skew x the mean)",
+        barmode="stack",
+        xaxis={"title": "routing skew", "type": "category"},
+        yaxis={"title": "seconds per step"},
+        legend={"orientation": "h", "y": -0.25},
+        height=420,
+    )
 
 
 def dense_vs_moe_figure(lines: Mapping[str, Sequence[SweepPoint]]) -> go.Figure:
@@ -267,14 +358,25 @@ def dense_vs_moe_figure(lines: Mapping[str, Sequence[SweepPoint]]) -> go.Figure:
     sizes: list[int] = []
     for i, (label, pts) in enumerate(lines.items()):
         sizes += [p.n_gpus for p in pts]
-        fig.add_trace(go.Scatter(
-            x=[p.n_gpus for p in pts], y=[p.step.mfu if p.feasible else None for p in pts],
-            mode="lines+markers", name=label, line={"color": colors.get(i, "#777")},
-            customdata=[[p.step.plan.label() if p.step.plan else "", p.reason[:80]]
-                        for p in pts],
-            hovertemplate="%{x:,} GPUs: MFU %{y:.1%}<br>%{customdata[0]}"
-                          "<extra>%{fullData.name}</extra>"))
-    return _layout(fig, "Dense vs MoE: MFU as the cluster grows (weak scaling)",
-                   xaxis=_gpu_axis(sizes), yaxis={"title": "MFU", "tickformat": ".0%",
-                                                  "rangemode": "tozero"},
-                   legend={"orientation": "h", "y": -0.2}, height=420)
+        fig.add_trace(
+            go.Scatter(
+                x=[p.n_gpus for p in pts],
+                y=[p.step.mfu if p.feasible else None for p in pts],
+                mode="lines+markers",
+                name=label,
+                line={"color": colors.get(i, "#777")},
+                customdata=[
+                    [p.step.plan.label() if p.step.plan else "", p.reason[:80]] for p in pts
+                ],
+                hovertemplate="%{x:,} GPUs: MFU %{y:.1%}<br>%{customdata[0]}"
+                "<extra>%{fullData.name}</extra>",
+            )
+        )
+    return _layout(
+        fig,
+        "Dense vs MoE: MFU as the cluster grows (weak scaling)",
+        xaxis=_gpu_axis(sizes),
+        yaxis={"title": "MFU", "tickformat": ".0%", "rangemode": "tozero"},
+        legend={"orientation": "h", "y": -0.2},
+        height=420,
+    )

@@ -64,10 +64,16 @@ _KEYS = tuple(k for c in CHANGES for k in c.keys)
 #: URL parameter -> scenario key (``wi.link_gbps`` -> ``fabric.link_gbps``).
 PARAMS: dict[str, str] = {PREFIX + k.split(".", 1)[1]: k for k in _KEYS}
 
-_LINK_LABELS = {"nic": "a GPU's NIC-to-leaf link", "leaf-spine": "a leaf-spine cable",
-                "spine-core": "a spine-core cable"}
-_LINK_SHORT = {"nic": "a NIC link", "leaf-spine": "a leaf-spine link",
-               "spine-core": "a spine-core link"}
+_LINK_LABELS = {
+    "nic": "a GPU's NIC-to-leaf link",
+    "leaf-spine": "a leaf-spine cable",
+    "spine-core": "a spine-core cable",
+}
+_LINK_SHORT = {
+    "nic": "a NIC link",
+    "leaf-spine": "a leaf-spine link",
+    "spine-core": "a spine-core link",
+}
 
 
 # ---------------------------------------------------------------------- pure helpers
@@ -90,15 +96,19 @@ def parse_params(params: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
             continue
         key = PARAMS.get(name)
         if key is None:
-            errors.append(f"URL parameter {name}: not a what-if setting (known: "
-                          f"{', '.join(PARAMS)}) - ignored")
+            errors.append(
+                f"URL parameter {name}: not a what-if setting (known: "
+                f"{', '.join(PARAMS)}) - ignored"
+            )
             continue
         try:
             out[key] = coerce_value(key, raw)
         except FabricModelError as exc:
             allowed = getattr(exc, "allowed", str(exc))
-            errors.append(f"URL parameter {name} = {raw!r} ({key}): {allowed} - ignored, "
-                          f"the sidebar's value is used")
+            errors.append(
+                f"URL parameter {name} = {raw!r} ({key}): {allowed} - ignored, "
+                f"the sidebar's value is used"
+            )
     return out, errors
 
 
@@ -127,8 +137,11 @@ def _active(baseline: Scenario, changes: Mapping[str, Any]) -> list[tuple[Change
     out = []
     for change in CHANGES:
         sub = {k: changes[k] for k in change.keys if k in changes and changes[k] != baseline.get(k)}
-        if _FACTOR in change.keys and sub.get(_FACTOR, baseline.get(_FACTOR)) >= 1 \
-                and baseline.get(_FACTOR) >= 1:
+        if (
+            _FACTOR in change.keys
+            and sub.get(_FACTOR, baseline.get(_FACTOR)) >= 1
+            and baseline.get(_FACTOR) >= 1
+        ):
             continue  # which link is degraded matters only when one is
         if sub:
             out.append((change, sub))
@@ -185,8 +198,11 @@ def evaluate(baseline: Scenario, changes: Mapping[str, Any]) -> WhatIf:
         return WhatIf(before, (), None)
     if len(singles) == 1:
         return WhatIf(before, tuple(singles), singles[0])
-    return WhatIf(before, tuple(singles),
-                  _row(baseline, "all changes combined", "; ".join(settings), combined))
+    return WhatIf(
+        before,
+        tuple(singles),
+        _row(baseline, "all changes combined", "; ".join(settings), combined),
+    )
 
 
 # ---------------------------------------------------------------------- session and URL
@@ -231,8 +247,10 @@ def _reset() -> None:
 def _help(key: str, meaning: str, baseline: Scenario) -> str:
     spec = field_spec(key)
     unit = f" ({spec.unit})" if spec.unit and spec.unit != ":1" else ""
-    return (f"{meaning}. Scenario key {key}{unit}: {spec.help}; allowed: {spec.allowed()}. "
-            f"The sidebar's value is {_text(baseline.get(key))}.")
+    return (
+        f"{meaning}. Scenario key {key}{unit}: {spec.help}; allowed: {spec.allowed()}. "
+        f"The sidebar's value is {_text(baseline.get(key))}."
+    )
 
 
 def controls(baseline: Scenario) -> None:
@@ -249,45 +267,92 @@ def controls(baseline: Scenario) -> None:
     row1[0].slider(
         "Degraded link rate (fraction of line rate)",
         min_value=float(spec.min or 0) + (step if spec.min_exclusive else 0.0),
-        max_value=float(spec.max or 1), step=step, format="%.2f", **common(_FACTOR),
-        help=_help(_FACTOR, "One link runs at this fraction of its rate, as a NIC or cable "
-                   "that trained down or drops packets does; 1 = healthy, 0.5 = half rate",
-                   baseline))
+        max_value=float(spec.max or 1),
+        step=step,
+        format="%.2f",
+        **common(_FACTOR),
+        help=_help(
+            _FACTOR,
+            "One link runs at this fraction of its rate, as a NIC or cable "
+            "that trained down or drops packets does; 1 = healthy, 0.5 = half rate",
+            baseline,
+        ),
+    )
     row1[1].selectbox(
-        "Which link is degraded", list(field_spec(_LINK).choices), **common(_LINK),
+        "Which link is degraded",
+        list(field_spec(_LINK).choices),
+        **common(_LINK),
         format_func=lambda v: _LINK_LABELS.get(v, v),
-        help=_help(_LINK, "Where the degraded link sits: one GPU's NIC-to-leaf link, a "
-                   "leaf-spine cable or a spine-core cable (a design without that tier "
-                   "says so)", baseline))
+        help=_help(
+            _LINK,
+            "Where the degraded link sits: one GPU's NIC-to-leaf link, a "
+            "leaf-spine cable or a spine-core cable (a design without that tier "
+            "says so)",
+            baseline,
+        ),
+    )
     row1[2].radio(
-        "Job placement", list(field_spec("what_if.placement").choices),
-        **common("what_if.placement"), horizontal=True,
-        help=_help("what_if.placement", "contiguous: the job fills consecutive leaves; "
-                   "scattered: its servers are spread over the cluster in random order, so "
-                   "rings cross the spines", baseline))
+        "Job placement",
+        list(field_spec("what_if.placement").choices),
+        **common("what_if.placement"),
+        horizontal=True,
+        help=_help(
+            "what_if.placement",
+            "contiguous: the job fills consecutive leaves; "
+            "scattered: its servers are spread over the cluster in random order, so "
+            "rings cross the spines",
+            baseline,
+        ),
+    )
     row2 = st.columns([1.3, 1.2, 1.0], gap="medium")
     spec = field_spec("fabric.oversubscription")
     row2[0].slider(
-        "Leaf oversubscription (down:up)", min_value=float(spec.min or 1),
-        max_value=float(spec.max or 16), step=float(spec.step or 0.5), format="%.1f:1",
+        "Leaf oversubscription (down:up)",
+        min_value=float(spec.min or 1),
+        max_value=float(spec.max or 16),
+        step=float(spec.step or 0.5),
+        format="%.1f:1",
         **common("fabric.oversubscription"),
-        help=_help("fabric.oversubscription", "Leaf downlink to uplink bandwidth ratio; "
-                   "1:1 is non-blocking, 4:1 leaves a quarter of line rate for traffic "
-                   "that leaves the leaf", baseline))
+        help=_help(
+            "fabric.oversubscription",
+            "Leaf downlink to uplink bandwidth ratio; "
+            "1:1 is non-blocking, 4:1 leaves a quarter of line rate for traffic "
+            "that leaves the leaf",
+            baseline,
+        ),
+    )
     row2[1].select_slider(
-        "Link speed per NIC", options=list(field_spec("fabric.link_gbps").choices),
-        **common("fabric.link_gbps"), format_func=lambda v: f"{v}G",
-        help=_help("fabric.link_gbps", "Line rate of every scale-out NIC and cable in Gb/s "
-                   "(the vendor's catalog decides which exist)", baseline))
+        "Link speed per NIC",
+        options=list(field_spec("fabric.link_gbps").choices),
+        **common("fabric.link_gbps"),
+        format_func=lambda v: f"{v}G",
+        help=_help(
+            "fabric.link_gbps",
+            "Line rate of every scale-out NIC and cable in Gb/s "
+            "(the vendor's catalog decides which exist)",
+            baseline,
+        ),
+    )
     spec = field_spec("cluster.nics_per_gpu")
     row2[2].select_slider(
-        "NICs (rails) per GPU", options=list(range(int(spec.min or 1), int(spec.max or 4) + 1)),
+        "NICs (rails) per GPU",
+        options=list(range(int(spec.min or 1), int(spec.max or 4) + 1)),
         **common("cluster.nics_per_gpu"),
-        help=_help("cluster.nics_per_gpu", "Scale-out NICs per GPU, each on its own rail: "
-                   "more NICs multiply the GPU's network bandwidth and the fabric's ports",
-                   baseline))
-    st.button("Reset all changes", key="wi_reset", on_click=_reset, disabled=not changes,
-              type="tertiary", help="back to the sidebar's scenario (after = before)")
+        help=_help(
+            "cluster.nics_per_gpu",
+            "Scale-out NICs per GPU, each on its own rail: "
+            "more NICs multiply the GPU's network bandwidth and the fabric's ports",
+            baseline,
+        ),
+    )
+    st.button(
+        "Reset all changes",
+        key="wi_reset",
+        on_click=_reset,
+        disabled=not changes,
+        type="tertiary",
+        help="back to the sidebar's scenario (after = before)",
+    )
 
 
 # ---------------------------------------------------------------------- headline metrics
@@ -341,8 +406,13 @@ def before_after_cards(result: WhatIf, which: str) -> None:
         if a == a and b == b:
             diff = a - b
             rel = f" ({diff / b:+.1%})" if b else ""
-            delta = (f"{diff * 100:+.1f} pts" if "%" in fmt else
-                     fmt.replace("{:", "{:+").format(diff)) + rel
-        col.metric(label, _fmt(fmt, a), delta=delta,
-                   delta_color="inverse" if lower_better else "normal",
-                   help=help_text + " Shown: after all changes; the delta is after - before.")
+            delta = (
+                f"{diff * 100:+.1f} pts" if "%" in fmt else fmt.replace("{:", "{:+").format(diff)
+            ) + rel
+        col.metric(
+            label,
+            _fmt(fmt, a),
+            delta=delta,
+            delta_color="inverse" if lower_better else "normal",
+            help=help_text + " Shown: after all changes; the delta is after - before.",
+        )

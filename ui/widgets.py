@@ -57,19 +57,41 @@ def chart(fig: go.Figure, *, key: str, name: str) -> None:
     # the callables run on the server only when a button is clicked, in a worker thread
     formats: list[tuple[str, str, object, str]] = []
     if static_export_available():
-        formats += [("png", "image/png", partial(figure_png, fig),
-                     "PNG image, twice the chart's size in pixels"),
-                    ("svg", "image/svg+xml", partial(figure_svg, fig),
-                     "SVG vector image, for papers and slides")]
-    formats.append(("html", "text/html", partial(figure_html, fig),
-                    "interactive page with plotly.js inside; opens offline"))
-    with st.container(horizontal=True, gap="small", vertical_alignment="center",
-                      key=f"export_row_{key}"):
+        formats += [
+            (
+                "png",
+                "image/png",
+                partial(figure_png, fig),
+                "PNG image, twice the chart's size in pixels",
+            ),
+            (
+                "svg",
+                "image/svg+xml",
+                partial(figure_svg, fig),
+                "SVG vector image, for papers and slides",
+            ),
+        ]
+    formats.append(
+        (
+            "html",
+            "text/html",
+            partial(figure_html, fig),
+            "interactive page with plotly.js inside; opens offline",
+        )
+    )
+    with st.container(
+        horizontal=True, gap="small", vertical_alignment="center", key=f"export_row_{key}"
+    ):
         st.caption("Download chart:", width="content")
         for fmt, mime, data, help_text in formats:
             st.download_button(
-                fmt.upper(), data=data, file_name=export_file_name(name, preset, fmt),
-                mime=mime, key=export_key(key, fmt), help=help_text, on_click="ignore",
+                fmt.upper(),
+                data=data,
+                file_name=export_file_name(name, preset, fmt),
+                mime=mime,
+                key=export_key(key, fmt),
+                help=help_text,
+                on_click="ignore",
                 type="tertiary",
             )
         if len(formats) == 1:
@@ -78,6 +100,11 @@ def chart(fig: go.Figure, *, key: str, name: str) -> None:
 
 def csv_download(frame: pd.DataFrame, *, label: str, name: str, key: str) -> None:
     """Offer ``frame`` as a CSV file named from ``name`` and the preset (no index column)."""
-    st.download_button(label, frame.to_csv(index=False).encode(),
-                       file_name=export_file_name(name, current_preset(), "csv"),
-                       mime="text/csv", key=key, on_click="ignore")
+    st.download_button(
+        label,
+        frame.to_csv(index=False).encode(),
+        file_name=export_file_name(name, current_preset(), "csv"),
+        mime="text/csv",
+        key=key,
+        on_click="ignore",
+    )

@@ -63,8 +63,9 @@ def algo_models(ctx: FabricContext, op: str, algo: str) -> list[AlgoModel]:
     if algo not in ALGOS:
         raise ScenarioError("algo", algo, "must be one of " + ", ".join(ALGOS))
     if algo == "nvls" and not ctx.scenario.fabric.nvls:
-        raise AlgorithmUnavailableError("nvls is disabled (fabric.nvls = false, as "
-                                        "NCCL_NVLS_ENABLE=0); use ring or tree")
+        raise AlgorithmUnavailableError(
+            "nvls is disabled (fabric.nvls = false, as NCCL_NVLS_ENABLE=0); use ring or tree"
+        )
     if algo != "auto":
         return [MODELS[algo](ctx, op)]
     out = []
@@ -80,17 +81,20 @@ def algo_models(ctx: FabricContext, op: str, algo: str) -> list[AlgoModel]:
     return out
 
 
-def times_from_models(models: Sequence[AlgoModel], sizes: Sequence[int],
-                      requested: str) -> list[CollectiveTime]:
+def times_from_models(
+    models: Sequence[AlgoModel], sizes: Sequence[int], requested: str
+) -> list[CollectiveTime]:
     """Evaluate the fastest (algorithm, protocol) of ``models`` at each size."""
     rows = []
     for size in sizes:
-        best = min(((m, p) for m in models for p in m.protocols),
-                   key=lambda mp: mp[0].time_us(size, mp[1]))
+        best = min(
+            ((m, p) for m in models for p in m.protocols), key=lambda mp: mp[0].time_us(size, mp[1])
+        )
         m, proto = best
         t = m.time_us(size, proto)
-        lat = m.latency_us[proto] * (m.plateau_factor if proto == "Simple"
-                                     and size >= m.plateau_min_bytes else 1.0)
+        lat = m.latency_us[proto] * (
+            m.plateau_factor if proto == "Simple" and size >= m.plateau_min_bytes else 1.0
+        )
         factor = bus_factor(m.op, m.n_ranks)
         algbw = size / t / 1e3 if t > 0 else 0.0  # bytes/us -> GB/s
         busbw = algbw * factor
@@ -100,18 +104,30 @@ def times_from_models(models: Sequence[AlgoModel], sizes: Sequence[int],
             scale = seed_bw / m.busbw_Bps if m.busbw_Bps else 1.0
             t_seed = lat + (t - lat) / scale if scale > 0 else math.inf
             band.append(size / t_seed / 1e3 * factor if t_seed > 0 else 0.0)
-        rows.append(CollectiveTime(
-            op=m.op, algo=m.algo, proto=proto, size_bytes=int(size), n_ranks=m.n_ranks,
-            time_us=t, latency_us=lat, bandwidth_us=t - lat, algbw_GBps=algbw,
-            busbw_GBps=busbw, busbw_min_GBps=min(band[0], busbw),
-            busbw_max_GBps=max(band[1], busbw),
-            bottleneck=m.bottleneck, requested_algo=requested,
-        ))
+        rows.append(
+            CollectiveTime(
+                op=m.op,
+                algo=m.algo,
+                proto=proto,
+                size_bytes=int(size),
+                n_ranks=m.n_ranks,
+                time_us=t,
+                latency_us=lat,
+                bandwidth_us=t - lat,
+                algbw_GBps=algbw,
+                busbw_GBps=busbw,
+                busbw_min_GBps=min(band[0], busbw),
+                busbw_max_GBps=max(band[1], busbw),
+                bottleneck=m.bottleneck,
+                requested_algo=requested,
+            )
+        )
     return rows
 
 
-def collective(scenario: Scenario, op: str, algo: str, sizes: Sequence[int],
-               catalog: Catalog | None = None) -> list[CollectiveTime]:
+def collective(
+    scenario: Scenario, op: str, algo: str, sizes: Sequence[int], catalog: Catalog | None = None
+) -> list[CollectiveTime]:
     """Time of one collective across ``cluster.n_gpus`` ranks for each size (bytes).
 
     ``algo = "auto"`` picks, per size, the fastest available (algorithm, protocol), as NCCL's

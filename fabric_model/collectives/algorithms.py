@@ -48,9 +48,17 @@ __all__ = ["ALLTOALL_MAX_CONNECTIONS", "MODELS"]
 ALLTOALL_MAX_CONNECTIONS = 300_000
 
 
-def _latencies(ctx: FabricContext, algo_key: str, protocols: tuple[str, ...], steps_intra: float,
-               steps_inter: float, hops: float, *, base: bool = True,
-               per_step_floor: bool = True) -> dict[str, float]:
+def _latencies(
+    ctx: FabricContext,
+    algo_key: str,
+    protocols: tuple[str, ...],
+    steps_intra: float,
+    steps_inter: float,
+    hops: float,
+    *,
+    base: bool = True,
+    per_step_floor: bool = True,
+) -> dict[str, float]:
     """NCCL latency: base + intra steps x NVLink hwLat + inter steps x (NET hwLat + path)."""
     c = ctx.constants
     out = {}
@@ -86,9 +94,17 @@ def _tree_channel_cap_Bps(ctx: FabricContext, key: str) -> float:
     return ring_channels(ctx) * c["tree_channels_fraction"] * float(value) * 1e9
 
 
-def _common(ctx: FabricContext, op: str, algo: str, intra: float, inter: PatternResult | None,
-            inter_scale: float, latency: dict[str, float], cap_Bps: float = math.inf,
-            **kw: object) -> AlgoModel:
+def _common(
+    ctx: FabricContext,
+    op: str,
+    algo: str,
+    intra: float,
+    inter: PatternResult | None,
+    inter_scale: float,
+    latency: dict[str, float],
+    cap_Bps: float = math.inf,
+    **kw: object,
+) -> AlgoModel:
     """Assemble the model: busbw = min(NVLink side, network side x scale, protocol cap)."""
     c = ctx.constants
     if inter is None:
@@ -100,8 +116,12 @@ def _common(ctx: FabricContext, op: str, algo: str, intra: float, inter: Pattern
         seeds = inter.min_rate_Bps * inter_scale * eff
         inter_bw = float(seeds.mean())
         bottleneck = "nvlink" if intra <= inter_bw else inter.bottleneck
-    if inter is not None and bottleneck in ("nic-leaf", "nic") and ctx.host_limited and \
-            ctx.scenario.what_if.degraded_link_factor >= 1.0:  # else the degraded NIC binds
+    if (
+        inter is not None
+        and bottleneck in ("nic-leaf", "nic")
+        and ctx.host_limited
+        and ctx.scenario.what_if.degraded_link_factor >= 1.0
+    ):  # else the degraded NIC binds
         bottleneck = "host link (PCIe)"
     if cap_Bps < min(intra, inter_bw):
         bottleneck = "tree channels (NCCL per-channel cap)"
@@ -111,10 +131,19 @@ def _common(ctx: FabricContext, op: str, algo: str, intra: float, inter: Pattern
     family = "tree" if algo == "tree" else "ring"
     factors, caps = _protocol_terms(ctx, family)
     return AlgoModel(
-        op=op, algo=algo, n_ranks=ctx.n_ranks, busbw_Bps=busbw, busbw_range_Bps=(lo, hi),
-        intra_Bps=intra, inter_Bps=inter_bw, bottleneck=bottleneck, latency_us=latency,
-        protocol_bw_factor=factors, protocol_cap_Bps=caps,
-        mean_switch_hops=inter.mean_switch_hops if inter else 0.0, **kw,  # type: ignore[arg-type]
+        op=op,
+        algo=algo,
+        n_ranks=ctx.n_ranks,
+        busbw_Bps=busbw,
+        busbw_range_Bps=(lo, hi),
+        intra_Bps=intra,
+        inter_Bps=inter_bw,
+        bottleneck=bottleneck,
+        latency_us=latency,
+        protocol_bw_factor=factors,
+        protocol_cap_Bps=caps,
+        mean_switch_hops=inter.mean_switch_hops if inter else 0.0,
+        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -145,8 +174,11 @@ def _protocol_terms(ctx: FabricContext, family: str) -> tuple[dict[str, float], 
     if family == "tree" and m == 1:
         factors["LL128"] = float(c["tree_ll128_one_node_factor"])
     ll = c["ll_max_busbw_GBps"]
-    ll_cap = ll["one_node"].get(ctx.arch, math.inf) if m == 1 else \
-        ll["multinode_intel"][0 if m == 2 else 1]
+    ll_cap = (
+        ll["one_node"].get(ctx.arch, math.inf)
+        if m == 1
+        else ll["multinode_intel"][0 if m == 2 else 1]
+    )
     idx = 0 if m == 1 else 1 if m == 2 else 2
     per_ch = c[f"{family}_ll128_per_channel_GBps"].get(ctx.arch)
     channels = ring_channels(ctx) * (c["tree_channels_fraction"] if family == "tree" else 1.0)
@@ -186,9 +218,14 @@ def ring_model(ctx: FabricContext, op: str) -> AlgoModel:
     res = ctx.solve(*_ring_pattern(ctx, ctx.slots_spread(k)))
     lat = _latencies(ctx, "ring", protos, steps - inter_steps, inter_steps, res.mean_switch_hops)
     c = ctx.constants
-    plateau = dict(plateau_factor=c["ring_plateau_factor"],
-                   plateau_min_bytes=c["ring_plateau_bytes"] * 2 * k * n) \
-        if op == "allreduce" else {}
+    plateau = (
+        dict(
+            plateau_factor=c["ring_plateau_factor"],
+            plateau_min_bytes=c["ring_plateau_bytes"] * 2 * k * n,
+        )
+        if op == "allreduce"
+        else {}
+    )
     return _common(ctx, op, "ring", _nvlink_ring_Bps(ctx), res, k, lat, **plateau)
 
 
@@ -235,8 +272,10 @@ def tree_model(ctx: FabricContext, op: str) -> AlgoModel:
     m, d = ctx.n_domains, ctx.domain
     c = ctx.constants
     protos = ("LL", "LL128", "Simple")
-    corr = dict(tree_correction=tuple(tuple(c["tree_correction"][p]) for p in protos),
-                tree_correction_protocols=protos)
+    corr = dict(
+        tree_correction=tuple(tuple(c["tree_correction"][p]) for p in protos),
+        tree_correction_protocols=protos,
+    )
     intra = _nvlink_ring_Bps(ctx) * c["tree_bw_factor"]
     cap = _tree_channel_cap_Bps(ctx, "tree_per_channel_GBps")
     if m == 1:
@@ -252,8 +291,9 @@ def tree_model(ctx: FabricContext, op: str) -> AlgoModel:
     # each edge stream carries S / (2k); bus bandwidth = bus_factor x S / time
     scale = 2 * k * bus_factor(op, ctx.n_ranks)
     lat = _latencies(ctx, "tree", protos, 2 * (d - 1), 2 * math.log2(m), res.mean_switch_hops)
-    model = _common(ctx, op, "tree", intra, res, scale * c["tree_bw_factor"], lat, cap_Bps=cap,
-                    **corr)
+    model = _common(
+        ctx, op, "tree", intra, res, scale * c["tree_bw_factor"], lat, cap_Bps=cap, **corr
+    )
     return model
 
 
@@ -308,12 +348,14 @@ def nvls_model(ctx: FabricContext, op: str) -> AlgoModel:
     if frac is None or ctx.domain < 2:
         raise AlgorithmUnavailableError(
             f"nvls needs an NVSwitch domain with NVLink SHARP (Hopper or newer) of 2+ GPUs; "
-            f"cluster.gpu = {ctx.scenario.cluster.gpu} ({ctx.arch}), domain {ctx.domain}")
+            f"cluster.gpu = {ctx.scenario.cluster.gpu} ({ctx.arch}), domain {ctx.domain}"
+        )
     n, m = ctx.n_ranks, ctx.n_domains
     if op in ("allgather", "reducescatter"):
         if m > 1:
             raise AlgorithmUnavailableError(
-                f"nvls {op} runs inside one NVLink domain; this job spans {m} domains (use ring)")
+                f"nvls {op} runs inside one NVLink domain; this job spans {m} domains (use ring)"
+            )
         intra = ctx.nvlink_Bps * c["nvls_efficiency"][ctx.arch]
         lat = _latencies(ctx, "nvls", ("Simple",), 1, 0, 0, base=False)
         return _common(ctx, op, "nvls", intra, None, 0, lat)
@@ -332,11 +374,20 @@ def nvls_model(ctx: FabricContext, op: str) -> AlgoModel:
     # every tree edge carries half of a NIC's S / (D x nics) shard, both ways at once
     scale = bus_factor(op, n) * 2 * ctx.domain * ctx.nics
     intra_lat = c["hw_latency_us"]["nvlink"]["nvls"]["Simple"]
-    inter_lat = c["hw_latency_us"]["net"]["nvls_tree"]["Simple"] + \
-        ctx.path_latency_us(res.mean_switch_hops)
+    inter_lat = c["hw_latency_us"]["net"]["nvls_tree"]["Simple"] + ctx.path_latency_us(
+        res.mean_switch_hops
+    )
     lat = {"Simple": intra_lat + 2 * math.log2(m) * inter_lat}
-    return _common(ctx, op, "nvls", intra, res, scale, lat,
-                   cap_Bps=_tree_channel_cap_Bps(ctx, "nvls_tree_per_channel_GBps"))
+    return _common(
+        ctx,
+        op,
+        "nvls",
+        intra,
+        res,
+        scale,
+        lat,
+        cap_Bps=_tree_channel_cap_Bps(ctx, "nvls_tree_per_channel_GBps"),
+    )
 
 
 # ---------------------------------------------------------------------------- SHARP
@@ -351,11 +402,13 @@ def sharp_model(ctx: FabricContext, op: str) -> AlgoModel:
         raise AlgorithmUnavailableError(
             f"sharp needs InfiniBand switches with SHARP; {sw.name} "
             f"(fabric.vendor = {ctx.scenario.fabric.vendor}) has no switch-resident "
-            f"reduction. Use ring, tree or nvls")
+            f"reduction. Use ring, tree or nvls"
+        )
     m, d, n = ctx.n_domains, ctx.domain, ctx.n_ranks
     if m == 1:
-        raise AlgorithmUnavailableError("sharp reduces across NVLink domains; this job "
-                                        "fits in one domain (use nvls or ring)")
+        raise AlgorithmUnavailableError(
+            "sharp reduces across NVLink domains; this job fits in one domain (use nvls or ring)"
+        )
     c = ctx.constants
     frac = c["nvls_algbw_fraction"].get(ctx.arch)
     if frac is not None and d > 1 and ctx.scenario.fabric.nvls:
@@ -364,8 +417,9 @@ def sharp_model(ctx: FabricContext, op: str) -> AlgoModel:
     else:
         # CollNet Direct: NVLink reduce-scatter to the NIC heads and all-gather back; on
         # Hopper and later tuning.cc derates the whole CollNet-Direct bus bandwidth x 0.85
-        intra = bus_factor(op, n) / (2.0 * (d - 1) / d) * _nvlink_ring_Bps(ctx) if d > 1 \
-            else math.inf
+        intra = (
+            bus_factor(op, n) / (2.0 * (d - 1) / d) * _nvlink_ring_Bps(ctx) if d > 1 else math.inf
+        )
         if frac is not None:
             intra *= c["sharp_efficiency"]
     ep = ctx.endpoints()
@@ -373,9 +427,12 @@ def sharp_model(ctx: FabricContext, op: str) -> AlgoModel:
     scale = bus_factor(op, n) * d * ctx.nics * c["sharp_efficiency"]
     hops = 2.0 * ctx.topology.max_switch_hops / 2 if ctx.topology.max_switch_hops else 1.0
     lat_intra = c["hw_latency_us"]["nvlink"]["collnet_direct"]["Simple"]
-    lat = {"Simple": 2 * (min(1, d - 1) * lat_intra + 0.4 * (d - 1))
-           + c["hw_latency_us"]["net"]["collnet_direct"]["Simple"]
-           + ctx.path_latency_us(hops) + 2 * (hops - 1) * sw.hop_latency_ns / 1000.0}
+    lat = {
+        "Simple": 2 * (min(1, d - 1) * lat_intra + 0.4 * (d - 1))
+        + c["hw_latency_us"]["net"]["collnet_direct"]["Simple"]
+        + ctx.path_latency_us(hops)
+        + 2 * (hops - 1) * sw.hop_latency_ns / 1000.0
+    }
     return _common(ctx, op, "sharp", intra, res, scale, lat)
 
 
@@ -411,19 +468,25 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
     if not rail_aligned and ctx.topology.family == "rail-only" and m > 1:
         raise AlgorithmUnavailableError(
             "rail-only has no path between rails: all-to-all must move data onto the "
-            "destination's rail over NVLink first (algo hierarchical)")
+            "destination's rail over NVLink first (algo hierarchical)"
+        )
     # NVLink: each GPU sends (D-1)/n x S to its domain peers; with PXN it also forwards the
     # data of its D-1 peers for its rail: about (D-1)/D x S in all
     nvl_fraction = (d - 1) / d if rail_aligned else (d - 1) / n
     mdl = ctx.scenario.model
     gpu_w = receive_weights(n, mdl.routing_skew, mdl.hot_fraction)
     skewed = bool(gpu_w.max() > 1.0)
-    intra = (bus_factor(op, n) / nvl_fraction * _nvlink_ring_Bps(ctx) / gpu_w.max()) \
-        if d > 1 else math.inf
+    intra = (
+        (bus_factor(op, n) / nvl_fraction * _nvlink_ring_Bps(ctx) / gpu_w.max())
+        if d > 1
+        else math.inf
+    )
     if m == 1:
-        lat = {"Simple": c["base_latency_us"]["ring"]["Simple"]
-               + c["hw_latency_us"]["nvlink"]["ring"]["Simple"]
-               + (n - 1) * c["alltoall_per_peer_us"]}
+        lat = {
+            "Simple": c["base_latency_us"]["ring"]["Simple"]
+            + c["hw_latency_us"]["nvlink"]["ring"]["Simple"]
+            + (n - 1) * c["alltoall_per_peer_us"]
+        }
         return _common(ctx, op, name, intra, None, 0, lat)
     if rail_aligned:
         slots = np.arange(d * ctx.nics, dtype=np.int64)
@@ -487,17 +550,21 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
             demand = gpu_w[gpu_of_dst_ep[dst]]
         res = ctx.solve(src, dst, demand)
     scale = bus_factor(op, n) / conn_bytes_fraction
-    lat = {"Simple": c["base_latency_us"]["ring"]["Simple"]
-           + c["hw_latency_us"]["net"]["ring"]["Simple"] + ctx.path_latency_us(res.mean_switch_hops)
-           + (n - 1) * c["alltoall_per_peer_us"]}
+    lat = {
+        "Simple": c["base_latency_us"]["ring"]["Simple"]
+        + c["hw_latency_us"]["net"]["ring"]["Simple"]
+        + ctx.path_latency_us(res.mean_switch_hops)
+        + (n - 1) * c["alltoall_per_peer_us"]
+    }
     return _common(ctx, op, name, intra, res, scale, lat)
 
 
 MODELS = {
     "ring": ring_model,
     "tree": tree_model,
-    "hierarchical": lambda ctx, op: (alltoall_model(ctx, op, True) if op == "alltoall"
-                                     else hierarchical_model(ctx, op)),
+    "hierarchical": lambda ctx, op: (
+        alltoall_model(ctx, op, True) if op == "alltoall" else hierarchical_model(ctx, op)
+    ),
     "nvls": nvls_model,
     "sharp": sharp_model,
     "direct": lambda ctx, op: alltoall_model(ctx, op, False),

@@ -25,8 +25,14 @@ from fabric_model.scenario import Scenario
 from fabric_model.topology import Topology, build_topology_from_request
 from fabric_model.units import FIBER_NS_PER_M, gbps_to_Bps
 
-__all__ = ["CLASS_MIN_CONNECTIONS", "ECMP_SEEDS", "MAX_CLASSES", "FabricContext", "PatternResult",
-           "nccl_constants"]
+__all__ = [
+    "CLASS_MIN_CONNECTIONS",
+    "ECMP_SEEDS",
+    "MAX_CLASSES",
+    "FabricContext",
+    "PatternResult",
+    "nccl_constants",
+]
 
 CONSTANTS_PATH = asset("nccl_constants.yaml")
 #: Seeds over which static ECMP hashing is averaged (the spread is reported too).
@@ -47,8 +53,7 @@ def nccl_constants() -> dict[str, Any]:
     return data
 
 
-def same_domain_group_pairs(group: np.ndarray, domain: np.ndarray) -> tuple[np.ndarray,
-                                                                            np.ndarray]:
+def same_domain_group_pairs(group: np.ndarray, domain: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group ids of every ordered endpoint pair in one NVLink domain (self-pairs included).
 
     A domain holds a handful of the component's endpoints, so the pairs are listed per
@@ -122,15 +127,14 @@ class FabricContext:
         """Build the topology and capacities (with the what-if degradation) for a scenario."""
         cat = catalog or load_catalog()
         hw = resolve_hardware(scenario, cat)
-        topo = build_topology_from_request(scenario.fabric.topology,
-                                           topology_request(scenario, hw))
-        ctx = cls(scenario, topo, hw, hw.routing, topo.graph.link_capacity_Bps,
-                  nccl_constants())
+        topo = build_topology_from_request(scenario.fabric.topology, topology_request(scenario, hw))
+        ctx = cls(scenario, topo, hw, hw.routing, topo.graph.link_capacity_Bps, nccl_constants())
         w = scenario.what_if
         cap = topo.graph.link_capacity_Bps
         if w.degraded_link_factor < 1.0:
-            cap = degraded_capacities(topo, w.degraded_link, w.degraded_link_factor,
-                                      ctx.degraded_endpoint)
+            cap = degraded_capacities(
+                topo, w.degraded_link, w.degraded_link_factor, ctx.degraded_endpoint
+            )
         cap = ctx._host_capped(cap)
         if cap is topo.graph.link_capacity_Bps:
             return ctx
@@ -183,12 +187,14 @@ class FabricContext:
                 f"host link: each GPU's {self.nics} NICs share its PCIe path "
                 f"({hw.host_link_GBps:g} GB/s of payload each way, {hw.server.name}), so a NIC "
                 f"carries at most {self.nic_feed_Bps / 1e9:.1f} GB/s of its "
-                f"{self.nic_Bps / 1e9:g} GB/s line rate")
+                f"{self.nic_Bps / 1e9:g} GB/s line rate"
+            )
         if self.n_ranks % self.physical_domain:
             out.append(
                 f"partial NVLink domain: {self.n_ranks:,} GPUs fill {self.n_domains - 1:,} "
                 f"domain(s) of {self.physical_domain} and one of {self.domain}; the smaller "
-                f"sets the pace of the network patterns")
+                f"sets the pace of the network patterns"
+            )
         return tuple(out)
 
     @property
@@ -220,10 +226,15 @@ class FabricContext:
         if w.degraded_link != "nic" or not self.topology.tiers:
             return f"the first {w.degraded_link} cable runs at {pct} of its rate"
         rank = self.degraded_rank
-        where = "root of NCCL's first tree" if w.degraded_position == "root" else \
-            "interior node of NCCL's first tree"
-        return (f"NIC 0 of rank {rank:,} (NVLink domain {rank // self.physical_domain:,} of "
-                f"{self.n_domains:,}, {where}) runs at {pct} of its rate")
+        where = (
+            "root of NCCL's first tree"
+            if w.degraded_position == "root"
+            else "interior node of NCCL's first tree"
+        )
+        return (
+            f"NIC 0 of rank {rank:,} (NVLink domain {rank // self.physical_domain:,} of "
+            f"{self.n_domains:,}, {where}) runs at {pct} of its rate"
+        )
 
     # shape ------------------------------------------------------------------------------
     @property
@@ -337,12 +348,14 @@ class FabricContext:
             length = f.direct_link_m * switch_hops
         else:
             length = 2 * f.nic_leaf_m + max(0.0, switch_hops - 1.0) * (
-                f.leaf_spine_m if switch_hops <= 3 else (f.leaf_spine_m + f.spine_core_m) / 2)
+                f.leaf_spine_m if switch_hops <= 3 else (f.leaf_spine_m + f.spine_core_m) / 2
+            )
         return (extra_hops * hop_ns + length * FIBER_NS_PER_M) / 1000.0
 
     # solving ----------------------------------------------------------------------------
-    def solve(self, src: np.ndarray, dst: np.ndarray,
-              demand: np.ndarray | None = None) -> PatternResult:
+    def solve(
+        self, src: np.ndarray, dst: np.ndarray, demand: np.ndarray | None = None
+    ) -> PatternResult:
         """Route and solve a pattern of concurrent connections.
 
         With ``demand`` (each connection's bytes relative to a reference connection), the
@@ -361,8 +374,11 @@ class FabricContext:
             keep = demand > 0
             src, dst, demand = src[keep], dst[keep], demand[keep]
         # algorithms often share a pattern (tree and NVLS-Tree, ring and the shard ring)
-        key = (np.asarray(src, np.int64).tobytes(), np.asarray(dst, np.int64).tobytes(),
-               None if demand is None else demand.tobytes())
+        key = (
+            np.asarray(src, np.int64).tobytes(),
+            np.asarray(dst, np.int64).tobytes(),
+            None if demand is None else demand.tobytes(),
+        )
         cached = self._solved.get(key)
         if cached is not None:
             return cached
@@ -420,10 +436,16 @@ class FabricContext:
         is_dn = idx == down[rep_d][conn]
         idx[is_up] = n_base + conn[is_up]
         idx[is_dn] = n_base + n_cls + conn[is_dn]
-        capacity = np.concatenate([rf.link_capacity_Bps, members * cap[up[rep_s]],
-                                   members * cap[down[rep_d]]])
-        flows = FlowSet(fl.flow_link_indptr, idx, fl.flow_link_weights * members[conn],
-                        capacity.size, max_weight=np.inf)
+        capacity = np.concatenate(
+            [rf.link_capacity_Bps, members * cap[up[rep_s]], members * cap[down[rep_d]]]
+        )
+        flows = FlowSet(
+            fl.flow_link_indptr,
+            idx,
+            fl.flow_link_weights * members[conn],
+            capacity.size,
+            max_weight=np.inf,
+        )
         sol = solve_maxmin(flows, capacity)
         rate = np.full(n_cls, np.inf)
         np.minimum.at(rate, rf.flow_of_connection, sol.rate_Bps / rf.flow_fraction)
@@ -435,32 +457,45 @@ class FabricContext:
             cls = int(rf.link_class[link])
             bottleneck = rf.class_names[cls] if 0 <= cls < len(rf.class_names) else "nic"
         hops = rf.switch_hops
-        return PatternResult(np.array([rate.min()]), float(np.average(rate, weights=members)),
-                             bottleneck, float(np.average(hops, weights=members)),
-                             int(hops.max()))
+        return PatternResult(
+            np.array([rate.min()]),
+            float(np.average(rate, weights=members)),
+            bottleneck,
+            float(np.average(hops, weights=members)),
+            int(hops.max()),
+        )
 
     @cached_property
     def _solved(self) -> dict[tuple[bytes, bytes, bytes | None], PatternResult]:
         return {}
 
-    def _solve(self, src: np.ndarray, dst: np.ndarray,
-               demand: np.ndarray | None) -> PatternResult:
+    def _solve(self, src: np.ndarray, dst: np.ndarray, demand: np.ndarray | None) -> PatternResult:
         policy = self.policy
         seeds = range(ECMP_SEEDS) if policy == "ecmp" else range(1)
         mins, means = [], []
         bottleneck, hops = "", np.zeros(0)
         for seed in seeds:
-            rf = route(self.topology, src, dst, policy, self.capacity_Bps,
-                       qps=self.scenario.fabric.qps_per_connection,
-                       rng=np.random.default_rng(seed))
+            rf = route(
+                self.topology,
+                src,
+                dst,
+                policy,
+                self.capacity_Bps,
+                qps=self.scenario.fabric.qps_per_connection,
+                rng=np.random.default_rng(seed),
+            )
             flows = rf.flows
             if demand is not None:
                 fl = flows
                 lengths = np.diff(fl.flow_link_indptr)
                 per_flow = demand[rf.flow_of_connection]
-                flows = FlowSet(fl.flow_link_indptr, fl.flow_link_indices,
-                                fl.flow_link_weights * np.repeat(per_flow, lengths),
-                                fl.n_links, max_weight=np.inf)
+                flows = FlowSet(
+                    fl.flow_link_indptr,
+                    fl.flow_link_indices,
+                    fl.flow_link_weights * np.repeat(per_flow, lengths),
+                    fl.n_links,
+                    max_weight=np.inf,
+                )
             sol = solve_maxmin(flows, rf.link_capacity_Bps)
             conn = np.full(rf.n_connections, np.inf)
             np.minimum.at(conn, rf.flow_of_connection, sol.rate_Bps / rf.flow_fraction)
@@ -472,10 +507,13 @@ class FabricContext:
                 cls = int(rf.link_class[link]) if link >= 0 else -1
                 bottleneck = rf.class_names[cls] if 0 <= cls < len(rf.class_names) else "nic"
                 hops = rf.switch_hops
-        return PatternResult(np.asarray(mins), float(np.mean(means)), bottleneck,
-                             float(hops.mean()) if hops.size else 0.0,
-                             int(hops.max()) if hops.size else 0)
-
+        return PatternResult(
+            np.asarray(mins),
+            float(np.mean(means)),
+            bottleneck,
+            float(hops.mean()) if hops.size else 0.0,
+            int(hops.max()) if hops.size else 0,
+        )
 
     # class aggregation -------------------------------------------------------------------
     @cached_property
@@ -487,8 +525,9 @@ class FabricContext:
         up = order[indptr[:n_e]].astype(np.int64)
         return up, up ^ 1, g.link_dst[up].astype(np.int64)
 
-    def solve_all_to_all(self, components: list[np.ndarray],
-                         dst_weight: np.ndarray | None = None) -> tuple[PatternResult, int]:
+    def solve_all_to_all(
+        self, components: list[np.ndarray], dst_weight: np.ndarray | None = None
+    ) -> tuple[PatternResult, int]:
         """Solve a uniform all-to-all by flow classes, without listing its connections.
 
         Each component is a set of NIC endpoints that exchange equal amounts all-to-all (every
@@ -529,8 +568,9 @@ class FabricContext:
         if dst_weight is not None:  # hot and cold endpoints behind one switch: two groups
             levels, level = np.unique(dst_weight, return_inverse=True)
             group_of = group_of * levels.size + level
-        gpu_domain = np.arange(self.topology.n_endpoints) // self.nics // \
-            self.scenario.cluster.nvlink_domain
+        gpu_domain = (
+            np.arange(self.topology.n_endpoints) // self.nics // self.scenario.cluster.nvlink_domain
+        )
         # members per (source group, destination group), summed over components: classes
         # of different components between the same groups route identically
         all_ep = np.unique(np.concatenate(components))
@@ -572,9 +612,13 @@ class FabricContext:
         up_cap = np.bincount(gi, weights=cap[up[all_ep]], minlength=groups.size)
         dn_cap = np.bincount(gi, weights=cap[down[all_ep]], minlength=groups.size)
         capacity = np.concatenate([rf.link_capacity_Bps, up_cap, dn_cap])
-        flows = FlowSet(fl.flow_link_indptr, idx,
-                        fl.flow_link_weights * (n_members * demand)[row],
-                        capacity.size, max_weight=np.inf)
+        flows = FlowSet(
+            fl.flow_link_indptr,
+            idx,
+            fl.flow_link_weights * (n_members * demand)[row],
+            capacity.size,
+            max_weight=np.inf,
+        )
         sol = solve_maxmin(flows, capacity)
         rate = sol.rate_Bps
         link = int(sol.bottleneck_link[int(np.argmin(rate))])
@@ -584,6 +628,13 @@ class FabricContext:
             cls = int(rf.link_class[link])
             bottleneck = rf.class_names[cls] if 0 <= cls < len(rf.class_names) else "nic"
         hops = rf.switch_hops
-        return (PatternResult(np.array([rate.min()]), float(np.average(rate, weights=n_members)),
-                              bottleneck, float(np.average(hops, weights=n_members)),
-                              int(hops.max())), int(rep_s.size))
+        return (
+            PatternResult(
+                np.array([rate.min()]),
+                float(np.average(rate, weights=n_members)),
+                bottleneck,
+                float(np.average(hops, weights=n_members)),
+                int(hops.max()),
+            ),
+            int(rep_s.size),
+        )

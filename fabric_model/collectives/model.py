@@ -91,8 +91,10 @@ class AlgoModel:
 
     def bandwidth_Bps(self, size_bytes: float, proto: str) -> float:
         """Bus bandwidth term for a call of ``size_bytes`` with ``proto``, bytes/s."""
-        bw = min(self.busbw_Bps * self.protocol_bw_factor[proto],
-                 self.protocol_cap_Bps.get(proto, math.inf))
+        bw = min(
+            self.busbw_Bps * self.protocol_bw_factor[proto],
+            self.protocol_cap_Bps.get(proto, math.inf),
+        )
         if self.tree_correction is not None and size_bytes >= 64:
             idx = int(math.log2(size_bytes / 64))
             if 0 <= idx < len(self.tree_correction[0]):
@@ -137,10 +139,18 @@ class CollectiveTime:
     def to_dict(self) -> dict[str, Any]:
         """JSON row: the contract's keys first, then the breakdown."""
         return {
-            "op": self.op, "algo": self.algo, "bytes": self.size_bytes,
-            "time_us": self.time_us, "algbw_GBps": self.algbw_GBps,
-            "busbw_GBps": self.busbw_GBps, "proto": self.proto, "n_ranks": self.n_ranks,
-            "latency_us": self.latency_us, "bandwidth_us": self.bandwidth_us,
-            "busbw_min_GBps": self.busbw_min_GBps, "busbw_max_GBps": self.busbw_max_GBps,
-            "bottleneck": self.bottleneck, "requested_algo": self.requested_algo,
+            "op": self.op,
+            "algo": self.algo,
+            "bytes": self.size_bytes,
+            "time_us": self.time_us,
+            "algbw_GBps": self.algbw_GBps,
+            "busbw_GBps": self.busbw_GBps,
+            "proto": self.proto,
+            "n_ranks": self.n_ranks,
+            "latency_us": self.latency_us,
+            "bandwidth_us": self.bandwidth_us,
+            "busbw_min_GBps": self.busbw_min_GBps,
+            "busbw_max_GBps": self.busbw_max_GBps,
+            "bottleneck": self.bottleneck,
+            "requested_algo": self.requested_algo,
         }

@@ -147,8 +147,9 @@ class FlowSet:
                 f"link id {int(indices[k])} (entry {k}, flow {self._flow_of_entry(indptr, k)}) is "
                 f"out of range: n_links = {n_links}, so ids must lie in [0, {n_links - 1}]"
             )
-        bad_weight = ~((weights > 0.0) & (weights <= self.max_weight + WEIGHT_SLACK)
-                       & np.isfinite(weights))  # catches NaN too
+        bad_weight = ~(
+            (weights > 0.0) & (weights <= self.max_weight + WEIGHT_SLACK) & np.isfinite(weights)
+        )  # catches NaN too
         if np.any(bad_weight):
             k = _first(bad_weight)
             raise FabricModelError(

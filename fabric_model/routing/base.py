@@ -35,8 +35,14 @@ from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet
 from fabric_model.topology import Topology
 
-__all__ = ["DEGRADED_CLASS", "RoutedFlows", "Router", "check_policy", "degraded_capacities",
-           "hash_choices"]
+__all__ = [
+    "DEGRADED_CLASS",
+    "RoutedFlows",
+    "Router",
+    "check_policy",
+    "degraded_capacities",
+    "hash_choices",
+]
 
 #: ``what_if.degraded_link`` -> the link class whose first cable is degraded.
 DEGRADED_CLASS = {"nic": "nic-leaf", "leaf-spine": "leaf-spine", "spine-core": "spine-core"}
@@ -83,8 +89,9 @@ class RoutedFlows:
         return int(self.switch_hops.shape[0])
 
 
-def degraded_capacities(topo: Topology, which: str, factor: float,
-                        endpoint: int | None = None) -> np.ndarray:
+def degraded_capacities(
+    topo: Topology, which: str, factor: float, endpoint: int | None = None
+) -> np.ndarray:
     """Directed-cable capacities with one cable (both directions) at ``factor`` of its rate.
 
     ``which`` is ``what_if.degraded_link``: the first cable of the NIC, leaf-spine or
@@ -116,8 +123,7 @@ def degraded_capacities(topo: Topology, which: str, factor: float,
     else:
         raise InfeasibleDesignError(
             "what_if.degraded_link",
-            f"this {topo.family} design has no {which} links; it has "
-            f"{', '.join(names)}",
+            f"this {topo.family} design has no {which} links; it has {', '.join(names)}",
         )
     in_class = g.link_class == cls
     if endpoint is not None and which == "nic" and topo.tiers:
@@ -144,7 +150,8 @@ def check_policy(family: str, policy: str, supported: tuple[str, ...]) -> None:
     """
     if policy not in supported:
         raise InfeasibleDesignError(
-            "fabric.routing", f"{family} supports: {', '.join(supported)} (got {policy!r})")
+            "fabric.routing", f"{family} supports: {', '.join(supported)} (got {policy!r})"
+        )
 
 
 class Router(Protocol):
@@ -179,8 +186,16 @@ class Router(Protocol):
         (:func:`check_policy`).
     """
 
-    def __call__(self, topo: Topology, src: np.ndarray, dst: np.ndarray, policy: str,
-                 capacity_Bps: np.ndarray, *, qps: int = 1,
-                 rng: np.random.Generator | None = None) -> RoutedFlows:
+    def __call__(
+        self,
+        topo: Topology,
+        src: np.ndarray,
+        dst: np.ndarray,
+        policy: str,
+        capacity_Bps: np.ndarray,
+        *,
+        qps: int = 1,
+        rng: np.random.Generator | None = None,
+    ) -> RoutedFlows:
         """Route ``src[i] -> dst[i]`` with ``policy`` (see the class docstring)."""
         ...

@@ -48,5 +48,6 @@ def build_topology_from_request(family: str, req: TopologyRequest) -> Topology:
     builder = BUILDERS.get(family)
     if builder is None:
         raise InfeasibleDesignError(
-            "fabric.topology", f"{family} cannot be built; available: {', '.join(BUILDERS)}")
+            "fabric.topology", f"{family} cannot be built; available: {', '.join(BUILDERS)}"
+        )
     return builder(req)

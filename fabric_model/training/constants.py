@@ -24,10 +24,15 @@ def training_constants() -> dict[str, float]:
     data = yaml.safe_load(CONSTANTS_PATH.read_text(encoding="utf-8"))
     out = {}
     for name, entry in data["constants"].items():
-        if not isinstance(entry, dict) or "value" not in entry or not str(
-                entry.get("note", "")).strip():
-            raise CatalogError(f"{CONSTANTS_PATH.name}: {name} needs a value and a note "
-                               f"(its source, or 'estimate: ...')")
+        if (
+            not isinstance(entry, dict)
+            or "value" not in entry
+            or not str(entry.get("note", "")).strip()
+        ):
+            raise CatalogError(
+                f"{CONSTANTS_PATH.name}: {name} needs a value and a note "
+                f"(its source, or 'estimate: ...')"
+            )
         out[name] = float(entry["value"])
     return out
 

@@ -135,24 +135,31 @@ class DimensionFabric:
     def __init__(self, scenario: Scenario, layout: Layout) -> None:
         self.scenario = scenario
         self.layout = layout
-        self._key = (_fabric_key(scenario), scenario.model.routing_skew,
-                     scenario.model.hot_fraction, layout)
+        self._key = (
+            _fabric_key(scenario),
+            scenario.model.routing_skew,
+            scenario.model.hot_fraction,
+            layout,
+        )
 
     @property
     def base(self) -> FabricContext:
         """The whole cluster's fabric (built once per cluster/fabric/what-if)."""
-        return _BASES.get(_fabric_key(self.scenario),
-                          lambda: FabricContext.from_scenario(self.scenario))
+        return _BASES.get(
+            _fabric_key(self.scenario), lambda: FabricContext.from_scenario(self.scenario)
+        )
 
     def group(self, dim: str) -> GroupContext:
         """Return the communicator context of ``dim`` (cached with its solved patterns)."""
-        return _MODELS.get((*self._key, dim),
-                           lambda: GroupContext.for_dimension(self.base, self.layout, dim,
-                                                              self.scenario))
+        return _MODELS.get(
+            (*self._key, dim),
+            lambda: GroupContext.for_dimension(self.base, self.layout, dim, self.scenario),
+        )
 
     def _models(self, dim: str, op: str) -> list[AlgoModel]:
         def make() -> list[AlgoModel]:
             return algo_models(self.group(dim), op, "auto")
+
         return _MODELS.get((*self._key, dim, op), make)
 
     def collective(self, dim: str, op: str, size_bytes: float) -> CommTime:
@@ -172,6 +179,7 @@ class DimensionFabric:
         across domains each GPU sends on its own NIC(s), at the rate the solver grants the
         pattern of every boundary of every pipeline at once. The slowest boundary counts.
         """
+
         def make() -> tuple[float, float, str]:
             ctx = self.group("pp")
             c = ctx.constants
@@ -180,8 +188,10 @@ class DimensionFabric:
             a, b = members[:-1], members[1:]
             cross = (a // dom) != (b // dom)
             nvl_Bps = ctx.nvlink_Bps * c["nvlink_efficiency"]
-            lat_nvl = c["base_latency_us"]["ring"]["Simple"] + \
-                c["hw_latency_us"]["nvlink"]["ring"]["Simple"]
+            lat_nvl = (
+                c["base_latency_us"]["ring"]["Simple"]
+                + c["hw_latency_us"]["nvlink"]["ring"]["Simple"]
+            )
             if not cross.any():
                 return nvl_Bps, lat_nvl, "nvlink"
             nics = ctx.nics
@@ -189,9 +199,11 @@ class DimensionFabric:
             dst = (b[cross][:, None] * nics + np.arange(nics)).ravel()
             res = ctx.solve(src, dst)
             net_Bps = res.rate_Bps * nics * c["net_efficiency"]
-            lat_net = c["base_latency_us"]["ring"]["Simple"] + \
-                c["hw_latency_us"]["net"]["ring"]["Simple"] + \
-                ctx.path_latency_us(res.mean_switch_hops)
+            lat_net = (
+                c["base_latency_us"]["ring"]["Simple"]
+                + c["hw_latency_us"]["net"]["ring"]["Simple"]
+                + ctx.path_latency_us(res.mean_switch_hops)
+            )
             if net_Bps < nvl_Bps or cross.all():
                 return net_Bps, lat_net, res.bottleneck
             return nvl_Bps, lat_nvl, "nvlink"

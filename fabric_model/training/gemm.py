@@ -49,12 +49,15 @@ def gemm_utilisation(m: float, n: float, gpu: Gpu) -> float:
     """Share of the tensor peak an ``m x n`` output GEMM can reach (see the module docstring)."""
     if m <= 0 or n <= 0:
         return 1.0
-    return max(_one_orientation(m, n, TILE_M, TILE_N, gpu.n_sms),
-               _one_orientation(m, n, TILE_N, TILE_M, gpu.n_sms))
+    return max(
+        _one_orientation(m, n, TILE_M, TILE_N, gpu.n_sms),
+        _one_orientation(m, n, TILE_N, TILE_M, gpu.n_sms),
+    )
 
 
-def _gemms(s: Scenario, tp: int, ep: int, tokens: float,
-           moe_layer: bool) -> list[tuple[float, float, float, float]]:
+def _gemms(
+    s: Scenario, tp: int, ep: int, tokens: float, moe_layer: bool
+) -> list[tuple[float, float, float, float]]:
     """``(M, N, K, count)`` of one layer's forward GEMMs on one GPU."""
     m = s.model
     h = float(m.hidden)
@@ -63,12 +66,13 @@ def _gemms(s: Scenario, tp: int, ep: int, tokens: float,
     if m.kv_lora_rank:  # MLA: down-projections are replicated, up-projections split by tp
         d_qk = d + m.rope_head_dim
         if m.q_lora_rank:
-            out += [(tokens, m.q_lora_rank, h, 1),
-                    (tokens, m.heads * d_qk / tp, m.q_lora_rank, 1)]
+            out += [(tokens, m.q_lora_rank, h, 1), (tokens, m.heads * d_qk / tp, m.q_lora_rank, 1)]
         else:
             out.append((tokens, m.heads * d_qk / tp, h, 1))
-        out += [(tokens, m.kv_lora_rank + m.rope_head_dim, h, 1),
-                (tokens, m.heads * 2 * d / tp, m.kv_lora_rank, 1)]
+        out += [
+            (tokens, m.kv_lora_rank + m.rope_head_dim, h, 1),
+            (tokens, m.heads * 2 * d / tp, m.kv_lora_rank, 1),
+        ]
     else:
         out.append((tokens, (m.heads + 2 * m.kv_heads) * d / tp, h, 1))
     out.append((tokens, h, m.heads * d / tp, 1))
@@ -79,16 +83,17 @@ def _gemms(s: Scenario, tp: int, ep: int, tokens: float,
         local = m.n_experts / ep  # every local expert runs its own GEMMs
         out += [(per_expert, mats * f / tp, h, local), (per_expert, h, f / tp, local)]
         if m.shared_experts:
-            out += [(tokens, mats * f * m.shared_experts / tp, h, 1),
-                    (tokens, h, f * m.shared_experts / tp, 1)]
+            out += [
+                (tokens, mats * f * m.shared_experts / tp, h, 1),
+                (tokens, h, f * m.shared_experts / tp, 1),
+            ]
     else:
         f = float(m.dense_ffn_hidden or m.ffn_hidden)
         out += [(tokens, mats * f / tp, h, 1), (tokens, h, f / tp, 1)]
     return out
 
 
-def linear_utilisation(s: Scenario, tp: int, cp: int, ep: int, micro_batch: int,
-                       gpu: Gpu) -> float:
+def linear_utilisation(s: Scenario, tp: int, cp: int, ep: int, micro_batch: int, gpu: Gpu) -> float:
     """FLOP-weighted utilisation of the linear GEMMs of the model's layer mix (docstring)."""
     m = s.model
     tokens = micro_batch * m.seq_len / cp

@@ -135,26 +135,35 @@ class GroupContext(FabricContext):
 
     members: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
     group_offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64), repr=False)
-    cluster_domain_order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64),
-                                             repr=False)
+    cluster_domain_order: np.ndarray = field(
+        default_factory=lambda: np.zeros(0, np.int64), repr=False
+    )
 
     @classmethod
-    def for_dimension(cls, base: FabricContext, layout: Layout, dim: str,
-                      scenario: Scenario | None = None) -> GroupContext:
+    def for_dimension(
+        cls, base: FabricContext, layout: Layout, dim: str, scenario: Scenario | None = None
+    ) -> GroupContext:
         """Return communicator ``dim``'s context on ``base``'s (whole-cluster) fabric.
 
         ``scenario`` (default ``base``'s) supplies what the fabric does not fix, such as the
         MoE routing skew, when ``base`` is shared between scenarios of one fabric.
         """
         members, offsets = layout.members(dim), layout.offsets(dim)
-        worst, _ = _slowest_group(members, offsets,
-                                  (scenario or base.scenario).cluster.nvlink_domain)
+        worst, _ = _slowest_group(
+            members, offsets, (scenario or base.scenario).cluster.nvlink_domain
+        )
         n_total = layout.n_gpus
-        return cls(scenario or base.scenario, base.topology, base.hardware, base.policy,
-                   base.capacity_Bps,
-                   base.constants, members=members + offsets[worst],
-                   group_offsets=np.sort((offsets - offsets[worst]) % n_total),
-                   cluster_domain_order=base.domain_order)
+        return cls(
+            scenario or base.scenario,
+            base.topology,
+            base.hardware,
+            base.policy,
+            base.capacity_Bps,
+            base.constants,
+            members=members + offsets[worst],
+            group_offsets=np.sort((offsets - offsets[worst]) % n_total),
+            cluster_domain_order=base.domain_order,
+        )
 
     @cached_property
     def straddling_groups(self) -> int:
@@ -164,8 +173,9 @@ class GroupContext(FabricContext):
         not tile the domain (TP16 or EP64 on 72-GPU NVL72 racks) some groups cross a rack
         boundary and send part of their traffic over the scale-out NICs.
         """
-        return _slowest_group(self.members, self.group_offsets,
-                              self.scenario.cluster.nvlink_domain)[1]
+        return _slowest_group(
+            self.members, self.group_offsets, self.scenario.cluster.nvlink_domain
+        )[1]
 
     # shape ------------------------------------------------------------------------------
     @property
@@ -203,8 +213,9 @@ class GroupContext(FabricContext):
     # endpoints --------------------------------------------------------------------------
     def endpoint(self, logical_domain: np.ndarray, slot: np.ndarray) -> np.ndarray:
         """Logical NIC endpoint of NIC ``slot`` of a logical domain of the group."""
-        idx = (np.asarray(logical_domain) % self.n_domains) * self.domain \
-            + np.asarray(slot) // self.nics
+        idx = (np.asarray(logical_domain) % self.n_domains) * self.domain + np.asarray(
+            slot
+        ) // self.nics
         return self.members[idx] * self.nics + np.asarray(slot) % self.nics
 
     def rank_domain(self, rank: np.ndarray) -> np.ndarray:
@@ -234,8 +245,9 @@ class GroupContext(FabricContext):
         return int(min(self.concurrent_groups, cap))
 
     # solving ----------------------------------------------------------------------------
-    def solve(self, src: np.ndarray, dst: np.ndarray,
-              demand: np.ndarray | None = None) -> PatternResult:
+    def solve(
+        self, src: np.ndarray, dst: np.ndarray, demand: np.ndarray | None = None
+    ) -> PatternResult:
         """Solve the pattern in every concurrent group at once (see the class docstring).
 
         Members of one physical NVLink domain that the group treats as separate (its
@@ -268,8 +280,9 @@ class GroupContext(FabricContext):
             ps = np.where(short, ps, moved)
         return super().solve(ps, pd_, rep_demand)
 
-    def solve_all_to_all(self, components: list[np.ndarray],
-                         dst_weight: np.ndarray | None = None) -> tuple[PatternResult, int]:
+    def solve_all_to_all(
+        self, components: list[np.ndarray], dst_weight: np.ndarray | None = None
+    ) -> tuple[PatternResult, int]:
         """Flow-class all-to-all of group 0 alone (a group this large fills the fabric)."""
         zero = self.group_offsets[:1]
         phys = [self._physical(c, zero) for c in components]

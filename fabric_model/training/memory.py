@@ -78,10 +78,18 @@ from fabric_model.training.shapes import ShapeCounts
 if TYPE_CHECKING:
     from fabric_model.training.step import Plan
 
-__all__ = ["ACTIVATION_UNCERTAINTY", "TRAFFIC_PASSES", "MemoryBreakdown", "StageMemory",
-           "activation_bytes_per_layer", "activation_traffic_bytes_per_layer",
-           "attention_score_bytes_per_layer", "layers_on_rank", "memory_per_gpu",
-           "micro_batches_in_flight"]
+__all__ = [
+    "ACTIVATION_UNCERTAINTY",
+    "TRAFFIC_PASSES",
+    "MemoryBreakdown",
+    "StageMemory",
+    "activation_bytes_per_layer",
+    "activation_traffic_bytes_per_layer",
+    "attention_score_bytes_per_layer",
+    "layers_on_rank",
+    "memory_per_gpu",
+    "micro_batches_in_flight",
+]
 
 #: Times each kept activation byte crosses HBM in a forward and backward pass
 #: (``assets/training_constants.yaml``; see :func:`activation_traffic_bytes_per_layer`).
@@ -133,8 +141,10 @@ class StageMemory:
         segments remove most of it), so it counts as uncertainty.
         """
         allocated = self.states_gib + self.activations_gib + self.transient_gib
-        return (ACTIVATION_UNCERTAINTY * (self.activations_gib + self.transient_gib)
-                + FRAGMENTATION * allocated)
+        return (
+            ACTIVATION_UNCERTAINTY * (self.activations_gib + self.transient_gib)
+            + FRAGMENTATION * allocated
+        )
 
 
 @dataclass(frozen=True)
@@ -161,14 +171,25 @@ class MemoryBreakdown:
     @property
     def total_gib(self) -> float:
         """Everything the heaviest rank needs at its peak."""
-        return (self.weights_gib + self.grads_gib + self.optimizer_gib + self.activations_gib
-                + self.transient_gib + self.runtime_gib)
+        return (
+            self.weights_gib
+            + self.grads_gib
+            + self.optimizer_gib
+            + self.activations_gib
+            + self.transient_gib
+            + self.runtime_gib
+        )
 
     @property
     def allocated_gib(self) -> float:
         """What the framework's allocator hands out at the peak (PyTorch's max allocated)."""
-        return (self.weights_gib + self.grads_gib + self.optimizer_gib + self.activations_gib
-                + self.transient_gib)
+        return (
+            self.weights_gib
+            + self.grads_gib
+            + self.optimizer_gib
+            + self.activations_gib
+            + self.transient_gib
+        )
 
     @property
     def reserved_gib(self) -> float:
@@ -194,11 +215,13 @@ class MemoryBreakdown:
 
     def describe(self) -> str:
         """One line: the heaviest rank's breakdown against the capacity."""
-        return (f"{self.total_gib:,.1f} +- {self.uncertainty_gib:,.1f} GiB per GPU on pipeline "
-                f"rank {self.heaviest_rank} (weights {self.weights_gib:,.1f}, gradients "
-                f"{self.grads_gib:,.1f}, optimizer {self.optimizer_gib:,.1f}, activations "
-                f"{self.activations_gib:,.1f}, transient {self.transient_gib:,.1f}, runtime "
-                f"{self.runtime_gib:,.1f}) of {self.capacity_gib:,.1f} GiB")
+        return (
+            f"{self.total_gib:,.1f} +- {self.uncertainty_gib:,.1f} GiB per GPU on pipeline "
+            f"rank {self.heaviest_rank} (weights {self.weights_gib:,.1f}, gradients "
+            f"{self.grads_gib:,.1f}, optimizer {self.optimizer_gib:,.1f}, activations "
+            f"{self.activations_gib:,.1f}, transient {self.transient_gib:,.1f}, runtime "
+            f"{self.runtime_gib:,.1f}) of {self.capacity_gib:,.1f} GiB"
+        )
 
 
 # ------------------------------------------------------------------------- activations
@@ -261,8 +284,12 @@ def _layer_bytes_per_token(s: Scenario, moe_layer: bool, mode: str, tp: int = 1)
     if moe_layer:
         f = float(m.ffn_hidden)
         routed = lin * h + _mlp_bytes(f, lin, m.gated_mlp, not cheap) + BF16 * h
-        mlp = BF16 * h + (0.0 if cheap else BF16 * h) + m.top_k * routed \
+        mlp = (
+            BF16 * h
+            + (0.0 if cheap else BF16 * h)
+            + m.top_k * routed
             + m.shared_experts * _mlp_bytes(f, lin, m.gated_mlp, not cheap)
+        )
     else:
         f = float(m.dense_ffn_hidden or m.ffn_hidden)
         mlp = BF16 * h + norm_out + _mlp_bytes(f, lin, m.gated_mlp, not cheap)
@@ -280,8 +307,9 @@ def attention_score_bytes_per_layer(s: Scenario, plan: Plan) -> float:
     return per * m.heads * seq * seq * plan.micro_batch / plan.tp
 
 
-def activation_bytes_per_layer(s: Scenario, plan: Plan, moe_layer: bool,
-                               recompute: str | None = None) -> float:
+def activation_bytes_per_layer(
+    s: Scenario, plan: Plan, moe_layer: bool, recompute: str | None = None
+) -> float:
     """Bytes one layer stores for one micro-batch on one GPU (see the module docstring).
 
     ``recompute`` overrides the plan's mode (the traffic model asks for ``none``).
@@ -308,8 +336,11 @@ def activation_traffic_bytes_per_layer(s: Scenario, plan: Plan, moe_layer: bool)
     if plan.recompute == "full":
         traffic += TRAFFIC_PASSES / 2 * stored
     elif plan.recompute == "selective":  # the rebuilt tensors: the scores, the cheap modules
-        traffic += TRAFFIC_PASSES / 2 * (
-            stored - activation_bytes_per_layer(s, plan, moe_layer, recompute="selective"))
+        traffic += (
+            TRAFFIC_PASSES
+            / 2
+            * (stored - activation_bytes_per_layer(s, plan, moe_layer, recompute="selective"))
+        )
     return traffic
 
 
@@ -354,8 +385,7 @@ def _process_groups(plan: Plan) -> int:
     return sum(1 for g in (plan.tp, plan.pp, plan.dp, plan.cp, plan.ep) if g > 1)
 
 
-def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts,
-                   hbm_gib: float) -> MemoryBreakdown:
+def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float) -> MemoryBreakdown:
     """Memory of one GPU on each candidate rank; the heaviest one (see the module docstring)."""
     m = s.model
     L = m.layers
@@ -364,14 +394,16 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts,
     dp_dense = plan.dp * plan.cp
     dp_expert = max(1, plan.dp // plan.ep) * plan.cp  # an EP not dividing DP is reported
     moe_share = counts.moe_layers / L
-    per_layer = (moe_share * activation_bytes_per_layer(s, plan, True)
-                 + (1 - moe_share) * activation_bytes_per_layer(s, plan, False))
+    per_layer = moe_share * activation_bytes_per_layer(s, plan, True) + (
+        1 - moe_share
+    ) * activation_bytes_per_layer(s, plan, False)
     dense_per_layer = counts.non_expert_layer_params / L
     expert_per_layer = counts.expert_params / L
     runtime_fixed = CUDA_CONTEXT_GIB + NCCL_GIB_PER_GROUP * _process_groups(plan)
     tokens = m.seq_len / plan.cp * plan.micro_batch
-    remat = (moe_share * activation_bytes_per_layer(s, plan, True, "selective")
-             + (1 - moe_share) * activation_bytes_per_layer(s, plan, False, "selective"))
+    remat = moe_share * activation_bytes_per_layer(s, plan, True, "selective") + (
+        1 - moe_share
+    ) * activation_bytes_per_layer(s, plan, False, "selective")
     stages: list[StageMemory] = []
     heaviest: tuple[StageMemory, float, float] | None = None
     for rank in _ranks(plan.pp):
@@ -405,19 +437,35 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts,
             transient += 2 * WEIGHT_BYTES * (p_dense + p_expert) / max(1, layers)
         allocated = weights + grads + optim + acts + transient
         runtime = runtime_fixed * GIB + FRAGMENTATION * allocated
-        stages.append(StageMemory(
-            rank=rank, layers=layers, micro_batches_in_flight=in_flight,
-            weights_gib=weights / GIB, grads_gib=grads / GIB, optimizer_gib=optim / GIB,
-            activations_gib=acts / GIB, transient_gib=transient / GIB,
-            runtime_gib=runtime / GIB))
+        stages.append(
+            StageMemory(
+                rank=rank,
+                layers=layers,
+                micro_batches_in_flight=in_flight,
+                weights_gib=weights / GIB,
+                grads_gib=grads / GIB,
+                optimizer_gib=optim / GIB,
+                activations_gib=acts / GIB,
+                transient_gib=transient / GIB,
+                runtime_gib=runtime / GIB,
+            )
+        )
         if heaviest is None or stages[-1].total_gib > heaviest[0].total_gib:
             heaviest = (stages[-1], p_dense, p_expert)
     assert heaviest is not None  # _ranks is never empty
     top, p_dense, p_expert = heaviest
     shown = {0: "first", plan.pp // 2: "middle", plan.pp - 1: "last"}
     return MemoryBreakdown(
-        weights_gib=top.weights_gib, grads_gib=top.grads_gib, optimizer_gib=top.optimizer_gib,
-        activations_gib=top.activations_gib, capacity_gib=hbm_gib, params_dense=p_dense,
-        params_expert=p_expert, transient_gib=top.transient_gib, runtime_gib=top.runtime_gib,
-        uncertainty_gib=top.uncertainty_gib, heaviest_rank=top.rank,
-        stages=tuple(st for st in stages if st.rank in shown or st.rank == top.rank))
+        weights_gib=top.weights_gib,
+        grads_gib=top.grads_gib,
+        optimizer_gib=top.optimizer_gib,
+        activations_gib=top.activations_gib,
+        capacity_gib=hbm_gib,
+        params_dense=p_dense,
+        params_expert=p_expert,
+        transient_gib=top.transient_gib,
+        runtime_gib=top.runtime_gib,
+        uncertainty_gib=top.uncertainty_gib,
+        heaviest_rank=top.rank,
+        stages=tuple(st for st in stages if st.rank in shown or st.rank == top.rank),
+    )

@@ -73,10 +73,11 @@ class ShapeCounts:
     @property
     def non_expert_layer_params(self) -> float:
         """Parameters of every layer except the routed experts (split by TP and PP)."""
-        return (self.attention_per_layer * (self.moe_layers + self.dense_layers)
-                + self.dense_ffn_per_layer * self.dense_layers
-                + (self.shared_experts * self.ffn_per_expert + self.router_per_layer)
-                * self.moe_layers)
+        return (
+            self.attention_per_layer * (self.moe_layers + self.dense_layers)
+            + self.dense_ffn_per_layer * self.dense_layers
+            + (self.shared_experts * self.ffn_per_expert + self.router_per_layer) * self.moe_layers
+        )
 
     @property
     def total(self) -> float:
@@ -86,14 +87,20 @@ class ShapeCounts:
     @property
     def active(self) -> float:
         """Parameters one token uses (routed experts: ``top_k`` of them), with embeddings."""
-        return (self.non_expert_layer_params
-                + self.moe_layers * self.top_k * self.ffn_per_expert + self.embedding)
+        return (
+            self.non_expert_layer_params
+            + self.moe_layers * self.top_k * self.ffn_per_expert
+            + self.embedding
+        )
 
     @property
     def flop_params(self) -> float:
         """``N`` of ``6N``: active weight matrices a token is multiplied by, output layer in."""
-        return (self.non_expert_layer_params
-                + self.moe_layers * self.top_k * self.ffn_per_expert + self.output_layer)
+        return (
+            self.non_expert_layer_params
+            + self.moe_layers * self.top_k * self.ffn_per_expert
+            + self.output_layer
+        )
 
     def model_flops_per_token(self, seq_len: int) -> float:
         """Megatron-LM model FLOPs per token (forward and backward, no recomputation)."""

@@ -60,8 +60,18 @@ from fabric_model.training.memory import (
 )
 from fabric_model.training.shapes import ShapeCounts, shape_counts
 
-__all__ = ["DIMS", "ComputeTimes", "Plan", "Problem", "StepResult", "compute_times",
-           "dispatch_copies", "memory_fixes", "resolve_plan", "training_step"]
+__all__ = [
+    "DIMS",
+    "ComputeTimes",
+    "Plan",
+    "Problem",
+    "StepResult",
+    "compute_times",
+    "dispatch_copies",
+    "memory_fixes",
+    "resolve_plan",
+    "training_step",
+]
 
 #: Communication dimensions, in the order the breakdown shows them.
 DIMS = ("dp", "tp", "pp", "ep", "cp")
@@ -109,10 +119,13 @@ class Plan:
 
     def label(self) -> str:
         """Short text such as ``TP8 PP16 DP128`` (degrees above 1, DP always)."""
-        parts = [f"TP{self.tp}" if self.tp > 1 else "", f"CP{self.cp}" if self.cp > 1 else "",
-                 f"EP{self.ep}" if self.ep > 1 else "",
-                 f"PP{self.pp}" + (f"x{self.vpp}" if self.vpp > 1 else "") if self.pp > 1 else "",
-                 f"DP{self.dp}"]
+        parts = [
+            f"TP{self.tp}" if self.tp > 1 else "",
+            f"CP{self.cp}" if self.cp > 1 else "",
+            f"EP{self.ep}" if self.ep > 1 else "",
+            f"PP{self.pp}" + (f"x{self.vpp}" if self.vpp > 1 else "") if self.pp > 1 else "",
+            f"DP{self.dp}",
+        ]
         return " ".join(p for p in parts if p)
 
 
@@ -202,56 +215,97 @@ def resolve_plan(scenario: Scenario) -> tuple[Plan | None, list[Problem]]:
     inner = par.tp * par.pp * par.cp
     if par.dp == "auto":
         if n % inner:
-            problems.append(Problem("cluster.n_gpus", f"{n:,} GPUs is not a multiple of "
-                                    f"parallel.tp x pp x cp = {inner:,}"))
+            problems.append(
+                Problem(
+                    "cluster.n_gpus",
+                    f"{n:,} GPUs is not a multiple of parallel.tp x pp x cp = {inner:,}",
+                )
+            )
             return None, problems
         dp = n // inner
     else:
         dp = int(par.dp)
         if dp * inner != n:
-            problems.append(Problem("parallel.dp", f"tp x pp x cp x dp = {dp * inner:,} must "
-                                    f"equal cluster.n_gpus = {n:,} (or set dp to auto)"))
+            problems.append(
+                Problem(
+                    "parallel.dp",
+                    f"tp x pp x cp x dp = {dp * inner:,} must "
+                    f"equal cluster.n_gpus = {n:,} (or set dp to auto)",
+                )
+            )
             return None, problems
     if par.tp > s.cluster.nvlink_domain:
-        problems.append(Problem("parallel.tp", f"{par.tp} exceeds the NVLink domain of "
-                                f"{s.cluster.nvlink_domain} GPUs (tensor parallelism "
-                                f"needs NVLink bandwidth)"))
+        problems.append(
+            Problem(
+                "parallel.tp",
+                f"{par.tp} exceeds the NVLink domain of "
+                f"{s.cluster.nvlink_domain} GPUs (tensor parallelism "
+                f"needs NVLink bandwidth)",
+            )
+        )
     if m.heads % par.tp:
         problems.append(Problem("parallel.tp", f"must divide model.heads = {m.heads}"))
     elif not m.kv_lora_rank and m.kv_heads % par.tp:  # Megatron splits the KV groups by TP
-        problems.append(Problem("parallel.tp", f"must divide model.kv_heads = {m.kv_heads} "
-                                f"(each tensor-parallel rank holds whole key/value groups)"))
+        problems.append(
+            Problem(
+                "parallel.tp",
+                f"must divide model.kv_heads = {m.kv_heads} "
+                f"(each tensor-parallel rank holds whole key/value groups)",
+            )
+        )
     if m.layers < par.pp * par.vpp:
-        problems.append(Problem("parallel.pp", f"pp x vpp = {par.pp * par.vpp} exceeds "
-                                f"model.layers = {m.layers}"))
+        problems.append(
+            Problem(
+                "parallel.pp", f"pp x vpp = {par.pp * par.vpp} exceeds model.layers = {m.layers}"
+            )
+        )
     if par.vpp > 1 and par.pp == 1:
-        problems.append(Problem("parallel.vpp", "interleaving needs pipeline stages "
-                                "(parallel.pp > 1)"))
+        problems.append(
+            Problem("parallel.vpp", "interleaving needs pipeline stages (parallel.pp > 1)")
+        )
     if m.seq_len % par.cp:
         problems.append(Problem("parallel.cp", f"must divide model.seq_len = {m.seq_len:,}"))
     if par.ep > 1:
         if m.kind != "moe":
-            problems.append(Problem("parallel.ep", "expert parallelism needs an MoE model "
-                                    "(model.kind = moe)"))
+            problems.append(
+                Problem("parallel.ep", "expert parallelism needs an MoE model (model.kind = moe)")
+            )
         elif m.n_experts % par.ep:
-            problems.append(Problem("parallel.ep",
-                                    f"must divide model.n_experts = {m.n_experts}"))
+            problems.append(Problem("parallel.ep", f"must divide model.n_experts = {m.n_experts}"))
         if dp % par.ep:
-            problems.append(Problem("parallel.ep", f"must divide the data-parallel degree "
-                                    f"{dp:,} (experts are spread over data-parallel ranks)"))
+            problems.append(
+                Problem(
+                    "parallel.ep",
+                    f"must divide the data-parallel degree "
+                    f"{dp:,} (experts are spread over data-parallel ranks)",
+                )
+            )
     seqs = tr.global_batch_tokens / m.seq_len
     per_step = dp * tr.micro_batch
     if seqs < per_step:
-        problems.append(Problem("training.global_batch_tokens",
-                                f"{tr.global_batch_tokens:,} tokens = {seqs:,.1f} sequences "
-                                f"of {m.seq_len:,}, fewer than dp x micro_batch = "
-                                f"{per_step:,} (each replica needs a micro-batch)"))
+        problems.append(
+            Problem(
+                "training.global_batch_tokens",
+                f"{tr.global_batch_tokens:,} tokens = {seqs:,.1f} sequences "
+                f"of {m.seq_len:,}, fewer than dp x micro_batch = "
+                f"{per_step:,} (each replica needs a micro-batch)",
+            )
+        )
     micro_batches = max(1, math.ceil(seqs / per_step - 1e-9))
     layers_per_stage = math.ceil(m.layers / (par.pp * par.vpp)) * par.vpp
-    plan = Plan(tp=par.tp, pp=par.pp, dp=dp, ep=par.ep, cp=par.cp, vpp=par.vpp,
-                zero_stage=par.zero_stage, micro_batch=tr.micro_batch,
-                micro_batches=micro_batches, layers_per_stage=layers_per_stage,
-                recompute=tr.recompute)
+    plan = Plan(
+        tp=par.tp,
+        pp=par.pp,
+        dp=dp,
+        ep=par.ep,
+        cp=par.cp,
+        vpp=par.vpp,
+        zero_stage=par.zero_stage,
+        micro_batch=tr.micro_batch,
+        micro_batches=micro_batches,
+        layers_per_stage=layers_per_stage,
+        recompute=tr.recompute,
+    )
     return plan, problems
 
 
@@ -310,8 +364,9 @@ def _cheap_recompute_flops(s: Scenario) -> float:
     return 2.0 * (q_up + m.kv_lora_rank * m.heads * 2 * d)
 
 
-def _bucketed(fab: DimensionFabric, dim: str, op: str, params: float,
-              group_size: int) -> tuple[float, float, CommTime | None]:
+def _bucketed(
+    fab: DimensionFabric, dim: str, op: str, params: float, group_size: int
+) -> tuple[float, float, CommTime | None]:
     """Time of ``op`` over ``params`` bf16 gradients in buckets: (total, last bucket, call)."""
     if params <= 0 or group_size <= 1:
         return 0.0, 0.0, None
@@ -327,8 +382,10 @@ def _bucketed(fab: DimensionFabric, dim: str, op: str, params: float,
 def _describe(call: CommTime | None, count: float, size: float) -> str:
     if call is None:
         return ""
-    return (f"{count:,.0f} x {call.algo}/{call.proto} of {size / 2**20:,.1f} MiB at "
-            f"{call.busbw_GBps:,.1f} GB/s busbw ({call.bottleneck})")
+    return (
+        f"{count:,.0f} x {call.algo}/{call.proto} of {size / 2**20:,.1f} MiB at "
+        f"{call.busbw_GBps:,.1f} GB/s busbw ({call.bottleneck})"
+    )
 
 
 @dataclass(frozen=True)
@@ -363,28 +420,34 @@ def compute_times(s: Scenario, plan: Plan, counts: ShapeCounts, gpu: Gpu) -> Com
     m, tr = s.model, s.training
     peak = gpu.bf16_dense_tflops * 1e12 * tr.compute_efficiency
     fp8 = tr.precision == "fp8" and gpu.fp8_dense_tflops
-    gemm_speedup = gpu.fp8_dense_tflops / gpu.bf16_dense_tflops \
-        if fp8 and gpu.fp8_dense_tflops else 1.0
+    gemm_speedup = (
+        gpu.fp8_dense_tflops / gpu.bf16_dense_tflops if fp8 and gpu.fp8_dense_tflops else 1.0
+    )
     seq = m.seq_len
     tokens_mb = plan.micro_batch * seq
     layer_flops, layer_attn, layer_experts = _layer_flops_per_token(counts, seq)
     out_flops = 6.0 * counts.output_layer
     stage_model = plan.layers_per_stage * layer_flops + out_flops  # per token, heaviest stage
-    recompute = {"none": 0.0, "selective": layer_attn / 3.0 + _cheap_recompute_flops(s),
-                 "full": layer_flops / 3.0}[plan.recompute] * plan.layers_per_stage
+    recompute = {
+        "none": 0.0,
+        "selective": layer_attn / 3.0 + _cheap_recompute_flops(s),
+        "full": layer_flops / 3.0,
+    }[plan.recompute] * plan.layers_per_stage
     # linear GEMMs: at the precision's peak, slowed by their shapes' tile and wave quantization
     util = linear_utilisation(s, plan.tp, plan.cp, plan.ep, plan.micro_batch, gpu)
     linear_share = (layer_flops - layer_attn) / layer_flops
     stretch = 1.0 / (gemm_speedup * util) - 1.0  # extra BF16-peak time per linear FLOP
     stage_eq = stage_model + stretch * plan.layers_per_stage * (layer_flops - layer_attn)
-    recompute_eq = recompute * (1.0 + stretch * linear_share) \
-        if plan.recompute == "full" else recompute
+    recompute_eq = (
+        recompute * (1.0 + stretch * linear_share) if plan.recompute == "full" else recompute
+    )
     split = plan.tp * plan.cp
     # memory-bound kernels (norms, activations, softmax, dropout): HBM bytes / bandwidth
     moe_share = counts.moe_layers / m.layers
     traffic = plan.layers_per_stage * (
         moe_share * activation_traffic_bytes_per_layer(s, plan, True)
-        + (1 - moe_share) * activation_traffic_bytes_per_layer(s, plan, False))
+        + (1 - moe_share) * activation_traffic_bytes_per_layer(s, plan, False)
+    )
     t_mem = traffic / (gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY)
     t_fwd = stage_eq / 3.0 * tokens_mb / split / peak + t_mem / 2
     t_mb = (stage_eq + recompute_eq) * tokens_mb / split / peak + t_mem
@@ -392,12 +455,19 @@ def compute_times(s: Scenario, plan: Plan, counts: ShapeCounts, gpu: Gpu) -> Com
     imbalance = 0.0
     if plan.ep > 1 and m.routing_skew > 1.0:
         hottest = float(receive_weights(plan.ep, m.routing_skew, m.hot_fraction).max())
-        expert_share = plan.layers_per_stage * layer_experts * (1.0 + stretch) \
-            / (stage_eq + recompute_eq)
+        expert_share = (
+            plan.layers_per_stage * layer_experts * (1.0 + stretch) / (stage_eq + recompute_eq)
+        )
         imbalance = mb * t_mb * expert_share * (hottest - 1.0)
     bubble = (plan.pp - 1) / plan.vpp * (t_mb + imbalance / mb)
-    return ComputeTimes(micro_batch_s=t_mb, forward_s=t_fwd, compute_s=mb * t_mb,
-                        imbalance_s=imbalance, bubble_s=bubble, gemm_speedup=gemm_speedup)
+    return ComputeTimes(
+        micro_batch_s=t_mb,
+        forward_s=t_fwd,
+        compute_s=mb * t_mb,
+        imbalance_s=imbalance,
+        bubble_s=bubble,
+        gemm_speedup=gemm_speedup,
+    )
 
 
 def memory_fixes(scenario: Scenario) -> list[tuple[str, Any, StepResult]]:
@@ -408,11 +478,15 @@ def memory_fixes(scenario: Scenario) -> list[tuple[str, Any, StepResult]]:
     ``(key, value, step)`` for every change whose step is feasible.
     """
     s, par, tr, m = scenario, scenario.parallel, scenario.training, scenario.model
-    tries: list[tuple[str, Any]] = [("parallel.zero_stage", z)
-                                    for z in range(par.zero_stage + 1, 4)]
-    tries += [("training.recompute", r) for r in ("selective", "full")
-              if ("none", "selective", "full").index(r) > ("none", "selective", "full").index(
-                  tr.recompute)]
+    tries: list[tuple[str, Any]] = [
+        ("parallel.zero_stage", z) for z in range(par.zero_stage + 1, 4)
+    ]
+    tries += [
+        ("training.recompute", r)
+        for r in ("selective", "full")
+        if ("none", "selective", "full").index(r)
+        > ("none", "selective", "full").index(tr.recompute)
+    ]
     if tr.micro_batch > 1:
         tries.append(("training.micro_batch", tr.micro_batch // 2))
     if par.vpp > 1:
@@ -435,8 +509,9 @@ def memory_fixes(scenario: Scenario) -> list[tuple[str, Any, StepResult]]:
     return out
 
 
-def training_step(scenario: Scenario, catalog: Catalog | None = None, *,
-                  suggest: bool = False) -> StepResult:
+def training_step(
+    scenario: Scenario, catalog: Catalog | None = None, *, suggest: bool = False
+) -> StepResult:
     """Model one optimizer step of ``scenario`` (see the module docstring).
 
     Never raises for an infeasible plan: the result says why, and with ``suggest`` a plan
@@ -454,25 +529,38 @@ def training_step(scenario: Scenario, catalog: Catalog | None = None, *,
     m, tr = s.model, s.training
     counts = shape_counts(m)
     if tr.precision == "fp8" and not gpu.fp8_dense_tflops:
-        problems.append(Problem("training.precision", f"fp8 needs FP8 tensor cores; "
-                                f"{s.cluster.gpu} has none (allowed: bf16)"))
+        problems.append(
+            Problem(
+                "training.precision",
+                f"fp8 needs FP8 tensor cores; {s.cluster.gpu} has none (allowed: bf16)",
+            )
+        )
     mem = memory_per_gpu(s, plan, counts, gpu.hbm_gib)
     warnings: list[str] = []
     if mem.status == "over":
-        advice = ("Raise parallel.tp/pp/cp or the ZeRO stage, lower training.micro_batch, or "
-                  "set training.recompute = full")
+        advice = (
+            "Raise parallel.tp/pp/cp or the ZeRO stage, lower training.micro_batch, or "
+            "set training.recompute = full"
+        )
         fixes = memory_fixes(s) if suggest and not problems else []
         if fixes:
             key, value, fixed = fixes[0]
             need = fixed.memory.total_gib if fixed.memory else math.nan
-            advice = (f"The fastest single change that fits: {key} = {value} ({need:,.1f} GiB, "
-                      f"step {fixed.step_time_s:,.2f} s)")
-        problems.append(Problem(
-            "parallel.pp" if plan.pp < m.layers else "training.recompute",
-            f"needs {mem.describe()}. {advice}"))
+            advice = (
+                f"The fastest single change that fits: {key} = {value} ({need:,.1f} GiB, "
+                f"step {fixed.step_time_s:,.2f} s)"
+            )
+        problems.append(
+            Problem(
+                "parallel.pp" if plan.pp < m.layers else "training.recompute",
+                f"needs {mem.describe()}. {advice}",
+            )
+        )
     elif mem.status == "tight":
-        warnings.append(f"memory is tight: {mem.describe()}; the estimate's uncertainty "
-                        f"spans the capacity, so the plan may or may not fit")
+        warnings.append(
+            f"memory is tight: {mem.describe()}; the estimate's uncertainty "
+            f"spans the capacity, so the plan may or may not fit"
+        )
     if problems:
         return StepResult(n, False, tuple(problems), plan=plan, memory=mem)
 
@@ -504,14 +592,16 @@ def training_step(scenario: Scenario, catalog: Catalog | None = None, *,
         detail["tp"] = _describe(ag, n_each, act) + "; " + _describe(rs, n_each, act)
     if plan.cp > 1:
         d_head = m.head_dim or h // m.heads
-        kv_width = (m.heads * (2 * d_head + m.rope_head_dim) if m.kv_lora_rank
-                    else 2 * m.kv_heads * d_head)
+        kv_width = (
+            m.heads * (2 * d_head + m.rope_head_dim) if m.kv_lora_rank else 2 * m.kv_heads * d_head
+        )
         kv = plan.micro_batch * seq * kv_width * BF16 / plan.tp
         ag = fab.collective("cp", "allgather", kv)
         rs = fab.collective("cp", "reducescatter", kv)
         per_layer = (2 + (1 if full_rc else 0)) * ag.time_s + rs.time_s
-        attn_time = layer_attn * (1 + (1 / 3 if plan.recompute != "none" else 0)) \
-            * tokens_mb / split / peak
+        attn_time = (
+            layer_attn * (1 + (1 / 3 if plan.recompute != "none" else 0)) * tokens_mb / split / peak
+        )
         comm["cp"] = per_layer * plan.layers_per_stage * mb
         exposed["cp"] = max(0.0, per_layer - attn_time) * plan.layers_per_stage * mb
         detail["cp"] = _describe(ag, plan.layers_per_stage * mb * (2 + full_rc), kv)
@@ -537,8 +627,10 @@ def training_step(scenario: Scenario, catalog: Catalog | None = None, *,
         if dim in detail:
             g = fab.group(dim)
             if g.straddling_groups:
-                detail[dim] += (f"; {g.straddling_groups:,} of {g.concurrent_groups:,} groups "
-                                f"straddle NVLink domains (timed: the slowest)")
+                detail[dim] += (
+                    f"; {g.straddling_groups:,} of {g.concurrent_groups:,} groups "
+                    f"straddle NVLink domains (timed: the slowest)"
+                )
     # data parallel: non-expert weights over dp x cp, expert weights over (dp / ep) x cp
     dp_group = plan.dp * plan.cp
     edp_group = plan.dp // plan.ep * plan.cp
@@ -552,14 +644,20 @@ def training_step(scenario: Scenario, catalog: Catalog | None = None, *,
             t, last, call = _bucketed(fab, dim, "allreduce", params, group)
             dp_total += t
             dp_exposed += max(last, t - tr.dp_overlap * t_bwd)
-            dp_detail.append(_describe(call, math.ceil(params / max(
-                BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_DP * group)), params * BF16))
+            dp_detail.append(
+                _describe(
+                    call,
+                    math.ceil(params / max(BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_DP * group)),
+                    params * BF16,
+                )
+            )
         elif plan.zero_stage in (1, 2):
             t_rs, last_rs, call = _bucketed(fab, dim, "reducescatter", params, group)
             t_ag, last_ag, _ = _bucketed(fab, dim, "allgather", params, group)
             dp_total += t_rs + t_ag
-            dp_exposed += max(last_rs, t_rs - tr.dp_overlap * t_bwd) + \
-                max(last_ag, t_ag - tr.dp_overlap * t_fwd)
+            dp_exposed += max(last_rs, t_rs - tr.dp_overlap * t_bwd) + max(
+                last_ag, t_ag - tr.dp_overlap * t_fwd
+            )
             dp_detail.append("reduce-scatter + all-gather: " + _describe(call, 1, params * BF16))
         else:  # ZeRO-3 / FSDP: gather weights twice and scatter gradients per micro-batch
             t_rs, last_rs, call = _bucketed(fab, dim, "reducescatter", params, group)
@@ -567,8 +665,10 @@ def training_step(scenario: Scenario, catalog: Catalog | None = None, *,
             t = mb * (2 * t_ag + t_rs)
             dp_total += t
             dp_exposed += max(last_rs, t - tr.dp_overlap * compute)
-            dp_detail.append("per micro-batch 2 all-gathers + reduce-scatter: "
-                             + _describe(call, 1, params * BF16))
+            dp_detail.append(
+                "per micro-batch 2 all-gathers + reduce-scatter: "
+                + _describe(call, 1, params * BF16)
+            )
     if dp_total > 0:
         comm["dp"], exposed["dp"] = dp_total, dp_exposed
         detail["dp"] = "; ".join(dp_detail)
@@ -579,11 +679,26 @@ def training_step(scenario: Scenario, catalog: Catalog | None = None, *,
     flops = counts.model_flops_per_token(seq) * tokens
     mfu = flops / (n * gpu.bf16_dense_tflops * 1e12 * step)
     return StepResult(
-        n_gpus=n, feasible=True, problems=(), plan=plan, step_time_s=step, compute_s=compute,
-        imbalance_s=imbalance, bubble_s=bubble, exposed_comm_s=exposed_total, comm_s=comm,
-        exposed_s=exposed, comm_detail=detail, mfu=mfu, tokens_per_s=tokens / step,
-        tokens_per_step=tokens, model_flops_per_step=flops, memory=mem,
-        mfu_precision_peak=mfu / gemm_speedup, warnings=tuple(warnings))
+        n_gpus=n,
+        feasible=True,
+        problems=(),
+        plan=plan,
+        step_time_s=step,
+        compute_s=compute,
+        imbalance_s=imbalance,
+        bubble_s=bubble,
+        exposed_comm_s=exposed_total,
+        comm_s=comm,
+        exposed_s=exposed,
+        comm_detail=detail,
+        mfu=mfu,
+        tokens_per_s=tokens / step,
+        tokens_per_step=tokens,
+        model_flops_per_step=flops,
+        memory=mem,
+        mfu_precision_peak=mfu / gemm_speedup,
+        warnings=tuple(warnings),
+    )
 
 
 def step_or_raise(scenario: Scenario) -> StepResult:

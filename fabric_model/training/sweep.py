@@ -59,9 +59,22 @@ from fabric_model.training.step import (
     training_step,
 )
 
-__all__ = ["BOUND_TERMS", "CP_MIN_TOKENS", "MICRO_BATCHES", "SCALING_MODES", "PlanCandidate",
-           "PlanSearch", "SweepPoint", "evaluate_point", "expert_degrees", "plan_search",
-           "plan_space", "search_plans", "sweep", "sweep_scenarios"]
+__all__ = [
+    "BOUND_TERMS",
+    "CP_MIN_TOKENS",
+    "MICRO_BATCHES",
+    "SCALING_MODES",
+    "PlanCandidate",
+    "PlanSearch",
+    "SweepPoint",
+    "evaluate_point",
+    "expert_degrees",
+    "plan_search",
+    "plan_space",
+    "search_plans",
+    "sweep",
+    "sweep_scenarios",
+]
 
 SCALING_MODES = ("weak", "strong")
 MapFn = Callable[[Callable[[Scenario], Any], Iterable[Scenario]], Iterator[Any]]
@@ -125,8 +138,11 @@ def _network_capex_usd(scenario: Scenario, step: StepResult) -> float:
             _CAPEX.move_to_end(key)
             return _CAPEX[key]
     # priced outside the lock: two threads may both price a new key, never corrupt the cache
-    topo = DimensionFabric(scenario, step.plan.layout).base.topology \
-        if step.feasible and step.plan else None
+    topo = (
+        DimensionFabric(scenario, step.plan.layout).base.topology
+        if step.feasible and step.plan
+        else None
+    )
     capex = bill_of_materials(scenario, topology=topo).capex_usd
     with _CAPEX_LOCK:
         _CAPEX[key] = capex
@@ -147,15 +163,15 @@ def evaluate_point(scenario: Scenario) -> SweepPoint:
     return SweepPoint(n, step, capex)
 
 
-def sweep_scenarios(scenario: Scenario, gpus: Sequence[int],
-                    scaling: str = "weak") -> list[Scenario | str]:
+def sweep_scenarios(
+    scenario: Scenario, gpus: Sequence[int], scaling: str = "weak"
+) -> list[Scenario | str]:
     """Return the scenario of each size (or why that size cannot be expressed)."""
     if scaling not in SCALING_MODES:
         raise ScenarioError("scaling", scaling, "must be one of " + ", ".join(SCALING_MODES))
     base_plan, _ = resolve_plan(scenario)
     m, tr = scenario.model, scenario.training
-    per_replica = tr.global_batch_tokens / base_plan.dp if base_plan else \
-        m.seq_len * tr.micro_batch
+    per_replica = tr.global_batch_tokens / base_plan.dp if base_plan else m.seq_len * tr.micro_batch
     inner = scenario.parallel.tp * scenario.parallel.pp * scenario.parallel.cp
     out: list[Scenario | str] = []
     for n in gpus:
@@ -169,8 +185,14 @@ def sweep_scenarios(scenario: Scenario, gpus: Sequence[int],
     return out
 
 
-def sweep(scenario: Scenario, gpus: Sequence[int], *, scaling: str = "weak",
-          map_fn: MapFn = map, progress: Progress | None = None) -> list[SweepPoint]:
+def sweep(
+    scenario: Scenario,
+    gpus: Sequence[int],
+    *,
+    scaling: str = "weak",
+    map_fn: MapFn = map,
+    progress: Progress | None = None,
+) -> list[SweepPoint]:
     """Evaluate ``scenario`` at each GPU count (see the module docstring)."""
     points = sweep_scenarios(scenario, gpus, scaling)
     todo = [p for p in points if isinstance(p, Scenario)]
@@ -190,8 +212,12 @@ def sweep(scenario: Scenario, gpus: Sequence[int], *, scaling: str = "weak",
     if base is None:
         return out
     per_gpu0 = base.step.tokens_per_s / base.n_gpus
-    return [replace(p, scaling_efficiency=p.step.tokens_per_s / p.n_gpus / per_gpu0)
-            if p.feasible else p for p in out]
+    return [
+        replace(p, scaling_efficiency=p.step.tokens_per_s / p.n_gpus / per_gpu0)
+        if p.feasible
+        else p
+        for p in out
+    ]
 
 
 # ---------------------------------------------------------------------------- search
@@ -300,8 +326,9 @@ def _key_max(key: str) -> int:
     return int(hi) if hi is not None else 2**62
 
 
-def expert_degrees(scenario: Scenario, dp: int | None = None, *,
-                   every_divisor: bool = False) -> list[int]:
+def expert_degrees(
+    scenario: Scenario, dp: int | None = None, *, every_divisor: bool = False
+) -> list[int]:
     """Return the expert-parallel degrees a plan may use.
 
     Powers of two dividing the expert count (and ``dp``, the data-parallel degree, when
@@ -312,8 +339,11 @@ def expert_degrees(scenario: Scenario, dp: int | None = None, *,
     if m.kind != "moe":
         return [1]
     hi = _key_max("parallel.ep")
-    return [e for e in _divisors(m.n_experts)
-            if e <= hi and (dp is None or dp % e == 0) and (every_divisor or e & (e - 1) == 0)]
+    return [
+        e
+        for e in _divisors(m.n_experts)
+        if e <= hi and (dp is None or dp % e == 0) and (every_divisor or e & (e - 1) == 0)
+    ]
 
 
 def _interleavings(layers: int, pp: int, vpp_max: int) -> list[int]:
@@ -325,18 +355,25 @@ def _interleavings(layers: int, pp: int, vpp_max: int) -> list[int]:
     if pp <= 1:
         return [1]
     per_rank = -(-layers // pp)
-    return [v for v in range(1, min(vpp_max, layers // pp) + 1)
-            if -(-layers // (pp * v)) * v <= per_rank]
+    return [
+        v
+        for v in range(1, min(vpp_max, layers // pp) + 1)
+        if -(-layers // (pp * v)) * v <= per_rank
+    ]
 
 
 def _layouts(s: Scenario) -> list[tuple[int, int, int, int]]:
     """Return ``(tp, cp, ep, pp)`` of every rank layout the plan rules admit."""
     m, n = s.model, s.cluster.n_gpus
     seqs = s.training.global_batch_tokens / m.seq_len
-    tps = [t for t in _divisors(m.heads)
-           if t <= min(s.cluster.nvlink_domain, _key_max("parallel.tp"))]
-    cps = [c for c in _divisors(m.seq_len)
-           if m.seq_len // c >= min(CP_MIN_TOKENS, m.seq_len) and c <= _key_max("parallel.cp")]
+    tps = [
+        t for t in _divisors(m.heads) if t <= min(s.cluster.nvlink_domain, _key_max("parallel.tp"))
+    ]
+    cps = [
+        c
+        for c in _divisors(m.seq_len)
+        if m.seq_len // c >= min(CP_MIN_TOKENS, m.seq_len) and c <= _key_max("parallel.cp")
+    ]
     pp_max = min(m.layers, _key_max("parallel.pp"))
     eps = expert_degrees(s, every_divisor=True)
     out: list[tuple[int, int, int, int]] = []
@@ -375,18 +412,23 @@ class _Space:
     def overrides(self, i: int) -> dict[str, Any]:
         """Return the dotted keys of entry ``i``."""
         c = {k: int(v[i]) for k, v in self.cols.items()}
-        return {"parallel.tp": c["tp"], "parallel.pp": c["pp"], "parallel.cp": c["cp"],
-                "parallel.ep": c["ep"], "parallel.vpp": c["vpp"], "parallel.dp": "auto",
-                "parallel.zero_stage": c["zero"],
-                "training.recompute": self.recompute_modes[c["rc"]][0],
-                "training.recompute_modules": self.recompute_modes[c["rc"]][1],
-                "training.micro_batch": c["mb"]}
+        return {
+            "parallel.tp": c["tp"],
+            "parallel.pp": c["pp"],
+            "parallel.cp": c["cp"],
+            "parallel.ep": c["ep"],
+            "parallel.vpp": c["vpp"],
+            "parallel.dp": "auto",
+            "parallel.zero_stage": c["zero"],
+            "training.recompute": self.recompute_modes[c["rc"]][0],
+            "training.recompute_modules": self.recompute_modes[c["rc"]][1],
+            "training.micro_batch": c["mb"],
+        }
 
     def bound_s(self, slack: dict[str, float] | None = None) -> np.ndarray:
         """Return the bound of every entry, each term scaled by ``slack`` (default 1)."""
         slack = slack or {}
-        return sum((self.terms[t] * slack.get(t, 1.0) for t in BOUND_TERMS),
-                   np.zeros(len(self)))
+        return sum((self.terms[t] * slack.get(t, 1.0) for t in BOUND_TERMS), np.zeros(len(self)))
 
 
 def _recompute_modes(s: Scenario) -> tuple[tuple[str, str], ...]:
@@ -396,13 +438,18 @@ def _recompute_modes(s: Scenario) -> tuple[tuple[str, str], ...]:
     keep the scenario's setting.
     """
     base = s.training.recompute_modules
-    return tuple((mode, modules) for mode in field_spec("training.recompute").choices
-                 for modules in (field_spec("training.recompute_modules").choices
-                                 if mode == "selective" else (base,)))
+    return tuple(
+        (mode, modules)
+        for mode in field_spec("training.recompute").choices
+        for modules in (
+            field_spec("training.recompute_modules").choices if mode == "selective" else (base,)
+        )
+    )
 
 
-def _grid(s: Scenario, modes: tuple[tuple[str, str], ...],
-          zeros: tuple[int, ...]) -> dict[str, np.ndarray]:
+def _grid(
+    s: Scenario, modes: tuple[tuple[str, str], ...], zeros: tuple[int, ...]
+) -> dict[str, np.ndarray]:
     """Return the columns of every plan: layouts x interleavings x batch x modes x stages."""
     m = s.model
     lay = np.array(_layouts(s), dtype=np.int64).reshape(-1, 4)
@@ -411,19 +458,41 @@ def _grid(s: Scenario, modes: tuple[tuple[str, str], ...],
     parts = [np.zeros((0, 8), np.int64)]
     for pp in np.unique(lay[:, 3]):
         rows = np.flatnonzero(lay[:, 3] == pp)
-        grid = np.array(np.meshgrid(_interleavings(m.layers, int(pp), vpp_max), mbs,
-                                    np.arange(len(modes)), zeros, indexing="ij")).reshape(4, -1)
-        parts.append(np.concatenate([np.repeat(lay[rows], grid.shape[1], axis=0),
-                                     np.tile(grid.T, (rows.size, 1))], axis=1))
-    cols = dict(zip(("tp", "cp", "ep", "pp", "vpp", "mb", "rc", "zero"),
-                    np.concatenate(parts).T, strict=True))
+        grid = np.array(
+            np.meshgrid(
+                _interleavings(m.layers, int(pp), vpp_max),
+                mbs,
+                np.arange(len(modes)),
+                zeros,
+                indexing="ij",
+            )
+        ).reshape(4, -1)
+        parts.append(
+            np.concatenate(
+                [np.repeat(lay[rows], grid.shape[1], axis=0), np.tile(grid.T, (rows.size, 1))],
+                axis=1,
+            )
+        )
+    cols = dict(
+        zip(
+            ("tp", "cp", "ep", "pp", "vpp", "mb", "rc", "zero"),
+            np.concatenate(parts).T,
+            strict=True,
+        )
+    )
     dp = s.cluster.n_gpus // (cols["tp"] * cols["cp"] * cols["pp"])
     keep = dp * cols["mb"] <= s.training.global_batch_tokens / m.seq_len
     return {k: v[keep] for k, v in cols.items()}
 
 
-def _moved_s(size_bytes: np.ndarray, n: np.ndarray, k: np.ndarray, total_Bps: float,
-             nic_Bps: float, alltoall: bool = False) -> np.ndarray:
+def _moved_s(
+    size_bytes: np.ndarray,
+    n: np.ndarray,
+    k: np.ndarray,
+    total_Bps: float,
+    nic_Bps: float,
+    alltoall: bool = False,
+) -> np.ndarray:
     """Return a floor on one collective's time that no algorithm on any fabric beats, s.
 
     ``n`` ranks, at most ``k`` of them in one NVLink domain, ``size_bytes`` in nccl-tests
@@ -461,7 +530,8 @@ def _domain_share(layout: Layout, dim: str, domain: int) -> int:
     first = np.count_nonzero(doms == doms[:, :1], axis=1)  # the first run's length
     at = np.arange(1, size)[None, :]
     even = (size % first == 0) & np.all(
-        (np.diff(doms, axis=1) != 0) == (at % first[:, None] == 0), axis=1)
+        (np.diff(doms, axis=1) != 0) == (at % first[:, None] == 0), axis=1
+    )
     return int(np.where(even, first, 1).min())
 
 
@@ -494,8 +564,11 @@ def _space(s: Scenario) -> _Space:
     counts = shape_counts(m)
     gpu = load_catalog().gpu(cl.gpu)
     peak = gpu.bf16_dense_tflops * 1e12 * tr.compute_efficiency
-    speedup = gpu.fp8_dense_tflops / gpu.bf16_dense_tflops \
-        if tr.precision == "fp8" and gpu.fp8_dense_tflops else 1.0
+    speedup = (
+        gpu.fp8_dense_tflops / gpu.bf16_dense_tflops
+        if tr.precision == "fp8" and gpu.fp8_dense_tflops
+        else 1.0
+    )
     layers = counts.moe_layers + counts.dense_layers
     attn = counts.attention_flops_per_token(seq)
     experts = 6.0 * counts.moe_layers * counts.top_k * counts.ffn_per_expert
@@ -503,65 +576,114 @@ def _space(s: Scenario) -> _Space:
     layer_attn, layer_experts = attn / layers, experts / layers
     lps = -(-m.layers // (pp * vpp)) * vpp  # layers of the heaviest rank
     stage = lps * layer_flops + 6.0 * counts.output_layer
-    extra = np.array([{"selective": layer_attn / 3.0, "full": layer_flops / 3.0}.get(mode, 0.0)
-                      for mode, _ in modes])  # reruns that are not GEMMs are left out: a floor
+    extra = np.array(
+        [
+            {"selective": layer_attn / 3.0, "full": layer_flops / 3.0}.get(mode, 0.0)
+            for mode, _ in modes
+        ]
+    )  # reruns that are not GEMMs are left out: a floor
     rerun = extra[c["rc"]] * lps
     util = _per_combo([tp, cp, ep, mb], lambda t, k, e, b: linear_utilisation(s, t, k, e, b, gpu))
     stretch = 1.0 / (speedup * util) - 1.0
     stage_eq = stage + stretch * lps * (layer_flops - layer_attn)
-    rerun_eq = np.where(full, rerun * (1.0 + stretch * (layer_flops - layer_attn) / layer_flops),
-                        rerun)
+    rerun_eq = np.where(
+        full, rerun * (1.0 + stretch * (layer_flops - layer_attn) / layer_flops), rerun
+    )
     moe_share = counts.moe_layers / m.layers
 
-    variants = {mod: replace(s, training=replace(tr, recompute_modules=mod))
-                for _, mod in modes}
+    variants = {mod: replace(s, training=replace(tr, recompute_modules=mod)) for _, mod in modes}
 
     def traffic(t: int, k: int, e: int, b: int, r: int) -> float:
         mode, modules = modes[r]
-        stub = Plan(tp=t, pp=1, dp=e, ep=e, cp=k, vpp=1, zero_stage=0, micro_batch=b,
-                    micro_batches=1, layers_per_stage=1, recompute=mode)
+        stub = Plan(
+            tp=t,
+            pp=1,
+            dp=e,
+            ep=e,
+            cp=k,
+            vpp=1,
+            zero_stage=0,
+            micro_batch=b,
+            micro_batches=1,
+            layers_per_stage=1,
+            recompute=mode,
+        )
         v = variants[modules]
-        return (moe_share * activation_traffic_bytes_per_layer(v, stub, True)
-                + (1 - moe_share) * activation_traffic_bytes_per_layer(v, stub, False))
+        return moe_share * activation_traffic_bytes_per_layer(v, stub, True) + (
+            1 - moe_share
+        ) * activation_traffic_bytes_per_layer(v, stub, False)
 
-    t_mem = lps * _per_combo([tp, cp, ep, mb, c["rc"]], traffic) \
-        / (gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY)
+    t_mem = (
+        lps * _per_combo([tp, cp, ep, mb, c["rc"]], traffic) / (gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY)
+    )
     per_flop = mb * seq / (tp * cp) / peak
     t_mb = (stage_eq + rerun_eq) * per_flop + t_mem
     t_fwd = stage_eq / 3.0 * per_flop + t_mem / 2
     n_mb = np.maximum(1, np.ceil(tr.global_batch_tokens / seq / (dp * mb) - 1e-9))
     hottest = np.ones(tp.shape)
     if m.kind == "moe" and m.routing_skew > 1.0:
-        hottest = _per_combo([ep], lambda e: float(
-            receive_weights(e, m.routing_skew, m.hot_fraction).max()) if e > 1 else 1.0)
-    imbalance = n_mb * t_mb * lps * layer_experts * (1.0 + stretch) / (stage_eq + rerun_eq) \
+        hottest = _per_combo(
+            [ep],
+            lambda e: (
+                float(receive_weights(e, m.routing_skew, m.hot_fraction).max()) if e > 1 else 1.0
+            ),
+        )
+    imbalance = (
+        n_mb
+        * t_mb
+        * lps
+        * layer_experts
+        * (1.0 + stretch)
+        / (stage_eq + rerun_eq)
         * (hottest - 1.0)
+    )
     compute = n_mb * t_mb
     bubble = (pp - 1) / vpp * (t_mb + imbalance / n_mb)
 
     # ---- the step's exposed collectives at the fastest rates a GPU can send: NVLink and
     # NICs at the best efficiency any collective algorithm reaches (nccl_constants.yaml)
     nccl = nccl_constants()
-    nvl_Bps = gpu.nvlink_GBps * 1e9 * max(nccl["nvlink_efficiency"],
-                                          *nccl["nvls_efficiency"].values())
+    nvl_Bps = (
+        gpu.nvlink_GBps * 1e9 * max(nccl["nvlink_efficiency"], *nccl["nvls_efficiency"].values())
+    )
     nic_Bps = cl.nics_per_gpu * s.fabric.link_gbps * 1e9 / 8 * nccl["net_efficiency"]
     tot_Bps = nvl_Bps + nic_Bps
     act = mb * (seq / cp) * h * BF16
     per_layer = np.where(full, 6, 4)  # collectives per layer and micro-batch (+ recompute)
     tp_in = _per_combo([tp], lambda t: _domain_share(Layout(t, 1, 1, 1, n // t), "tp", dom))
-    tp_s = np.where(tp > 1, (1 - tr.tp_overlap) * per_layer * lps * n_mb * 2
-                    * _moved_s(act, tp, tp_in, tot_Bps, nic_Bps), 0.0)
+    tp_s = np.where(
+        tp > 1,
+        (1 - tr.tp_overlap)
+        * per_layer
+        * lps
+        * n_mb
+        * 2
+        * _moved_s(act, tp, tp_in, tot_Bps, nic_Bps),
+        0.0,
+    )
     elem = (1.0 + 3 * BF16) / 4 if tr.precision == "fp8" else BF16
     copies = _per_combo([ep], lambda e: dispatch_copies(s, e))
     a2a = mb * seq / cp / tp * copies * h * elem
-    ep_in = _per_combo([tp, cp, ep], lambda t, k, e: _domain_share(
-        Layout(t, k, e, 1, n // (t * k * e)), "ep", dom))
-    ep_s = np.where(ep > 1, (1 - tr.ep_overlap) * per_layer * lps * counts.moe_layers / m.layers
-                    * n_mb * _moved_s(a2a, ep, ep_in, tot_Bps, nic_Bps, True), 0.0)
+    ep_in = _per_combo(
+        [tp, cp, ep], lambda t, k, e: _domain_share(Layout(t, k, e, 1, n // (t * k * e)), "ep", dom)
+    )
+    ep_s = np.where(
+        ep > 1,
+        (1 - tr.ep_overlap)
+        * per_layer
+        * lps
+        * counts.moe_layers
+        / m.layers
+        * n_mb
+        * _moved_s(a2a, ep, ep_in, tot_Bps, nic_Bps, True),
+        0.0,
+    )
     # a send each way per micro-batch and virtual stage, plus fill and drain; stages
     # tp x cp x ep ranks apart sit in different domains once that reaches the domain
-    p2p_lat_s = (nccl["base_latency_us"]["ring"]["Simple"] + min(
-        nccl["hw_latency_us"][link]["ring"]["Simple"] for link in ("nvlink", "net"))) * 1e-6
+    p2p_lat_s = (
+        nccl["base_latency_us"]["ring"]["Simple"]
+        + min(nccl["hw_latency_us"][link]["ring"]["Simple"] for link in ("nvlink", "net"))
+    ) * 1e-6
     p2p_Bps = np.where(tp * cp * ep >= dom, nic_Bps, tot_Bps)
     pp_s = np.where(pp > 1, 2 * (vpp * n_mb + pp - 1) * (p2p_lat_s + act / tp / p2p_Bps), 0.0)
     # data parallel, over Megatron-core buckets: the fewest parameters any pipeline rank
@@ -574,22 +696,44 @@ def _space(s: Scenario) -> _Space:
     t_bwd = t_mb - t_fwd
     ov, z = tr.dp_overlap, c["zero"]
     for dim, per_layer_params, most, n_g in (
-            ("dp", counts.non_expert_layer_params / tp, most_dense, dp * cp),
-            ("edp", counts.expert_params / (ep * tp),
-             counts.expert_params / m.layers * lps / (ep * tp), dp // ep * cp)):
+        ("dp", counts.non_expert_layer_params / tp, most_dense, dp * cp),
+        (
+            "edp",
+            counts.expert_params / (ep * tp),
+            counts.expert_params / m.layers * lps / (ep * tp),
+            dp // ep * cp,
+        ),
+    ):
         params = per_layer_params / m.layers * fewest
-        k = _per_combo([tp, cp, ep, pp], lambda t, q, e, p, dim=dim: _domain_share(
-            Layout(t, q, e, p, n // (t * q * e * p)), dim, dom))
+        k = _per_combo(
+            [tp, cp, ep, pp],
+            lambda t, q, e, p, dim=dim: _domain_share(
+                Layout(t, q, e, p, n // (t * q * e * p)), dim, dom
+            ),
+        )
         moved = _moved_s(params * BF16, n_g, k, tot_Bps, nic_Bps)
         bucket = np.maximum(BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_DP * n_g)
         last = np.where(most <= bucket, moved, 0.0)
-        dp_s += np.where(n_g > 1, np.select(
-            [z == 0, (z == 1) | (z == 2), z == 3],
-            [np.maximum(last, moved - ov * t_bwd),
-             np.maximum(last, moved - ov * t_bwd) + np.maximum(last, moved - ov * t_fwd),
-             np.maximum(last, n_mb * 3 * moved - ov * compute)], 0.0), 0.0)
-    terms = {"compute": compute + imbalance + bubble, "tp": tp_s, "ep": ep_s, "pp": pp_s,
-             "dp": dp_s}
+        dp_s += np.where(
+            n_g > 1,
+            np.select(
+                [z == 0, (z == 1) | (z == 2), z == 3],
+                [
+                    np.maximum(last, moved - ov * t_bwd),
+                    np.maximum(last, moved - ov * t_bwd) + np.maximum(last, moved - ov * t_fwd),
+                    np.maximum(last, n_mb * 3 * moved - ov * compute),
+                ],
+                0.0,
+            ),
+            0.0,
+        )
+    terms = {
+        "compute": compute + imbalance + bubble,
+        "tp": tp_s,
+        "ep": ep_s,
+        "pp": pp_s,
+        "dp": dp_s,
+    }
     return _Space(cols=c, terms=terms, tiles=_tiles(tp, cp, ep, dom), recompute_modes=modes)
 
 
@@ -611,12 +755,22 @@ def plan_space(scenario: Scenario) -> list[dict[str, Any]]:
 
 def _with_plan(base: Scenario, over: dict[str, Any]) -> Scenario:
     """Return ``apply_overrides(base, over)`` for plan keys the space already bounds."""
-    par = replace(base.parallel, tp=over["parallel.tp"], pp=over["parallel.pp"],
-                  cp=over["parallel.cp"], ep=over["parallel.ep"], vpp=over["parallel.vpp"],
-                  dp="auto", zero_stage=over["parallel.zero_stage"])
-    tr = replace(base.training, recompute=over["training.recompute"],
-                 recompute_modules=over["training.recompute_modules"],
-                 micro_batch=over["training.micro_batch"])
+    par = replace(
+        base.parallel,
+        tp=over["parallel.tp"],
+        pp=over["parallel.pp"],
+        cp=over["parallel.cp"],
+        ep=over["parallel.ep"],
+        vpp=over["parallel.vpp"],
+        dp="auto",
+        zero_stage=over["parallel.zero_stage"],
+    )
+    tr = replace(
+        base.training,
+        recompute=over["training.recompute"],
+        recompute_modules=over["training.recompute_modules"],
+        micro_batch=over["training.micro_batch"],
+    )
     return replace(base, parallel=par, training=tr)
 
 
@@ -628,9 +782,15 @@ def _actual_terms(st: StepResult) -> dict[str, float]:
     return out
 
 
-def plan_search(scenario: Scenario, *, top: int = 5, map_fn: MapFn = map,
-                progress: Progress | None = None, max_evaluations: int | None = None,
-                tight: bool = False) -> PlanSearch:
+def plan_search(
+    scenario: Scenario,
+    *,
+    top: int = 5,
+    map_fn: MapFn = map,
+    progress: Progress | None = None,
+    max_evaluations: int | None = None,
+    tight: bool = False,
+) -> PlanSearch:
     """Find the fastest feasible plans of :func:`plan_space` by branch and bound.
 
     Parameters
@@ -740,10 +900,11 @@ def plan_search(scenario: Scenario, *, top: int = 5, map_fn: MapFn = map,
         if not todo and not loosened:
             break
         if max_evaluations is not None and n_evaluated + len(todo) > max_evaluations:
-            todo = todo[:max(0, max_evaluations - n_evaluated)]
+            todo = todo[: max(0, max_evaluations - n_evaluated)]
             exact = False
-        for (i, over, _), st in zip(todo, map_fn(training_step, [c for _, _, c in todo]),
-                                    strict=True):
+        for (i, over, _), st in zip(
+            todo, map_fn(training_step, [c for _, _, c in todo]), strict=True
+        ):
             n_evaluated += 1
             if st.plan is not None:
                 layouts.add(st.plan.layout)
@@ -751,8 +912,11 @@ def plan_search(scenario: Scenario, *, top: int = 5, map_fn: MapFn = map,
                 continue
             for term, actual in _actual_terms(st).items():
                 loosened |= loosen(term, actual, i)
-            item = (-st.step_time_s, -next(tick),
-                    PlanCandidate(over, st, float(bounds[i]), bool(sp.tiles[i])))
+            item = (
+                -st.step_time_s,
+                -next(tick),
+                PlanCandidate(over, st, float(bounds[i]), bool(sp.tiles[i])),
+            )
             if len(best) < top:
                 heapq.heappush(best, item)
             elif item > best[0]:
@@ -760,8 +924,7 @@ def plan_search(scenario: Scenario, *, top: int = 5, map_fn: MapFn = map,
         if loosened:  # re-rank what is left under the scaled-down terms
             bounds = sp.bound_s(slack)
             rest = order[pos:]
-            order = np.concatenate([order[:pos],
-                                    rest[np.lexsort((~sp.tiles[rest], bounds[rest]))]])
+            order = np.concatenate([order[:pos], rest[np.lexsort((~sp.tiles[rest], bounds[rest]))]])
         if progress and todo:
             left = int(np.count_nonzero(bounds[order[pos:]] < stop_s()))
             progress(n_evaluated, n_evaluated + max(1, left))  # done only at the end
@@ -769,22 +932,38 @@ def plan_search(scenario: Scenario, *, top: int = 5, map_fn: MapFn = map,
             break
     if progress:
         progress(n_evaluated, n_evaluated)
-    plans = sorted((c for _, _, c in best),
-                   key=lambda c: (c.step.step_time_s, not c.tiles_nvlink, c.bound_s))
-    return PlanSearch(plans=tuple(plans), n_space=len(sp), n_screened=n_screened,
-                      n_rejected=n_rejected, n_evaluated=n_evaluated, n_layouts=len(layouts),
-                      exact=exact, bound_slack=slack, time_s=time.perf_counter() - t0)
+    plans = sorted(
+        (c for _, _, c in best), key=lambda c: (c.step.step_time_s, not c.tiles_nvlink, c.bound_s)
+    )
+    return PlanSearch(
+        plans=tuple(plans),
+        n_space=len(sp),
+        n_screened=n_screened,
+        n_rejected=n_rejected,
+        n_evaluated=n_evaluated,
+        n_layouts=len(layouts),
+        exact=exact,
+        bound_slack=slack,
+        time_s=time.perf_counter() - t0,
+    )
 
 
-def search_plans(scenario: Scenario, *, top: int = 5, shortlist: int | None = None,
-                 map_fn: MapFn = map, progress: Progress | None = None,
-                 tight: bool = False) -> list[PlanCandidate]:
+def search_plans(
+    scenario: Scenario,
+    *,
+    top: int = 5,
+    shortlist: int | None = None,
+    map_fn: MapFn = map,
+    progress: Progress | None = None,
+    tight: bool = False,
+) -> list[PlanCandidate]:
     """Return the fastest feasible plans for the scenario's model and cluster, best first.
 
     The plans of :func:`plan_search` (branch and bound over :func:`plan_space`, exact
     unless ``shortlist`` caps the plans modelled in full; ``tight`` as there). Never
     returns an infeasible plan (an empty list when nothing fits).
     """
-    found = plan_search(scenario, top=top, map_fn=map_fn, progress=progress,
-                        max_evaluations=shortlist, tight=tight)
+    found = plan_search(
+        scenario, top=top, map_fn=map_fn, progress=progress, max_evaluations=shortlist, tight=tight
+    )
     return list(found.plans)

@@ -32,8 +32,12 @@ __all__ = [
 
 ACCEPTANCE_SIZES = (8 * 2**10, 64 * 2**20, 8 * 2**30)
 ACCEPTANCE_OPS = ("allreduce", "allgather", "alltoall")
-NCCL_TESTS_BINARY = {"allreduce": "all_reduce_perf", "allgather": "all_gather_perf",
-                     "reducescatter": "reduce_scatter_perf", "alltoall": "alltoall_perf"}
+NCCL_TESTS_BINARY = {
+    "allreduce": "all_reduce_perf",
+    "allgather": "all_gather_perf",
+    "reducescatter": "reduce_scatter_perf",
+    "alltoall": "alltoall_perf",
+}
 
 
 @dataclass(frozen=True)
@@ -89,11 +93,11 @@ class AcceptanceTable:
             'MPIRUN="${MPIRUN:-mpirun}"',
             "failed=0",
             "check() {  # scope ranks binary bytes floor expected",
-            '  local out bw',
+            "  local out bw",
             '  out=$($MPIRUN -np "$2" "$NCCL_TESTS/$3" -b "$4" -e "$4" -g 1 -n 20 -w 5 2>&1)',
             "  bw=$(printf '%s\\n' \"$out\" | awk -v s=\"$4\" '$1 == s {print $8; exit}')",
             '  if [ -z "$bw" ]; then echo "ERROR $1 $3 $4 B: no result row"; failed=1; return; fi',
-            "  if awk -v a=\"$bw\" -v b=\"$5\" 'BEGIN {exit !(a + 0 >= b + 0)}'; then",
+            '  if awk -v a="$bw" -v b="$5" \'BEGIN {exit !(a + 0 >= b + 0)}\'; then',
             '    echo "ok    $1 $3 $4 B: busbw $bw GB/s (expected $6, floor $5)"',
             "  else",
             '    echo "BELOW $1 $3 $4 B: busbw $bw GB/s (expected $6, floor $5)"; failed=1',
@@ -101,11 +105,19 @@ class AcceptanceTable:
             "}",
         ]
         for r in self.rows:
-            args = [r.scope.replace(" ", "-"), str(r.n_gpus), NCCL_TESTS_BINARY[r.op],
-                    str(r.size_bytes), f"{r.min_busbw_GBps:.2f}", f"{r.expected_busbw_GBps:.2f}"]
+            args = [
+                r.scope.replace(" ", "-"),
+                str(r.n_gpus),
+                NCCL_TESTS_BINARY[r.op],
+                str(r.size_bytes),
+                f"{r.min_busbw_GBps:.2f}",
+                f"{r.expected_busbw_GBps:.2f}",
+            ]
             lines.append("check " + " ".join(shlex.quote(a) for a in args))
-        lines += ['if [ "$failed" -ne 0 ]; then echo "acceptance: FAILED"; exit 1; fi',
-                  'echo "acceptance: all results at or above their floors"']
+        lines += [
+            'if [ "$failed" -ne 0 ]; then echo "acceptance: FAILED"; exit 1; fi',
+            'echo "acceptance: all results at or above their floors"',
+        ]
         return "\n".join(lines) + "\n"
 
 
@@ -146,17 +158,26 @@ def acceptance_expectations(scenario: Scenario, tolerance: float = 0.15) -> Acce
                 skipped.append(f"{scope} {op}: {exc}")
                 continue
             for r in results:
-                rows.append(AcceptanceRow(
-                    scope=scope, n_gpus=n, op=op, size_bytes=r.size_bytes,
-                    expected_busbw_GBps=round(r.busbw_GBps, 2),
-                    min_busbw_GBps=round(r.busbw_min_GBps * (1 - tolerance), 2),
-                    max_busbw_GBps=round(r.busbw_max_GBps * (1 + tolerance), 2),
-                    expected_time_us=round(r.time_us, 1), algo=f"{r.algo}/{r.proto}"))
+                rows.append(
+                    AcceptanceRow(
+                        scope=scope,
+                        n_gpus=n,
+                        op=op,
+                        size_bytes=r.size_bytes,
+                        expected_busbw_GBps=round(r.busbw_GBps, 2),
+                        min_busbw_GBps=round(r.busbw_min_GBps * (1 - tolerance), 2),
+                        max_busbw_GBps=round(r.busbw_max_GBps * (1 + tolerance), 2),
+                        expected_time_us=round(r.time_us, 1),
+                        algo=f"{r.algo}/{r.proto}",
+                    )
+                )
     return AcceptanceTable(scenario.name, tolerance, tuple(rows), tuple(skipped))
 
 
 def describe(row: AcceptanceRow) -> str:
     """One line for a row, as the CLI prints it."""
-    return (f"{row.scope} ({row.n_gpus:,} GPUs) {row.op} {format_size_bytes(row.size_bytes)}: "
-            f"{row.expected_busbw_GBps:.1f} GB/s [{row.min_busbw_GBps:.1f}, "
-            f"{row.max_busbw_GBps:.1f}]")
+    return (
+        f"{row.scope} ({row.n_gpus:,} GPUs) {row.op} {format_size_bytes(row.size_bytes)}: "
+        f"{row.expected_busbw_GBps:.1f} GB/s [{row.min_busbw_GBps:.1f}, "
+        f"{row.max_busbw_GBps:.1f}]"
+    )

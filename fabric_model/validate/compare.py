@@ -48,11 +48,16 @@ class SizeComparison:
     def to_dict(self) -> dict[str, Any]:
         """JSON row: the contract's keys first."""
         return {
-            "bytes": self.size_bytes, "measured_busbw_GBps": self.measured_busbw_GBps,
-            "model_busbw_GBps": self.model_busbw_GBps, "ratio": self.ratio,
-            "measured_time_us": self.measured_time_us, "model_time_us": self.model_time_us,
-            "regime": self.regime, "model_algo": self.model_algo,
-            "bottleneck": self.bottleneck, "verdict": self.verdict,
+            "bytes": self.size_bytes,
+            "measured_busbw_GBps": self.measured_busbw_GBps,
+            "model_busbw_GBps": self.model_busbw_GBps,
+            "ratio": self.ratio,
+            "measured_time_us": self.measured_time_us,
+            "model_time_us": self.model_time_us,
+            "regime": self.regime,
+            "model_algo": self.model_algo,
+            "bottleneck": self.bottleneck,
+            "verdict": self.verdict,
         }
 
 
@@ -68,8 +73,9 @@ class LogComparison:
     @property
     def median_ratio(self) -> float:
         """Median measured / model bus-bandwidth ratio over the bandwidth-bound sizes."""
-        ratios = sorted(r.ratio for r in self.rows if r.regime == "bandwidth-bound") or \
-            sorted(r.ratio for r in self.rows)
+        ratios = sorted(r.ratio for r in self.rows if r.regime == "bandwidth-bound") or sorted(
+            r.ratio for r in self.rows
+        )
         mid = len(ratios) // 2
         return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
 
@@ -78,18 +84,25 @@ def _verdict(ratio: float, regime: str, bottleneck: str, tol: float) -> str:
     if abs(ratio - 1.0) <= tol:
         return "within the expected band"
     if ratio > 1.0:
-        return ("above the model: check that the scenario matches the cluster (link speed, "
-                "NICs per GPU, NVLink domain, GPU type)")
+        return (
+            "above the model: check that the scenario matches the cluster (link speed, "
+            "NICs per GPU, NVLink domain, GPU type)"
+        )
     if regime == "latency-bound":
-        return ("below, latency-bound: look at per-call overheads (NCCL protocol and "
-                "launch cost, CPU/NUMA binding, PXN and GPUDirect RDMA settings)")
+        return (
+            "below, latency-bound: look at per-call overheads (NCCL protocol and "
+            "launch cost, CPU/NUMA binding, PXN and GPUDirect RDMA settings)"
+        )
     where = "NVLink" if bottleneck == "nvlink" else f"the {bottleneck} links"
-    return (f"below, bandwidth-bound: look at {where} (NIC and cable health, rails in "
-            f"NCCL_IB_HCA, ECMP hashing and congestion control, oversubscription)")
+    return (
+        f"below, bandwidth-bound: look at {where} (NIC and cable health, rails in "
+        f"NCCL_IB_HCA, ECMP hashing and congestion control, oversubscription)"
+    )
 
 
-def compare_log(log: NcclTestsLog, scenario: Scenario, *,
-                tolerance: float = DEFAULT_TOLERANCE) -> LogComparison:
+def compare_log(
+    log: NcclTestsLog, scenario: Scenario, *, tolerance: float = DEFAULT_TOLERANCE
+) -> LogComparison:
     """Compare a parsed nccl-tests log with the model of ``scenario``.
 
     The scenario's ``cluster.n_gpus`` is set to the log's rank count when the log states it.
@@ -101,13 +114,16 @@ def compare_log(log: NcclTestsLog, scenario: Scenario, *,
     """
     if log.op not in COMPARABLE_OPS:
         raise FabricModelError(
-            f"the model covers {', '.join(COMPARABLE_OPS)} logs; this log is {log.op!r}")
+            f"the model covers {', '.join(COMPARABLE_OPS)} logs; this log is {log.op!r}"
+        )
     if not 0 < tolerance < 1:
         raise FabricModelError(f"--tolerance = {tolerance}: must be between 0 and 1")
     notes = []
     if log.n_ranks and log.n_ranks != scenario.cluster.n_gpus:
-        notes.append(f"cluster.n_gpus set to the log's {log.n_ranks} ranks "
-                     f"(scenario had {scenario.cluster.n_gpus:,})")
+        notes.append(
+            f"cluster.n_gpus set to the log's {log.n_ranks} ranks "
+            f"(scenario had {scenario.cluster.n_gpus:,})"
+        )
         scenario = apply_overrides(scenario, {"cluster.n_gpus": log.n_ranks})
     rows_in = [r for r in log.rows if r.oop_time_us and r.oop_busbw_GBps is not None]
     if not rows_in:
@@ -120,11 +136,18 @@ def compare_log(log: NcclTestsLog, scenario: Scenario, *,
         # bus_factor x S / t) without the 2-decimal rounding nccl-tests prints busbw with
         ratio = mod.time_us / float(meas.oop_time_us or "nan")  # rows without times are dropped
         regime = "latency-bound" if mod.latency_us > mod.bandwidth_us else "bandwidth-bound"
-        out.append(SizeComparison(
-            size_bytes=meas.size_bytes, measured_time_us=float(meas.oop_time_us or 0.0),
-            model_time_us=mod.time_us, measured_busbw_GBps=float(meas.oop_busbw_GBps or 0.0),
-            model_busbw_GBps=mod_busbw, ratio=ratio, regime=regime,
-            model_algo=f"{mod.algo}/{mod.proto}", bottleneck=mod.bottleneck,
-            verdict=_verdict(ratio, regime, mod.bottleneck, tolerance),
-        ))
+        out.append(
+            SizeComparison(
+                size_bytes=meas.size_bytes,
+                measured_time_us=float(meas.oop_time_us or 0.0),
+                model_time_us=mod.time_us,
+                measured_busbw_GBps=float(meas.oop_busbw_GBps or 0.0),
+                model_busbw_GBps=mod_busbw,
+                ratio=ratio,
+                regime=regime,
+                model_algo=f"{mod.algo}/{mod.proto}",
+                bottleneck=mod.bottleneck,
+                verdict=_verdict(ratio, regime, mod.bottleneck, tolerance),
+            )
+        )
     return LogComparison(log.op, scenario.cluster.n_gpus, tuple(out), tuple(notes))

@@ -11,8 +11,16 @@ import yaml
 from fabric_model.collectives import collective
 from fabric_model.scenario import Scenario
 
-__all__ = ["GOLDEN_PATH", "TOLERANCE", "ExpectedGap", "GoldenCase", "fabric_class", "load_golden",
-           "predict", "scale_class"]
+__all__ = [
+    "GOLDEN_PATH",
+    "TOLERANCE",
+    "ExpectedGap",
+    "GoldenCase",
+    "fabric_class",
+    "load_golden",
+    "predict",
+    "scale_class",
+]
 
 GOLDEN_PATH = Path(__file__).resolve().parents[2] / "tests" / "golden" / "nccl_public.yaml"
 
@@ -67,10 +75,21 @@ def _gap(raw: Any) -> ExpectedGap | None:
 def load_golden(path: Path = GOLDEN_PATH) -> list[GoldenCase]:
     """Read the golden cases."""
     data: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
-    return [GoldenCase(c["name"], c["source"], c["use"], Scenario.from_dict(c["scenario"]),
-                       c["op"], c["algo"], int(c["size_bytes"]), float(c["busbw_GBps"]),
-                       str(c.get("quote", "")), _gap(c.get("expected_gap")))
-            for c in data["cases"]]
+    return [
+        GoldenCase(
+            c["name"],
+            c["source"],
+            c["use"],
+            Scenario.from_dict(c["scenario"]),
+            c["op"],
+            c["algo"],
+            int(c["size_bytes"]),
+            float(c["busbw_GBps"]),
+            str(c.get("quote", "")),
+            _gap(c.get("expected_gap")),
+        )
+        for c in data["cases"]
+    ]
 
 
 def predict(case: GoldenCase) -> float:

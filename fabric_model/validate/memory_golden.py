@@ -28,11 +28,19 @@ from fabric_model.training.shapes import shape_counts
 from fabric_model.training.step import resolve_plan
 from fabric_model.validate.training_golden import _scenario
 
-__all__ = ["MEASURES", "MEMORY_GOLDEN_PATH", "MemoryCase", "MemoryRow",
-           "calibrated_fragmentation", "load_memory_golden", "memory_table"]
+__all__ = [
+    "MEASURES",
+    "MEMORY_GOLDEN_PATH",
+    "MemoryCase",
+    "MemoryRow",
+    "calibrated_fragmentation",
+    "load_memory_golden",
+    "memory_table",
+]
 
-MEMORY_GOLDEN_PATH = Path(__file__).resolve().parents[2] / "tests" / "golden" / \
-    "training_memory.yaml"
+MEMORY_GOLDEN_PATH = (
+    Path(__file__).resolve().parents[2] / "tests" / "golden" / "training_memory.yaml"
+)
 MEASURES = ("allocated", "reserved", "nvidia-smi")
 
 
@@ -73,12 +81,20 @@ def load_memory_golden(path: Path = MEMORY_GOLDEN_PATH) -> list[MemoryCase]:
     for row in data["rows"]:
         if row["measure"] not in MEASURES:
             raise ValueError(f"{row['name']}: measure must be one of {', '.join(MEASURES)}")
-        out.append(MemoryCase(
-            name=row["name"], use=row.get("use", "held-out"), source=row["source"],
-            quote=str(row.get("quote", "")), measure=row["measure"],
-            measured_gib=float(row["measured_gib"]), framework=row.get("framework", ""),
-            assumed=row.get("assumed", ""), scenario=_scenario(row["scenario"]),
-            not_modelled=row.get("not_modelled", "")))
+        out.append(
+            MemoryCase(
+                name=row["name"],
+                use=row.get("use", "held-out"),
+                source=row["source"],
+                quote=str(row.get("quote", "")),
+                measure=row["measure"],
+                measured_gib=float(row["measured_gib"]),
+                framework=row.get("framework", ""),
+                assumed=row.get("assumed", ""),
+                scenario=_scenario(row["scenario"]),
+                not_modelled=row.get("not_modelled", ""),
+            )
+        )
     return out
 
 
@@ -90,8 +106,11 @@ def estimate(case: MemoryCase) -> MemoryRow:
         raise ValueError(f"{case.name}: {'; '.join(str(p) for p in problems)}")
     gpu = load_catalog().gpu(s.cluster.gpu)
     mem = memory_per_gpu(s, plan, shape_counts(s.model), gpu.hbm_gib)
-    value = {"allocated": mem.allocated_gib, "reserved": mem.reserved_gib,
-             "nvidia-smi": mem.total_gib}[case.measure]
+    value = {
+        "allocated": mem.allocated_gib,
+        "reserved": mem.reserved_gib,
+        "nvidia-smi": mem.total_gib,
+    }[case.measure]
     return MemoryRow(case, mem, value)
 
 

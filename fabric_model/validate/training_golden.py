@@ -19,11 +19,17 @@ from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.training.shapes import shape_counts
 from fabric_model.training.step import StepResult, training_step
 
-__all__ = ["TRAINING_GOLDEN_PATH", "TrainingCase", "calibrate", "load_training_golden",
-           "validation_table"]
+__all__ = [
+    "TRAINING_GOLDEN_PATH",
+    "TrainingCase",
+    "calibrate",
+    "load_training_golden",
+    "validation_table",
+]
 
-TRAINING_GOLDEN_PATH = Path(__file__).resolve().parents[2] / "tests" / "golden" / \
-    "training_public.yaml"
+TRAINING_GOLDEN_PATH = (
+    Path(__file__).resolve().parents[2] / "tests" / "golden" / "training_public.yaml"
+)
 
 
 @dataclass(frozen=True)
@@ -52,12 +58,15 @@ class TrainingCase:
             m = s.model
             b = s.training.global_batch_tokens / m.seq_len
             seq, h, layers = m.seq_len, m.hidden, m.layers
-            flops = 96.0 * b * seq * layers * h * h * (
-                1 + seq / (6 * h) + m.vocab / (16 * layers * h))
+            flops = (
+                96.0 * b * seq * layers * h * h * (1 + seq / (6 * h) + m.vocab / (16 * layers * h))
+            )
             return flops / (n * self.measured_value * 1e12)
         if self.measured_kind == "model_tflops_per_gpu":
-            flops = shape_counts(s.model).model_flops_per_token(s.model.seq_len) * \
-                s.training.global_batch_tokens
+            flops = (
+                shape_counts(s.model).model_flops_per_token(s.model.seq_len)
+                * s.training.global_batch_tokens
+            )
             return flops / (n * self.measured_value * 1e12)
         raise ValueError(f"{self.name}: unknown measured kind {self.measured_kind!r}")
 
@@ -87,12 +96,20 @@ def load_training_golden(path: Path = TRAINING_GOLDEN_PATH) -> list[TrainingCase
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     out = []
     for row in data["rows"]:
-        out.append(TrainingCase(
-            name=row["name"], group=row["group"], use=row.get("use", "held-out"),
-            finding=str(row.get("finding", "")),
-            source=row["source"], quote=row["quote"], assumed=row.get("assumed", ""),
-            scenario=_scenario(row["scenario"]), measured_kind=row["measured"]["kind"],
-            measured_value=float(row["measured"]["value"])))
+        out.append(
+            TrainingCase(
+                name=row["name"],
+                group=row["group"],
+                use=row.get("use", "held-out"),
+                finding=str(row.get("finding", "")),
+                source=row["source"],
+                quote=row["quote"],
+                assumed=row.get("assumed", ""),
+                scenario=_scenario(row["scenario"]),
+                measured_kind=row["measured"]["kind"],
+                measured_value=float(row["measured"]["value"]),
+            )
+        )
     return out
 
 
