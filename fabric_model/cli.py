@@ -338,12 +338,23 @@ def _collective(args: argparse.Namespace) -> int:
                 bandwidth_us=round(r.bandwidth_us, 2),
                 busbw_range=f"{r.busbw_min_GBps:.1f}-{r.busbw_max_GBps:.1f}",
                 bottleneck=r.bottleneck,
+                fastest_on_fabric=(
+                    "(this one)"
+                    if (r.fastest_algo, r.fastest_proto) == (r.algo, r.proto)
+                    else f"{r.fastest_algo}/{r.fastest_proto} {r.fastest_time_us:,.0f} us"
+                ),
             )
         table.append(row)
     head = (
         f"# {args.op} across {scenario.cluster.n_gpus:,} GPUs, {scenario.fabric.topology}, "
         f"{scenario.fabric.vendor} {scenario.fabric.link_gbps}G, algo {args.algo}\n"
         + "".join(f"# {note}\n" for note in ctx.notes())
+        + (
+            "# algo/proto: what NCCL's tuner picks from its own table (tuning.cc);"
+            " fastest_on_fabric: the candidate this fabric runs fastest\n"
+            if args.breakdown
+            else ""
+        )
     )
     _emit(args, payload, head + format_table(table))
     return 0

@@ -84,13 +84,19 @@ def algo_models(ctx: FabricContext, op: str, algo: str) -> list[AlgoModel]:
 def times_from_models(
     models: Sequence[AlgoModel], sizes: Sequence[int], requested: str
 ) -> list[CollectiveTime]:
-    """Evaluate the fastest (algorithm, protocol) of ``models`` at each size."""
+    """Evaluate, at each size, the (algorithm, protocol) of ``models`` NCCL's tuner picks.
+
+    NCCL chooses by its own cost table (``tuning.cc``: channels x graph bandwidth with its
+    refinements, and its latencies), not by what the fabric delivers; the row gives the
+    delivered time of that choice and, in ``fastest_*``, the candidate the fabric would run
+    fastest (NCCL's miss when they differ, e.g. NVIDIA/nccl issue 1801).
+    """
     rows = []
+    candidates = [(m, p) for m in models for p in m.protocols]
     for size in sizes:
-        best = min(
-            ((m, p) for m in models for p in m.protocols), key=lambda mp: mp[0].time_us(size, mp[1])
-        )
-        m, proto = best
+        # NCCL picks by its tuner's table (tuning.cc); the fabric then delivers what it does
+        m, proto = min(candidates, key=lambda mp: mp[0].tuner_time_us(size, mp[1]))
+        fast_m, fast_p = min(candidates, key=lambda mp: mp[0].time_us(size, mp[1]))
         t = m.time_us(size, proto)
         lat = m.latency_us[proto] * (
             m.plateau_factor if proto == "Simple" and size >= m.plateau_min_bytes else 1.0
@@ -120,6 +126,9 @@ def times_from_models(
                 busbw_max_GBps=max(band[1], busbw),
                 bottleneck=m.bottleneck,
                 requested_algo=requested,
+                fastest_algo=fast_m.algo,
+                fastest_proto=fast_p,
+                fastest_time_us=fast_m.time_us(size, fast_p),
             )
         )
     return rows
@@ -130,8 +139,8 @@ def collective(
 ) -> list[CollectiveTime]:
     """Time of one collective across ``cluster.n_gpus`` ranks for each size (bytes).
 
-    ``algo = "auto"`` picks, per size, the fastest available (algorithm, protocol), as NCCL's
-    tuner does; an explicit algorithm still picks its best protocol.
+    ``algo = "auto"`` picks, per size, the (algorithm, protocol) NCCL's tuner would pick from
+    the available ones; an explicit algorithm still has its protocol picked that way.
     """
     ctx = FabricContext.from_scenario(scenario, catalog)
     models = algo_models(ctx, op, algo)

@@ -155,6 +155,38 @@ def ring_channels(ctx: FabricContext) -> int:
     return int(c["max_channels"] // c["channels_per_nic"])
 
 
+def _tuner_ring_busbw_Bps(ctx: FabricContext) -> float:
+    """Return the ring's Simple bus bandwidth in NCCL's tuner across domains, bytes/s.
+
+    ``tuning.cc`` takes ``nChannels x bw`` of the ring graph: the search gives every channel
+    the bandwidth its NIC and NVLink path can carry at nominal rates (NET speed, PCIe width;
+    ``search.cc``), so over ``k`` NICs per domain the table holds
+    ``min(k x NIC rate, NVLink ring rate)``. The tuner knows neither the fabric's
+    congestion nor its oversubscription.
+    """
+    nic = min(ctx.nic_Bps, ctx.nic_feed_Bps)
+    return min(ctx.nics_used_per_domain * nic, _nvlink_ring_Bps(ctx))
+
+
+def _tuner_tree_busbw_Bps(ctx: FabricContext) -> float:
+    """Return the tree's Simple all-reduce bus bandwidth in NCCL's tuner, bytes/s.
+
+    ``tuning.cc``: ``min(0.92 x nChannels x bw, nChannels x perChMaxTreeBw)`` on the graph's
+    channels (not the execution channels the delivered tree runs with), indexed by 1 node,
+    2 nodes, more.
+    """
+    c = ctx.constants
+    base = _tuner_ring_busbw_Bps(ctx) if ctx.n_domains > 1 else _nvlink_ring_Bps(ctx)
+    per_channel = c["tree_per_channel_GBps"].get(ctx.arch)
+    m = ctx.n_domains
+    cap = (
+        math.inf
+        if per_channel is None
+        else ring_channels(ctx) * float(per_channel[0 if m == 1 else 1 if m == 2 else 2]) * 1e9
+    )
+    return min(base * c["tree_bw_factor"], cap)
+
+
 def _protocol_terms(ctx: FabricContext, family: str) -> tuple[dict[str, float], dict[str, float]]:
     """NCCL's per-protocol bus-bandwidth factors and caps for a ring- or tree-family algorithm.
 
@@ -226,7 +258,17 @@ def ring_model(ctx: FabricContext, op: str) -> AlgoModel:
         if op == "allreduce"
         else {}
     )
-    return _common(ctx, op, "ring", _nvlink_ring_Bps(ctx), res, k, lat, **plateau)
+    return _common(
+        ctx,
+        op,
+        "ring",
+        _nvlink_ring_Bps(ctx),
+        res,
+        k,
+        lat,
+        tuner_busbw_Bps=_tuner_ring_busbw_Bps(ctx),
+        **plateau,
+    )
 
 
 # ----------------------------------------------------------------------------- tree
@@ -272,12 +314,15 @@ def tree_model(ctx: FabricContext, op: str) -> AlgoModel:
     m, d = ctx.n_domains, ctx.domain
     c = ctx.constants
     protos = ("LL", "LL128", "Simple")
-    corr = dict(
+    corr: dict[str, object] = dict(
         tree_correction=tuple(tuple(c["tree_correction"][p]) for p in protos),
         tree_correction_protocols=protos,
     )
     intra = _nvlink_ring_Bps(ctx) * c["tree_bw_factor"]
     cap = _tree_channel_cap_Bps(ctx, "tree_per_channel_GBps")
+    # on a torus or hypercube NCCL's graph is the node's trunks, whose ring the model solves
+    # (switchless.ring_model); the tuner's view of the tree there is not modelled: None
+    corr["tuner_busbw_Bps"] = None if switchless.applies(ctx) else _tuner_tree_busbw_Bps(ctx)
     if m == 1:
         lat = _latencies(ctx, "tree", protos, 2 * (d - 1), 0, 0)
         return _common(ctx, op, "tree", intra, None, 0, lat, cap_Bps=cap, **corr)

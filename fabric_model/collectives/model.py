@@ -14,7 +14,8 @@ all-to-all (n-1)/n), so that ``busbw_GBps`` printed here compares with nccl-test
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from fabric_model.errors import FabricModelError
@@ -64,6 +65,12 @@ class AlgoModel:
     protocol_bw_factor, protocol_cap_Bps : dict[str, float]
         NCCL's per-protocol factor on the bus bandwidth and its cap (LL's ``llMaxBw``,
         LL128's channels x per-channel cap), bytes/s; a protocol without a cap is absent.
+    tuner_busbw_Bps : float or None
+        The Simple bus bandwidth NCCL's own tuner assumes for this algorithm
+        (``tuning.cc``, ``ncclTopoTuneModel``: channels x per-channel graph bandwidth, with
+        its refinements), bytes/s; ``None`` where the tuner's figure is the delivered one.
+        NCCL picks the algorithm and protocol by its table, not by what the fabric
+        delivers, so ``auto`` chooses with this figure and reports the delivered time.
     """
 
     op: str
@@ -83,6 +90,7 @@ class AlgoModel:
     plateau_min_bytes: float = math.inf
     mean_switch_hops: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    tuner_busbw_Bps: float | None = None
 
     @property
     def protocols(self) -> tuple[str, ...]:
@@ -112,9 +120,20 @@ class AlgoModel:
         bw = self.bandwidth_Bps(size_bytes, proto)
         return lat + bus_factor(self.op, self.n_ranks) * size_bytes / bw * 1e6
 
+    @cached_property
+    def tuner_view(self) -> AlgoModel:
+        """Return the model as NCCL's tuner sees it: its table bandwidth, the same latencies."""
+        if self.tuner_busbw_Bps is None:
+            return self
+        return replace(self, busbw_Bps=self.tuner_busbw_Bps, tuner_busbw_Bps=None)
+
+    def tuner_time_us(self, size_bytes: float, proto: str) -> float:
+        """Time NCCL's tuner predicts for a call (``ncclTopoGetAlgoTime``), microseconds."""
+        return self.tuner_view.time_us(size_bytes, proto)
+
     def best_protocol(self, size_bytes: float) -> str:
-        """Return the protocol with the least time for this size (NCCL's choice)."""
-        return min(self.protocols, key=lambda p: self.time_us(size_bytes, p))
+        """Return the protocol NCCL's tuner picks for this size."""
+        return min(self.protocols, key=lambda p: self.tuner_time_us(size_bytes, p))
 
 
 @dataclass(frozen=True)
@@ -135,6 +154,9 @@ class CollectiveTime:
     busbw_max_GBps: float
     bottleneck: str
     requested_algo: str
+    fastest_algo: str
+    fastest_proto: str
+    fastest_time_us: float
 
     def to_dict(self) -> dict[str, Any]:
         """JSON row: the contract's keys first, then the breakdown."""
@@ -153,4 +175,7 @@ class CollectiveTime:
             "busbw_max_GBps": self.busbw_max_GBps,
             "bottleneck": self.bottleneck,
             "requested_algo": self.requested_algo,
+            "fastest_algo": self.fastest_algo,
+            "fastest_proto": self.fastest_proto,
+            "fastest_time_us": self.fastest_time_us,
         }
