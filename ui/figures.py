@@ -705,8 +705,9 @@ def collective_breakdown_frame(
     """
     auto_algo = next((r.algo for r in auto if r.size_bytes == size_bytes), None)
     out = []
+    by_label = {m.algo: m for m in models.values()}  # nvls runs as nvls-tree across domains
     for r in _rows_at(curves, size_bytes):
-        m = models.get(r.algo)
+        m = by_label.get(r.algo, models.get(r.algo))
         inter = m.inter_Bps / 1e9 if m is not None and math.isfinite(m.inter_Bps) else None
         out.append(
             {

@@ -423,10 +423,11 @@ def nvls_model(ctx: FabricContext, op: str) -> AlgoModel:
         res.mean_switch_hops
     )
     lat = {"Simple": intra_lat + 2 * math.log2(m) * inter_lat}
+    # across domains NCCL runs NVLS-Tree (NCCL_ALGO=NVLSTree), its own algorithm and label
     return _common(
         ctx,
         op,
-        "nvls",
+        "nvls-tree",
         intra,
         res,
         scale,
