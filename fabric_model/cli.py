@@ -483,9 +483,18 @@ def _step_text(d: dict[str, Any], plan_label: str) -> str:
         format_table(
             [
                 {"term": k, "seconds": d[k]}
-                for k in ("step_time_s", "compute_s", "imbalance_s", "bubble_s", "exposed_comm_s")
+                for k in (
+                    "step_time_s",
+                    "compute_s",
+                    "imbalance_s",
+                    "bubble_s",
+                    "exposed_comm_s",
+                    "step_time_ideal_network_s",
+                )
             ]
         ),
+        f"the fabric costs this plan {d['network_share_of_step']:.1%} of its step "
+        "(exposed communication; an ideal network would take step_time_ideal_network_s)",
         "",
         format_table(
             [

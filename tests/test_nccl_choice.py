@@ -99,3 +99,20 @@ def test_auto_reports_a_real_candidate_and_never_beats_the_fastest(n_domains, gp
     forced = collective(s, "allreduce", "nvls" if row.algo == "nvls-tree" else row.algo, [size])[0]
     # the algorithm auto picked, run on its own, is the same call
     assert math.isclose(forced.time_us, row.time_us, rel_tol=1e-9)
+
+
+def test_step_says_what_the_fabric_costs_the_plan():
+    # issue 10 item 9: the step with an ideal network, so an architect sees the fabric's share
+    from fabric_model.training import training_step
+
+    step = training_step(Scenario())
+    d = step.to_dict()
+    assert d["step_time_ideal_network_s"] == step.compute_s + step.imbalance_s + step.bubble_s
+    assert math.isclose(
+        d["step_time_s"] - d["step_time_ideal_network_s"], d["exposed_comm_s"], rel_tol=1e-9
+    )
+    assert 0 < d["network_share_of_step"] < 1
+    # a slower fabric costs more of the step, the ideal-network step does not move
+    slow = training_step(apply_overrides(Scenario(), {"fabric.link_gbps": 200})).to_dict()
+    assert slow["network_share_of_step"] > d["network_share_of_step"]
+    assert math.isclose(slow["step_time_ideal_network_s"], d["step_time_ideal_network_s"])

@@ -163,6 +163,15 @@ class StepResult:
         return "; ".join(str(p) for p in self.problems)
 
     @property
+    def ideal_network_step_s(self) -> float:
+        """The same step with an infinitely fast network: compute, imbalance and bubble only.
+
+        What the fabric costs this plan is ``step_time_s - ideal_network_step_s``, the
+        exposed communication of every dimension (pipeline sends included).
+        """
+        return self.compute_s + self.imbalance_s + self.bubble_s if self.feasible else math.nan
+
+    @property
     def bubble_fraction(self) -> float:
         """Share of the step the pipeline idles."""
         return self.bubble_s / self.step_time_s if self.feasible else math.nan
@@ -179,6 +188,10 @@ class StepResult:
             "imbalance_s": self.imbalance_s,
             "bubble_s": self.bubble_s,
             "exposed_comm_s": self.exposed_comm_s,
+            "step_time_ideal_network_s": self.ideal_network_step_s,
+            "network_share_of_step": (
+                self.exposed_comm_s / self.step_time_s if self.feasible else math.nan
+            ),
             "comm_s": {d: self.comm_s.get(d, 0.0) for d in DIMS},
             "exposed_s": {d: self.exposed_s.get(d, 0.0) for d in DIMS},
             "comm_detail": dict(self.comm_detail),
