@@ -481,6 +481,10 @@ class Vendor(_Entry):
         In-network reduction on the scale-out fabric.
     requires_spectrum_x_nic
         Endpoints must be Spectrum-X SuperNICs.
+    lossless
+        Whether the fabric runs lossless (PFC / credit flow control) or lossy with packet
+        trimming and endpoint retransmission (UEC 1.0, OCP MRC 1.0); a lossy fabric's
+        goodput fraction is ``nccl_constants.yaml`` ``net_efficiency_lossy``.
     """
 
     protocol: str
@@ -489,6 +493,7 @@ class Vendor(_Entry):
     default_routing: str
     sharp_available: bool
     requires_spectrum_x_nic: bool
+    lossless: bool = True
 
     @property
     def link_speeds_gbps(self) -> tuple[int, ...]:
@@ -632,6 +637,7 @@ class Catalog:
         cage_gbps: int | None = None,
         protocol: str | None = None,
         key: str = "fabric.link_gbps",
+        form: str | None = None,
     ) -> Optic:
         """Return the cheapest transceiver for one end of an optical link.
 
@@ -652,6 +658,9 @@ class Catalog:
             ``"infiniband"`` or ``"ethernet"`` (``Vendor.protocol``); ``None`` accepts both.
         key
             Scenario key named in the error.
+        form
+            ``"single"`` or ``"twin"`` (a multi-port module: on the NIC side, one NIC port
+            broken out into several links, one per plane); ``None`` accepts both.
 
         Returns
         -------
@@ -679,6 +688,7 @@ class Catalog:
             and link_gbps in o.port_speeds_gbps
             and (cage_gbps is None or o.module_gbps == cage_gbps)
             and (protocol is None or protocol in o.protocols)
+            and (form is None or o.form == form)
         ]
         cage_text = "" if cage_gbps is None else f" in a {cage_gbps} Gb/s cage"
         if protocol is not None:
@@ -990,6 +1000,7 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "default_routing": _FieldSpec("choice", ("adaptive", "ecmp")),
             "sharp_available": _FieldSpec("bool"),
             "requires_spectrum_x_nic": _FieldSpec("bool"),
+            "lossless": _FieldSpec("bool", default=True),
         },
     ),
 }

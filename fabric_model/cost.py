@@ -9,6 +9,10 @@ Counting rules (hardware-and-cost-facts sections 3.1, 6.1 and 8.3):
 - Optical link: a fiber per link; NIC ends take one single-port module each; switch ends take
   twin-port modules: ``ceil(ports / ports_per_module)`` per switch, so one 800G 2x400G module
   serves two 400G links (the twin-port rule). Both module types are picked by reach.
+- Planes (``fabric.planes``): a NIC port broken out into one link per plane takes one
+  NIC-side breakout module (an 800G DR8 fanned out to 8 x 100G) for its ``planes`` links,
+  each link its own fiber leg to its plane's leaf; the switch side follows the twin-port rule
+  at the per-plane speed (8 x 100G per 800G cage).
 - Power: switches without optics + modules + NICs + active cables, at the wall times the PUE
   for energy; TCO = capex + energy over the horizon.
 
@@ -25,20 +29,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabric_model.catalog import Catalog, load_catalog
+from fabric_model.catalog import Cable, Catalog, Optic, load_catalog
 from fabric_model.design import Hardware, resolve_hardware, topology_request
 from fabric_model.errors import FabricModelError
 from fabric_model.scenario import CostSpec, Scenario
-from fabric_model.topology import Topology, build_topology_from_request
+from fabric_model.topology import LinkClass, Topology, build_topology_from_request
 from fabric_model.units import HOURS_PER_YEAR
 
 __all__ = [
     "CATEGORIES",
     "BillOfMaterials",
     "BomLine",
+    "LinkMedia",
     "VendorComparison",
     "bill_of_materials",
     "compare_vendors",
+    "link_media",
 ]
 
 #: Capex/power categories, in display order.
@@ -202,6 +208,7 @@ class BillOfMaterials:
             "topology": topo.family,
             "n_gpus": topo.n_gpus,
             "tiers": topo.tiers,
+            "planes": topo.planes,
             "switch": self.hardware.switch.key,
             "nic": self.hardware.nic.key,
             "radix": self.hardware.radix,
@@ -230,6 +237,88 @@ class BillOfMaterials:
 
 def _price(override: float | None, catalog_value: float) -> float:
     return float(catalog_value) if override is None else float(override)
+
+
+@dataclass(frozen=True)
+class LinkMedia:
+    """How the cables of one link class are built: copper, or fiber with a module per end.
+
+    Attributes
+    ----------
+    copper
+        The copper cable (``dac``, ``acc``, ``lacc``) when one carries the link's speed over
+        its length, else None (the link is optical).
+    fiber
+        The fiber entry, counted once per optical link.
+    nic_optic, switch_optic
+        Transceiver at a NIC end and at a switch end of an optical link (None for copper
+        links and for ends the class does not have).
+    """
+
+    copper: Cable | None
+    fiber: Cable
+    nic_optic: Optic | None
+    switch_optic: Optic | None
+
+    @property
+    def cable(self) -> Cable:
+        """The physical cable of one link: the copper cable, else the fiber."""
+        return self.copper if self.copper is not None else self.fiber
+
+    @property
+    def links_per_cable(self) -> int:
+        """Logical links one physical cable carries (2 for a 1:2 splitter DAC), count."""
+        return max(1, int(self.copper.links_per_cable)) if self.copper is not None else 1
+
+
+def link_media(lc: LinkClass, hw: Hardware, cat: Catalog) -> LinkMedia:
+    """Choose the media of one link class by speed, length and what sits at its ends.
+
+    A copper cable when the catalog has one for the speed over the length (a NIC-to-switch
+    class only with a splitter that fans one cage out to ``cage / link`` NICs, and at the
+    switch cage's lane rate); otherwise fiber, with the cheapest module by reach at each end
+    (switch modules sized to the cage: the twin-port rule).
+
+    Raises
+    ------
+    InfeasibleDesignError
+        If no transceiver runs the link's speed over its length.
+    """
+    sw = hw.switch
+    on_switch = bool(lc.port_groups)
+    # a switch cage has 8 SerDes lanes: 800G cages run 100G lanes, 1.6T cages 200G lanes
+    lane_gbps = sw.cage_gbps // 8
+    # NIC to switch: one twin-port cage feeds cage/link NICs through a splitter cable
+    split = max(1, sw.cage_gbps // lc.link_gbps) if on_switch and lc.n_nic_ends else None
+    copper = cat.cable_for(
+        lc.link_gbps, lc.length_m, split=split, lane_gbps=lane_gbps if on_switch else None
+    )
+    if copper is not None:
+        return LinkMedia(copper, cat.fiber, None, None)
+    protocol = hw.vendor.protocol
+    nic_optic = None
+    if lc.n_nic_ends and lc.nic_breakout > 1:  # a NIC port's links, one per plane, on one module
+        nic_optic = cat.optic_for(
+            "nic",
+            lc.link_gbps,
+            lc.length_m,
+            cage_gbps=lc.link_gbps * lc.nic_breakout,
+            protocol=protocol,
+            form="twin",
+            key="fabric.planes",
+        )
+    elif lc.n_nic_ends:
+        nic_optic = cat.optic_for(
+            "nic", lc.link_gbps, lc.length_m, protocol=protocol, form="single"
+        )
+    switch_optic = (
+        cat.optic_for(
+            "switch", lc.link_gbps, lc.length_m, cage_gbps=sw.cage_gbps, protocol=protocol
+        )
+        if on_switch
+        else None
+    )
+    return LinkMedia(None, cat.fiber, nic_optic, switch_optic)
 
 
 def _bom_lines(
@@ -265,32 +354,24 @@ def _bom_lines(
             cat.source_note("nics", nic.key, "price_usd"),
         )
     )
-    protocol = hw.vendor.protocol
-    # a switch cage has 8 SerDes lanes: 800G cages run 100G lanes, 1.6T cages 200G lanes
-    lane_gbps = sw.cage_gbps // 8
     for lc in topo.links:
-        on_switch = bool(lc.port_groups)
-        # NIC to switch: one twin-port cage feeds cage/link NICs through a splitter cable
-        split = max(1, sw.cage_gbps // lc.link_gbps) if on_switch and lc.n_nic_ends else None
-        copper = cat.cable_for(
-            lc.link_gbps, lc.length_m, split=split, lane_gbps=lane_gbps if on_switch else None
-        )
+        media = link_media(lc, hw, cat)
+        copper = media.copper
         if copper is not None:
-            split = max(1, int(copper.links_per_cable))
             lines.append(
                 BomLine(
                     "cables",
                     copper.name,
                     copper.key,
                     lc.name,
-                    math.ceil(lc.n_links / split),
+                    math.ceil(lc.n_links / media.links_per_cable),
                     _price(costs.copper_cable_usd, copper.price_usd),
                     copper.power_w,
                     cat.source_note("cables", copper.key, "price_usd"),
                 )
             )
             continue
-        fiber = cat.fiber
+        fiber = media.fiber
         lines.append(
             BomLine(
                 "cables",
@@ -303,24 +384,22 @@ def _bom_lines(
                 cat.source_note("cables", fiber.key, "price_usd"),
             )
         )
-        if lc.n_nic_ends:
-            optic = cat.optic_for("nic", lc.link_gbps, lc.length_m, protocol=protocol)
+        if media.nic_optic is not None:
+            optic = media.nic_optic
             lines.append(
                 BomLine(
                     "optics",
                     optic.name,
                     optic.key,
                     f"{lc.name} (NIC side)",
-                    lc.n_nic_ends,
+                    math.ceil(lc.n_nic_ends / lc.nic_breakout),
                     _price(costs.optic_nic_usd, optic.price_usd),
                     optic.power_w,
                     cat.source_note("optics", optic.key, "price_usd"),
                 )
             )
-        if lc.port_groups:
-            optic = cat.optic_for(
-                "switch", lc.link_gbps, lc.length_m, cage_gbps=sw.cage_gbps, protocol=protocol
-            )
+        if media.switch_optic is not None:
+            optic = media.switch_optic
             per = optic.ports_per_module(lc.link_gbps)
             by_tier: dict[str, int] = {}
             for g in lc.port_groups:

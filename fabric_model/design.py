@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from fabric_model.catalog import Catalog, Gpu, Nic, Server, Switch, Vendor, load_catalog
 from fabric_model.errors import InfeasibleDesignError, ScenarioError, UnknownCatalogKeyError
 from fabric_model.scenario import Scenario
-from fabric_model.topology import Topology, TopologyRequest, build_topology_from_request
+from fabric_model.topology import (
+    PLANE_FAMILIES,
+    Topology,
+    TopologyRequest,
+    build_topology_from_request,
+)
 
 __all__ = ["SWITCHLESS", "Hardware", "build_topology", "resolve_hardware", "topology_request"]
 
@@ -32,6 +37,9 @@ class Hardware:
     nic: Nic
     radix: int
     routing: str
+    #: Independent network planes (``fabric.planes``); ``radix`` counts ports at the
+    #: per-plane speed ``fabric.link_gbps / planes``.
+    planes: int = 1
 
     @property
     def host_link_GBps(self) -> float:
@@ -75,8 +83,18 @@ def resolve_hardware(scenario: Scenario, catalog: Catalog | None = None) -> Hard
     gpu = _lookup("cluster.gpu", cat.gpu, c.gpu)
     server = cat.server(gpu.server)
     vendor = cat.vendor(f.vendor)
+    if f.planes > 1 and f.topology not in PLANE_FAMILIES:
+        raise InfeasibleDesignError(
+            "fabric.planes",
+            f"{f.planes} planes are built for fabric.topology = {' or '.join(PLANE_FAMILIES)}; "
+            f"{f.topology} allows fabric.planes = 1",
+        )
+    plane_gbps = f.link_gbps // f.planes
     if f.switch == "auto":
         switch = cat.switch_for(f.vendor, f.link_gbps)
+        # planes: the vendor's switch for the per-plane port speed, else the NIC rate's
+        if f.planes > 1 and plane_gbps in vendor.switch_by_gbps:
+            switch = cat.switch(vendor.switch_by_gbps[plane_gbps])
     else:
         switch = _lookup("fabric.switch", cat.switch, f.switch)
         if switch.protocol != vendor.protocol:
@@ -102,13 +120,81 @@ def resolve_hardware(scenario: Scenario, catalog: Catalog | None = None) -> Hard
                 f"{nic.name} runs at {', '.join(map(str, nic.speeds_gbps))} Gb/s, "
                 f"not {f.link_gbps}",
             )
-    radix = switch.radix(f.link_gbps)
+    if f.planes == 1:
+        radix = switch.radix(f.link_gbps)
+    else:
+        radix = _plane_radix(scenario, cat, vendor, switch)
     routing = vendor.default_routing if f.routing == "auto" else f.routing
+    if routing == "spray":  # per-packet spraying over all paths: the adaptive router's physics
+        routing = "adaptive"
     hw = Hardware(
-        gpu=gpu, server=server, vendor=vendor, switch=switch, nic=nic, radix=radix, routing=routing
+        gpu=gpu,
+        server=server,
+        vendor=vendor,
+        switch=switch,
+        nic=nic,
+        radix=radix,
+        routing=routing,
+        planes=f.planes,
     )
     _check_host_link(scenario, hw, cat)
     return hw
+
+
+def _plane_ok(cat: Catalog, vendor: Vendor, switch: Switch, link_gbps: int, planes: int) -> str:
+    """Why ``planes`` planes cannot be built at ``link_gbps`` ('' when they can)."""
+    if link_gbps % planes:
+        return f"{link_gbps} Gb/s does not divide into {planes} whole-Gb/s links"
+    plane_gbps = link_gbps // planes
+    if plane_gbps not in switch.port_speeds_gbps:
+        speeds = ", ".join(map(str, switch.port_speeds_gbps))
+        return f"{switch.name} runs {speeds} Gb/s ports, not {plane_gbps}"
+    try:
+        cat.optic_for(
+            "switch", plane_gbps, 0.0, cage_gbps=switch.cage_gbps, protocol=vendor.protocol
+        )
+    except InfeasibleDesignError:
+        return (
+            f"no switch-side transceiver in this catalog breaks a {switch.cage_gbps} Gb/s cage "
+            f"of {switch.key} out into {plane_gbps} Gb/s ports"
+        )
+    try:
+        cat.optic_for(
+            "nic", plane_gbps, 0.0, cage_gbps=link_gbps, protocol=vendor.protocol, form="twin"
+        )
+    except InfeasibleDesignError:
+        return (
+            f"no NIC-side breakout transceiver in this catalog splits a {link_gbps} Gb/s NIC "
+            f"port into {planes} x {plane_gbps} Gb/s"
+        )
+    return ""
+
+
+def _plane_radix(scenario: Scenario, cat: Catalog, vendor: Vendor, switch: Switch) -> int:
+    """Switch ports at the per-plane speed, after checking the planes can be built.
+
+    A plane's links run ``link_gbps / planes``: the switch must offer that port speed (its
+    ASIC's breakout of the cages, ``Switch.port_speeds_gbps``) and a NIC-side breakout
+    module must split the NIC port into that many links.
+
+    Raises
+    ------
+    InfeasibleDesignError
+        On ``fabric.planes``, naming the plane counts this switch and NIC rate allow.
+    """
+    f = scenario.fabric
+    why = _plane_ok(cat, vendor, switch, f.link_gbps, f.planes)
+    if why:
+        ok = [
+            p for p in (1, 2, 4, 8) if p == 1 or not _plane_ok(cat, vendor, switch, f.link_gbps, p)
+        ]
+        raise InfeasibleDesignError(
+            "fabric.planes",
+            f"{f.planes} planes of {f.link_gbps // f.planes} Gb/s: {why}; allowed at "
+            f"fabric.link_gbps = {f.link_gbps} on {switch.key}: "
+            f"{', '.join(map(str, ok))}",
+        )
+    return switch.radix(f.link_gbps // f.planes)
 
 
 def _check_host_link(scenario: Scenario, hw: Hardware, cat: Catalog) -> None:
@@ -147,7 +233,7 @@ def topology_request(scenario: Scenario, hardware: Hardware) -> TopologyRequest:
         gpus_per_node=c.gpus_per_node,
         nvlink_domain=c.nvlink_domain,
         nics_per_gpu=c.nics_per_gpu,
-        link_gbps=f.link_gbps,
+        link_gbps=f.link_gbps // f.planes,
         radix=hardware.radix,
         switch_key=hardware.switch.key,
         tiers=f.tiers,
@@ -158,6 +244,7 @@ def topology_request(scenario: Scenario, hardware: Hardware) -> TopologyRequest:
         leaf_spine_m=f.leaf_spine_m,
         spine_core_m=f.spine_core_m,
         direct_link_m=f.direct_link_m,
+        planes=f.planes,
     )
 
 

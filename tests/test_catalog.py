@@ -68,7 +68,7 @@ def test_shipped_catalog_loads_and_has_the_required_entries(cat: Catalog) -> Non
     }
     assert set(cat.nics) >= {"cx7", "cx8", "bf3_supernic"}
     assert set(cat.switches) >= {"qm9700", "q3400", "sn5600", "th5", "th6", "sn6810"}
-    assert set(cat.vendors) == {"infiniband", "spectrum-x", "roce"}
+    assert set(cat.vendors) == {"infiniband", "spectrum-x", "roce", "lossy-ethernet"}
     assert {c.kind for c in cat.cables.values()} >= {"dac", "acc", "lacc", "fiber"}
     for section in SECTIONS:
         assert len(cat.section(section)) > 0

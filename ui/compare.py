@@ -58,7 +58,12 @@ _NEW_LABEL = "cmp_new_label"
 _NEW_LABEL_AUTO = "cmp_new_label_auto"
 _MAX_LABEL_CHARS = 40
 
-_VENDOR_SHORT = {"infiniband": "IB", "spectrum-x": "Spectrum-X", "roce": "RoCE"}
+_VENDOR_SHORT = {
+    "infiniband": "IB",
+    "spectrum-x": "Spectrum-X",
+    "roce": "RoCE",
+    "lossy-ethernet": "lossy Eth",
+}
 
 
 @dataclass(frozen=True)

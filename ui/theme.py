@@ -30,8 +30,14 @@ VENDOR_COLORS = {
     "infiniband": OKABE_ITO["blue"],
     "spectrum-x": OKABE_ITO["green"],
     "roce": OKABE_ITO["vermillion"],
+    "lossy-ethernet": OKABE_ITO["purple"],
 }
-VENDOR_LABELS = {"infiniband": "InfiniBand", "spectrum-x": "Spectrum-X", "roce": "RoCE (ECMP)"}
+VENDOR_LABELS = {
+    "infiniband": "InfiniBand",
+    "spectrum-x": "Spectrum-X",
+    "roce": "RoCE (ECMP)",
+    "lossy-ethernet": "Lossy spraying Ethernet (UEC/MRC)",
+}
 
 TOPOLOGY_COLORS = {
     "fat-tree": OKABE_ITO["blue"],
@@ -125,4 +131,9 @@ STEP_TERM_LABELS = {
     "cp": "context-parallel comm (exposed)",
 }
 #: Line dash per vendor where colour already encodes the topology.
-VENDOR_DASHES = {"infiniband": "solid", "spectrum-x": "dash", "roce": "dot"}
+VENDOR_DASHES = {
+    "infiniband": "solid",
+    "spectrum-x": "dash",
+    "roce": "dot",
+    "lossy-ethernet": "dashdot",
+}

@@ -23,6 +23,7 @@ from fabric_model.resources import asset
 from fabric_model.routing import degraded_capacities, route
 from fabric_model.scenario import Scenario
 from fabric_model.topology import Topology, build_topology_from_request
+from fabric_model.topology.planes import failed_switch_capacities, plane_share
 from fabric_model.units import FIBER_NS_PER_M, gbps_to_Bps
 
 __all__ = [
@@ -128,17 +129,43 @@ class FabricContext:
         cat = catalog or load_catalog()
         hw = resolve_hardware(scenario, cat)
         topo = build_topology_from_request(scenario.fabric.topology, topology_request(scenario, hw))
-        ctx = cls(scenario, topo, hw, hw.routing, topo.graph.link_capacity_Bps, nccl_constants())
+        constants = nccl_constants()
+        if not hw.vendor.lossless:  # lossy spraying transport: its own goodput fraction
+            constants = {**constants, "net_efficiency": constants["net_efficiency_lossy"]}
+        ctx = cls(scenario, topo, hw, hw.routing, topo.graph.link_capacity_Bps, constants)
         w = scenario.what_if
         cap = topo.graph.link_capacity_Bps
         if w.degraded_link_factor < 1.0:
             cap = degraded_capacities(
                 topo, w.degraded_link, w.degraded_link_factor, ctx.degraded_endpoint
             )
+        cap = ctx._plane_what_ifs(cap)
         cap = ctx._host_capped(cap)
         if cap is topo.graph.link_capacity_Bps:
             return ctx
-        return cls(scenario, topo, hw, hw.routing, cap, nccl_constants())
+        return cls(scenario, topo, hw, hw.routing, cap, constants)
+
+    def _plane_what_ifs(self, cap: np.ndarray) -> np.ndarray:
+        """Capacities with the plane what-ifs: planes down, one plane slow, one switch down.
+
+        The array form bundles each cable's copies over the planes (``topology.planes``), so
+        a whole plane scales every bundle by :func:`plane_share` (adaptive spraying adds the
+        planes' rates; static hashing is paced by the slowest plane) and a switch down in one
+        plane removes one copy at that switch (:func:`failed_switch_capacities`).
+        """
+        w, planes = self.scenario.what_if, self.topology.planes
+        if planes == 1:
+            return cap
+        share = plane_share(
+            planes, w.failed_planes, w.degraded_plane_factor, self.policy == "adaptive"
+        )
+        if share < 1.0:
+            cap = cap * share
+        if w.failed_switch != "none":
+            cap = failed_switch_capacities(
+                self.topology, cap, w.failed_switch, self.degraded_endpoint
+            )
+        return cap
 
     @property
     def nic_feed_Bps(self) -> float:
@@ -179,8 +206,28 @@ class FabricContext:
         NVLink domain; each line says the mechanism and its figure.
         """
         out = []
+        w, planes = self.scenario.what_if, self.topology.planes
         if self.scenario.what_if.degraded_link_factor < 1.0:
             out.append("degraded: " + self.degraded_description())
+        if planes > 1 and (w.failed_planes or w.degraded_plane_factor < 1.0):
+            share = plane_share(
+                planes, w.failed_planes, w.degraded_plane_factor, self.policy == "adaptive"
+            )
+            how = (
+                "traffic sprays over the planes by what each offers"
+                if self.policy == "adaptive"
+                else "static hashing gives every plane an equal share, so the slowest sets the pace"
+            )
+            out.append(
+                f"planes: {w.failed_planes} of {planes} down, one at "
+                f"{w.degraded_plane_factor:.0%}; {how}: every link keeps {share:.1%} of its "
+                f"healthy aggregate"
+            )
+        if planes > 1 and w.failed_switch != "none":
+            out.append(
+                f"a {w.failed_switch} of one plane is down: its links keep "
+                f"{planes - 1} of {planes} plane copies"
+            )
         if self.host_limited:
             hw = self.hardware
             out.append(

@@ -63,6 +63,9 @@ class TopologyRequest:
         Rail-optimized leaf wiring.
     nic_leaf_m, leaf_spine_m, spine_core_m, direct_link_m
         Cable lengths per link class, metres.
+    planes
+        Independent network planes (``fabric.planes``); ``link_gbps`` and ``radix`` are then
+        per plane, and each NIC port runs ``planes x link_gbps``.
     """
 
     n_gpus: int
@@ -80,6 +83,12 @@ class TopologyRequest:
     leaf_spine_m: float = 50.0
     spine_core_m: float = 150.0
     direct_link_m: float = 10.0
+    planes: int = 1
+
+    @property
+    def nic_port_gbps(self) -> int:
+        """Line rate of one NIC port over all planes, Gb/s."""
+        return self.link_gbps * self.planes
 
     @property
     def n_endpoints(self) -> int:
@@ -123,6 +132,9 @@ class LinkClass:
     ``ends`` names what sits at each end: ``"nic"`` or a switch tier name (``"leaf"``,
     ``"spine"``, ``"core"``). ``port_groups`` say how the switch ends' ports are spread over
     switches, which the twin-port optics rule needs (modules per switch = ceil(ports / 2)).
+    ``nic_breakout`` is the number of these links one NIC port feeds (``fabric.planes``: an
+    800G port broken out into 8 x 100G links, one per plane), so the NIC side takes one
+    breakout module per ``nic_breakout`` links.
     """
 
     name: str
@@ -131,6 +143,7 @@ class LinkClass:
     length_m: float
     ends: tuple[str, str]
     port_groups: tuple[PortGroup, ...] = ()
+    nic_breakout: int = 1
 
     @property
     def n_nic_ends(self) -> int:
@@ -321,7 +334,12 @@ class Topology:
     @property
     def full_bisection_GBps(self) -> float:
         """What a non-blocking fabric would give: half the endpoints at line rate, GB/s."""
-        return self.n_endpoints / 2 * gbps_to_GBps(self.request.link_gbps)
+        return self.n_endpoints / 2 * gbps_to_GBps(self.request.nic_port_gbps)
+
+    @property
+    def planes(self) -> int:
+        """Independent network planes (each a fabric of :attr:`family`)."""
+        return int(self.request.planes)
 
     @cached_property
     def graph(self) -> FabricGraph:
@@ -338,6 +356,7 @@ class Topology:
             "n_gpus": self.n_gpus,
             "n_endpoints": self.n_endpoints,
             "tiers": self.tiers,
+            "planes": self.planes,
             "switches_by_tier": dict(self.switches_by_tier),
             "n_switches": self.n_switches,
             "links_by_class": self.links_by_class,
