@@ -6,6 +6,7 @@ import streamlit as st
 
 from fabric_model.errors import FabricModelError
 from ui import facade
+from ui.deployment import deployment_downloads
 from ui.figures import hop_histogram_figure, topology_counts_frame, topology_figure
 from ui.page_common import current_scenario, show_model_error
 from ui.widgets import chart
@@ -57,3 +58,11 @@ with right:
         chart(hop_histogram_figure(topo), key="hop_histogram", name="topology hops")
     else:
         st.info("All GPUs share one NVLink domain: no traffic crosses the scale-out fabric.")
+
+st.subheader("Deployment files")
+st.caption(
+    "The design as files for the installer and the scheduler, consistent with the bill "
+    "of materials: `python -m fabric_model export --format FORMAT --out FILE` writes the "
+    "same files."
+)
+deployment_downloads(scenario, topo)

@@ -12,11 +12,11 @@ from ui import facade
 from ui.figures import (
     size_label,
     validation_busbw_figure,
-    validation_frame,
     validation_ratio_figure,
 )
 from ui.page_common import current_scenario, show_model_error
 from ui.theme import OP_LABELS
+from ui.validation_table import has_percentiles, validation_table
 from ui.widgets import chart
 
 _FROM_LOG = "from the log"
@@ -33,11 +33,12 @@ def _read_log() -> tuple[str, str] | None:
     left, right = st.columns(2, gap="medium")
     uploaded = left.file_uploader(
         "Upload an nccl-tests log",
-        type=["log", "txt", "out"],
+        type=["log", "txt", "out", "json"],
         key="validate_upload",
         max_upload_size=MAX_LOG_FILE_BYTES // 2**20,  # the server's cap is for scenario files
-        help=f"stdout of all_reduce_perf, all_gather_perf, ... (at most "
-        f"{MAX_LOG_FILE_BYTES // 2**20} MiB); NCCL INFO lines and srun/mpirun labels "
+        help=f"stdout of all_reduce_perf, all_gather_perf, ..., or the JSON file of its "
+        f"-J option (nccl-tests 2.17.3+; with -I 1 it has per-iteration p50/p99), at most "
+        f"{MAX_LOG_FILE_BYTES // 2**20} MiB; NCCL INFO lines and srun/mpirun labels "
         f"may be mixed in",
     )
     pasted = right.text_area(
@@ -99,7 +100,8 @@ st.header("Measured vs model", divider="gray")
 if log_input is None:
     st.markdown(
         "Upload or paste the output of an nccl-tests run, e.g. "
-        "`all_reduce_perf -b 8 -e 8G -f 2 -g 8`, to compare it size by size with the "
+        "`all_reduce_perf -b 8 -e 8G -f 2 -g 8`, or its JSON file "
+        "(`... -I 1 -J run.json`, nccl-tests 2.17.3+), to compare it size by size with the "
         "model of the design in the sidebar. all-reduce, all-gather, reduce-scatter and "
         "all-to-all are modelled."
     )
@@ -109,7 +111,7 @@ else:
     try:
         log = facade.nccl_log(text, op)
     except NcclLogError as exc:
-        st.error(f"Could not read {source} as an nccl-tests log: {exc}")
+        st.error(f"Could not read {source} as an nccl-tests log or JSON file: {exc}")
     comparison = None
     if log is not None:
         try:
@@ -152,7 +154,14 @@ else:
             "Sizes nccl-tests printed as 0.00 GB/s have no marker on the log axis; their "
             "ratio is the model's time over the measured time."
         )
-        frame = validation_frame(rows)
+        frame = validation_table(rows)
+        if has_percentiles(rows):
+            st.caption(
+                "p50 / p99: the median and 99th-percentile iteration of nccl-tests' "
+                "per-iteration timing (-I 1), as bus bandwidth (busbw x time / p) and time; "
+                "a p99 well below the mean points at a slow tail (a flapping link, a "
+                "straggler) that the average hides."
+            )
         st.dataframe(
             frame.drop(columns=["bytes"]),
             hide_index=True,
@@ -171,6 +180,18 @@ else:
                 ),
                 "model_time_us": st.column_config.NumberColumn("model time (us)", format="%.1f"),
                 "model_algo": st.column_config.TextColumn("model algo/proto"),
+                "measured_p50_busbw_GBps": st.column_config.NumberColumn(
+                    "p50 busbw (GB/s)", format="%.2f"
+                ),
+                "measured_p99_busbw_GBps": st.column_config.NumberColumn(
+                    "p99 busbw (GB/s)", format="%.2f"
+                ),
+                "measured_p50_time_us": st.column_config.NumberColumn(
+                    "p50 time (us)", format="%.1f"
+                ),
+                "measured_p99_time_us": st.column_config.NumberColumn(
+                    "p99 time (us)", format="%.1f"
+                ),
             },
         )
         st.download_button(

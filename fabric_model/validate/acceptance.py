@@ -6,6 +6,12 @@ sizes (8 KiB latency-bound, 64 MiB, 8 GiB bandwidth-bound) the model gives the e
 nccl-tests bus bandwidth with NCCL's own algorithm choice, and a band around it. The band's
 floor uses the worst ECMP seed when the routing hashes. The table downloads as CSV and as a
 bash script that runs nccl-tests and fails a run below the floor.
+
+The script also sets ``NCCL_TESTS_MIN_BW`` so nccl-tests fails the run itself: nccl-tests
+(``src/common.cu``, 2.19.6) exits non-zero when the "Avg bus bandwidth" of the run, the mean
+busbw over every size and both out-of-place and in-place, is below ``0.9 x
+NCCL_TESTS_MIN_BW``. Each check runs one size (``-b S -e S``), so that mean is the size's
+busbw and ``NCCL_TESTS_MIN_BW = floor / 0.9`` fails exactly below the floor.
 """
 
 from __future__ import annotations
@@ -25,12 +31,16 @@ __all__ = [
     "ACCEPTANCE_OPS",
     "ACCEPTANCE_SIZES",
     "NCCL_TESTS_BINARY",
+    "NCCL_TESTS_MIN_BW_SLACK",
     "AcceptanceRow",
     "AcceptanceTable",
     "acceptance_expectations",
 ]
 
 ACCEPTANCE_SIZES = (8 * 2**10, 64 * 2**20, 8 * 2**30)
+#: nccl-tests fails a run whose average busbw is below this fraction of NCCL_TESTS_MIN_BW
+#: (``bw[0] < check_avg_bw*(0.9)`` in NVIDIA/nccl-tests src/common.cu, 2.19.6).
+NCCL_TESTS_MIN_BW_SLACK = 0.9
 ACCEPTANCE_OPS = ("allreduce", "allgather", "alltoall")
 NCCL_TESTS_BINARY = {
     "allreduce": "all_reduce_perf",
@@ -77,9 +87,12 @@ class AcceptanceTable:
     def to_shell_script(self) -> str:
         """Return a bash script that runs nccl-tests and checks each floor.
 
-        Environment: ``NCCL_TESTS`` (the nccl-tests build directory, default ``./build``)
-        and ``MPIRUN`` (the launcher, default ``mpirun``; add a hostfile there). The
-        out-of-place bus bandwidth is column 8 of nccl-tests' (2.13 and later) result rows.
+        Environment: ``NCCL_TESTS`` (the nccl-tests build directory, default ``./build``),
+        ``MPIRUN`` (the launcher, default ``mpirun``; add a hostfile there) and ``JSON_DIR``
+        (optional: each run also writes nccl-tests' ``-J`` JSON file there, 2.17.3 and
+        later). The out-of-place bus bandwidth is column 8 of nccl-tests' (2.13 and later)
+        result rows; each run also gets ``NCCL_TESTS_MIN_BW = floor / 0.9``, so nccl-tests'
+        own check (its average busbw below ``0.9 x NCCL_TESTS_MIN_BW``) fails at the floor.
         """
         lines = [
             "#!/usr/bin/env bash",
@@ -88,16 +101,30 @@ class AcceptanceTable:
             f"{__version__}, {nccl_constants()['version']}).",
             "# Usage: NCCL_TESTS=/path/to/nccl-tests/build MPIRUN='mpirun --hostfile hosts' "
             "bash acceptance.sh",
+            "# Each run gets NCCL_TESTS_MIN_BW = floor / 0.9: nccl-tests exits non-zero when its",
+            "# 'Avg bus bandwidth' (here the one size's out-of-place and in-place mean) is below",
+            "# 0.9 x NCCL_TESTS_MIN_BW (src/common.cu). Open MPI forwards it with",
+            "# MPIRUN='mpirun -x NCCL_TESTS_MIN_BW ...'; srun passes the environment.",
+            "# JSON_DIR=dir keeps each run's -J JSON file (nccl-tests 2.17.3+) for check-nccl.",
             "set -u",
             'NCCL_TESTS="${NCCL_TESTS:-./build}"',
             'MPIRUN="${MPIRUN:-mpirun}"',
+            'JSON_DIR="${JSON_DIR:-}"',
             "failed=0",
-            "check() {  # scope ranks binary bytes floor expected",
-            "  local out bw",
-            '  out=$($MPIRUN -np "$2" "$NCCL_TESTS/$3" -b "$4" -e "$4" -g 1 -n 20 -w 5 2>&1)',
+            "check() {  # scope ranks binary bytes floor expected min_bw",
+            "  local out bw rc json=()",
+            '  if [ -n "$JSON_DIR" ]; then json=(-J "$JSON_DIR/$1-$3-$4.json"); fi',
+            '  out=$(NCCL_TESTS_MIN_BW="$7" $MPIRUN -np "$2" "$NCCL_TESTS/$3" -b "$4" -e "$4" '
+            '-g 1 -n 20 -w 5 ${json[@]+"${json[@]}"} 2>&1)',
+            "  rc=$?",
             "  bw=$(printf '%s\\n' \"$out\" | awk -v s=\"$4\" '$1 == s {print $8; exit}')",
-            '  if [ -z "$bw" ]; then echo "ERROR $1 $3 $4 B: no result row"; failed=1; return; fi',
+            '  if [ -z "$bw" ]; then echo "ERROR $1 $3 $4 B: no result row (exit $rc)"; '
+            "failed=1; return; fi",
             '  if awk -v a="$bw" -v b="$5" \'BEGIN {exit !(a + 0 >= b + 0)}\'; then',
+            '    if [ "$rc" -ne 0 ]; then',
+            '      echo "FAIL  $1 $3 $4 B: busbw $bw GB/s, but nccl-tests exited $rc (its '
+            'NCCL_TESTS_MIN_BW=$7 check, or a failed run)"; failed=1; return',
+            "    fi",
             '    echo "ok    $1 $3 $4 B: busbw $bw GB/s (expected $6, floor $5)"',
             "  else",
             '    echo "BELOW $1 $3 $4 B: busbw $bw GB/s (expected $6, floor $5)"; failed=1',
@@ -112,6 +139,7 @@ class AcceptanceTable:
                 str(r.size_bytes),
                 f"{r.min_busbw_GBps:.2f}",
                 f"{r.expected_busbw_GBps:.2f}",
+                f"{r.min_busbw_GBps / NCCL_TESTS_MIN_BW_SLACK:.4f}",
             ]
             lines.append("check " + " ".join(shlex.quote(a) for a in args))
         lines += [

@@ -32,7 +32,12 @@ DEFAULT_TOLERANCE = 0.15
 
 @dataclass(frozen=True)
 class SizeComparison:
-    """One message size: measured (out-of-place, as nccl-tests' headline) vs model."""
+    """One message size: measured (out-of-place, as nccl-tests' headline) vs model.
+
+    ``measured_p50_*`` and ``measured_p99_*`` are the median and 99th-percentile iteration
+    of nccl-tests' per-iteration timing (``-I 1``; the JSON has both, the text table p99
+    only), as time and as bus bandwidth (``busbw x time / p``); None when not measured.
+    """
 
     size_bytes: int
     measured_time_us: float
@@ -44,6 +49,10 @@ class SizeComparison:
     model_algo: str
     bottleneck: str
     verdict: str
+    measured_p50_time_us: float | None = None
+    measured_p99_time_us: float | None = None
+    measured_p50_busbw_GBps: float | None = None
+    measured_p99_busbw_GBps: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON row: the contract's keys first."""
@@ -58,6 +67,10 @@ class SizeComparison:
             "model_algo": self.model_algo,
             "bottleneck": self.bottleneck,
             "verdict": self.verdict,
+            "measured_p50_time_us": self.measured_p50_time_us,
+            "measured_p99_time_us": self.measured_p99_time_us,
+            "measured_p50_busbw_GBps": self.measured_p50_busbw_GBps,
+            "measured_p99_busbw_GBps": self.measured_p99_busbw_GBps,
         }
 
 
@@ -148,6 +161,10 @@ def compare_log(
                 model_algo=f"{mod.algo}/{mod.proto}",
                 bottleneck=mod.bottleneck,
                 verdict=_verdict(ratio, regime, mod.bottleneck, tolerance),
+                measured_p50_time_us=meas.oop_p50_us,
+                measured_p99_time_us=meas.oop_p99_us,
+                measured_p50_busbw_GBps=meas.oop_p50_busbw_GBps,
+                measured_p99_busbw_GBps=meas.oop_p99_busbw_GBps,
             )
         )
     return LogComparison(log.op, scenario.cluster.n_gpus, tuple(out), tuple(notes))

@@ -10,8 +10,12 @@ fields by position instead of assuming one layout:
 * before 2.13: no ``root`` column (all_reduce), no ``redop`` column (all_gather, broadcast),
   and an ``error`` column holding the largest deviation from the expected result
   (``2e-07``), not a count of wrong elements.
-* 2.17 and later may add ``#bitdiff``, per-iteration (``i_min`` ... ``i_cv%``) and
-  ``timestamp`` columns; they are skipped.
+* 2.17 and later may add ``#bitdiff``, per-iteration (``i_min`` ... ``i_cv%``, with ``-I 1``)
+  and ``timestamp`` columns; ``i_p99`` is read, the others are skipped.
+
+The JSON file nccl-tests writes with ``-J FILE.json`` (2.17.3 and later; per-iteration
+percentiles from 2.19) is read by :mod:`fabric_model.validate.nccl_json`; `parse_nccl_tests`
+hands it over when the input is a JSON object, so callers take either.
 
 NCCL ``INFO`` lines, MPI warnings and launcher labels (``srun -l``'s ``0: ``, Open MPI's
 ``[1,0]<stdout>:``) may be interleaved anywhere; they are ignored. A row that cannot be read
@@ -168,10 +172,15 @@ class NcclTestRow:
     oop_error, ip_error
         Old tables only: the ``error`` column, the largest deviation from the expected
         result (dimensionless, e.g. ``2e-07``); not a count. None otherwise.
+    oop_p50_us, oop_p99_us, ip_p50_us, ip_p99_us
+        Median and 99th percentile of the per-iteration times in microseconds (nccl-tests
+        ``-I 1``: CUDA-event time of each iteration, the slowest GPU's); the text table
+        prints only ``i_p99``, the JSON both. None when not measured.
 
     Notes
     -----
-    The ``ip_*`` fields are None for tables that print out-of-place results only.
+    The ``ip_*`` fields are None for tables that print out-of-place results only. For a
+    JSON log ``line_no`` is the 1-based position of the result in its ``results`` list.
     """
 
     size_bytes: int
@@ -190,10 +199,35 @@ class NcclTestRow:
     line_no: int
     oop_error: float | None = None
     ip_error: float | None = None
+    oop_p50_us: float | None = None
+    oop_p99_us: float | None = None
+    ip_p50_us: float | None = None
+    ip_p99_us: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the row as a plain dict (field name -> value)."""
         return asdict(self)
+
+    def _busbw_at(self, time_us: float | None) -> float | None:
+        if time_us is None or not time_us or self.oop_time_us is None:
+            return None
+        if self.oop_busbw_GBps is None:
+            return None
+        return self.oop_busbw_GBps * self.oop_time_us / time_us
+
+    @property
+    def oop_p50_busbw_GBps(self) -> float | None:
+        """Out-of-place bus bandwidth at the median iteration time, GB/s.
+
+        ``busbw x time / p50``: bus bandwidth is ``factor x S / t`` (nccl-tests
+        doc/PERFORMANCE.md), so at a fixed size it scales as ``1 / t``. None without p50.
+        """
+        return self._busbw_at(self.oop_p50_us)
+
+    @property
+    def oop_p99_busbw_GBps(self) -> float | None:
+        """Out-of-place bus bandwidth at the 99th-percentile (slow) iteration time, GB/s."""
+        return self._busbw_at(self.oop_p99_us)
 
 
 @dataclass(frozen=True)
@@ -226,7 +260,10 @@ class NcclTestsLog:
     out_of_bounds
         The ``# Out of bounds values`` footer count; None when missing.
     warnings
-        One message per problem met, each starting with ``"line N: "``.
+        One message per problem met, each starting with ``"line N: "`` (``"result N: "``
+        or ``"json: "`` for a JSON log).
+    source
+        ``"text"`` for the printed table, ``"json"`` for nccl-tests' ``-J`` JSON file.
     """
 
     op: str
@@ -239,6 +276,7 @@ class NcclTestsLog:
     avg_busbw_GBps: float | None
     out_of_bounds: int | None
     warnings: tuple[str, ...] = field(default=())
+    source: str = "text"
 
     @property
     def busbw_by_size(self) -> dict[int, float]:
@@ -297,6 +335,7 @@ class NcclTestsLog:
             "avg_busbw_GBps": self.avg_busbw_GBps,
             "out_of_bounds": self.out_of_bounds,
             "warnings": list(self.warnings),
+            "source": self.source,
         }
 
 
@@ -336,6 +375,7 @@ _GROUP_ROLES = {
     "error": "error",
     "errors": "error",
     "res": "error",
+    "i_p99": "p99",
 }
 
 
@@ -475,6 +515,8 @@ def _parse_row(tokens: Sequence[str], layout: Sequence[_Slot], line_no: int) -> 
                 values[key] = _parse_int(token, "root")
             elif slot.role in ("time", "algbw", "busbw"):
                 values[key] = _parse_float(token, slot.role)
+            elif slot.role == "p99":
+                values[key] = _parse_float(token, "i_p99")
             elif slot.role == "wrong":
                 values[key] = _parse_wrong(token)
             elif slot.role == "error":
@@ -499,6 +541,8 @@ def _parse_row(tokens: Sequence[str], layout: Sequence[_Slot], line_no: int) -> 
         line_no=line_no,
         oop_error=values.get("oop_error"),
         ip_error=values.get("ip_error"),
+        oop_p99_us=values.get("oop_p99"),
+        ip_p99_us=values.get("ip_p99"),
     )
     return _RowResult(row=row, extra_fields=len(tokens) - expected, over_threshold=over)
 
@@ -883,7 +927,9 @@ def parse_nccl_tests(text: str | bytes, *, op: str | None = None) -> NcclTestsLo
     ----------
     text
         The log text (stdout of ``all_reduce_perf`` etc., possibly mixed with NCCL INFO lines
-        and launcher output). Bytes are decoded as UTF-8 with replacement.
+        and launcher output), or the JSON file of ``-J FILE.json`` (read by
+        :func:`fabric_model.validate.nccl_json.parse_nccl_tests_json` when the input starts
+        with ``{``). Bytes are decoded as UTF-8 with replacement.
     op
         Collective to assume when the log does not name its binary (``"allreduce"``,
         ``"all_reduce"``, ``"AllReduce"`` ... are all accepted). A binary name in the log
@@ -914,6 +960,12 @@ def parse_nccl_tests(text: str | bytes, *, op: str | None = None) -> NcclTestsLo
     is algbw x 2(n-1)/n for all-reduce, x (n-1)/n for all-gather, reduce-scatter and
     all-to-all, and x 1 for broadcast, reduce and sendrecv (nccl-tests doc/PERFORMANCE.md).
     """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    if isinstance(text, str) and text.lstrip("\ufeff \t\r\n").startswith("{"):
+        from fabric_model.validate.nccl_json import parse_nccl_tests_json
+
+        return parse_nccl_tests_json(text, op=op)
     lines = _text_lines(text)
     requested = _normalize_op(op) if op is not None else None
     bodies = [_strip_label(line) for line in lines]
