@@ -171,6 +171,8 @@ def _bom_text(bom: Any) -> str:
         f"{bom.hardware.switch.name} radix {d['radix']}, " if d["n_switches"] else "switchless, "
     )
     tiers = f"{d['tiers']} tiers" if d["tiers"] else "direct links"
+    if d.get("planes", 1) > 1:
+        tiers += f" per plane, {d['planes']} planes of {bom.topology.request.link_gbps}G"
     head = [
         f"scenario {d['scenario']}: {d['n_gpus']:,} GPUs, {d['topology']} ({tiers}), "
         f"{d['vendor']}, {switch}{bom.hardware.nic.name}",
@@ -385,10 +387,20 @@ def _check_nccl(args: argparse.Namespace) -> int:
     log = parse_nccl_tests_file(args.log) if args.op is None else _parse_with_op(args.log, args.op)
     result = compare_log(log, scenario, tolerance=args.tolerance)
     payload = [r.to_dict() for r in result.rows]
+    # nccl-tests -I 1: the median and 99th-percentile iteration, as busbw
+    pct = [
+        (key, name)
+        for key, name in (
+            ("measured_p50_busbw_GBps", "p50_GBps"),
+            ("measured_p99_busbw_GBps", "p99_GBps"),
+        )
+        if any(getattr(r, key) is not None for r in result.rows)
+    ]
     table = [
         {
             "size": format_size_bytes(r.size_bytes),
             "measured_GBps": round(r.measured_busbw_GBps, 2),
+            **{name: _round_or_dash(getattr(r, key)) for key, name in pct},
             "model_GBps": round(r.model_busbw_GBps, 2),
             "ratio": round(r.ratio, 3),
             "regime": r.regime,
@@ -404,6 +416,10 @@ def _check_nccl(args: argparse.Namespace) -> int:
     head += [f"# note: {n}" for n in (*result.notes, *log.warnings)]
     _emit(args, payload, "\n".join(head) + "\n" + format_table(table))
     return 0
+
+
+def _round_or_dash(value: float | None) -> float | str:
+    return "-" if value is None else round(value, 2)
 
 
 def _acceptance_args(p: argparse.ArgumentParser) -> None:
@@ -695,6 +711,90 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _explore_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2[,...]",
+        help="a scenario key and its values; every combination is a design (repeatable)",
+    )
+    p.add_argument(
+        "--plan-search", action="store_true", help="give each design its fastest parallel plan"
+    )
+    p.add_argument(
+        "--engine",
+        choices=("local", "dask"),
+        default=None,
+        help="local (default) or dask: a dask.distributed cluster (embedded LocalCluster, or "
+        "--scheduler)",
+    )
+    p.add_argument("--scheduler", metavar="ADDRESS", help="dask scheduler, e.g. tcp://host:8786")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes: local pool size (default 1) or LocalCluster workers (default: cores)",
+    )
+    p.add_argument(
+        "--max-designs",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="refuse larger grids (default %(default)s)",
+    )
+    p.add_argument("--out", metavar="designs.csv", help="also write the designs as CSV")
+
+
+@verb(
+    "explore",
+    "every combination of --vary values: time to train, cost per run (with failures and "
+    "goodput) and the Pareto front",
+    add_arguments=_explore_args,
+)
+def _explore(args: argparse.Namespace) -> int:
+    from fabric_model.explore import explore, parse_vary, write_csv
+
+    scenario = scenario_from_args(args)
+    dims = [parse_vary(v) for v in args.vary]
+    engine = args.engine or ("dask" if args.scheduler else "local")
+    common = {
+        "plan_search": args.plan_search,
+        "engine": engine,
+        "scheduler": args.scheduler,
+        "workers": args.workers,
+        "max_designs": args.max_designs,
+        "progress": _progress(args, "designs"),
+    }
+    if engine == "local":
+        with _mapper(args.workers or 1) as map_fn:
+            result = explore(scenario, dims, map_fn=map_fn, **common)
+    else:
+        result = explore(scenario, dims, **common)
+    if args.out:
+        write_csv(result, args.out)
+    keys = [d.key for d in dims]
+    table = [
+        {
+            **{k.split(".", 1)[1]: d["keys"][k] for k in keys},
+            "pareto": "*" if d["pareto"] else "",
+            "days": d["time_to_train_days"] if d["feasible"] else "-",
+            "cost_per_run_usd": d["cost_per_run_usd"] if d["feasible"] else "-",
+            "goodput": d["goodput"] if d["feasible"] else "-",
+            "mfu": d["mfu"] if d["feasible"] else "-",
+            "note": "" if d["feasible"] else str(d["reason"])[:80],
+        }
+        for d in result.designs
+    ]
+    head = (
+        f"# {len(table)} designs on {engine}; * = Pareto front of time to train vs cost per "
+        f"run ({scenario.training.total_tokens:,} tokens)\n"
+    )
+    _emit(args, result.to_dict(), head + format_table(table))
+    return 0
+
+
 # ------------------------------------------------------------------------------ report
 
 
@@ -742,6 +842,51 @@ def _report(args: argparse.Namespace) -> int:
         raise FabricModelError(f"--out {args.out}: {exc.strerror or exc}") from None
     payload = {"path": str(out), "bytes": len(data)}
     _emit(args, payload, f"{out} ({len(data) / 1e6:.1f} MB, {len(data):,} bytes)")
+    return 0
+
+
+# ------------------------------------------------------------------------------ export
+
+_EXPORT_FORMATS = ("cabling-csv", "slurm-topology", "slurm-topology-yaml", "networkx-json")
+
+
+def _export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--format",
+        required=True,
+        choices=_EXPORT_FORMATS,
+        help="cabling-csv (one row per cable), slurm-topology (topology.conf, tree plugin), "
+        "slurm-topology-yaml (topology.yaml: tree and NVLink blocks), networkx-json",
+    )
+    p.add_argument("--out", required=True, metavar="FILE", help="where to write; - for stdout")
+
+
+@verb(
+    "export",
+    "deployment files consistent with the BOM: cabling plan, Slurm topology, node-link graph",
+    add_arguments=_export_args,
+)
+def _export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from fabric_model.export import export_design
+
+    out = None if args.out == "-" else Path(args.out)
+    if out is not None and (out.is_dir() or not out.parent.is_dir()):
+        what = "is a directory" if out.is_dir() else f"no directory {out.parent}"
+        raise FabricModelError(f"--out {args.out}: {what}; give a file path, or - for stdout")
+    result = export_design(scenario_from_args(args), args.format)
+    for note in result.notes:
+        print(f"# note: {note}", file=sys.stderr)
+    if out is None:
+        sys.stdout.write(result.text)
+        return 0
+    try:
+        out.write_text(result.text, encoding="utf-8")
+    except OSError as exc:
+        raise FabricModelError(f"--out {args.out}: {exc.strerror or exc}") from None
+    payload = {"path": str(out), "format": result.format, "items": result.n_items}
+    _emit(args, payload, f"{out}: {result.format}, {result.n_items:,} items")
     return 0
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "FieldSpec",
     "ModelSpec",
     "ParallelismPlan",
+    "ReliabilitySpec",
     "Scenario",
     "TrainingSpec",
     "WhatIfSpec",
@@ -171,12 +172,23 @@ class FabricSpec:
         FieldSpec(
             "choice",
             "scale-out fabric: InfiniBand, NVIDIA Spectrum-X Ethernet, or plain RoCE Ethernet",
-            choices=("infiniband", "spectrum-x", "roce"),
+            choices=("infiniband", "spectrum-x", "roce", "lossy-ethernet"),
         ),
     )
     link_gbps: int = _f(
         400,
         FieldSpec("choice", "per-NIC line rate", "Gb/s", choices=(200, 400, 800, 1600)),
+    )
+    planes: int = _f(
+        1,
+        FieldSpec(
+            "choice",
+            "independent network planes: each NIC's line rate splits into this many links of "
+            "fabric.link_gbps / planes, one per plane (a fabric of the chosen family each); "
+            "traffic sprays over all planes",
+            "planes",
+            choices=(1, 2, 4, 8),
+        ),
     )
     topology: str = _f(
         "fat-tree",
@@ -230,7 +242,7 @@ class FabricSpec:
             "choice",
             "routing policy; auto = the vendor's default (adaptive for InfiniBand and "
             "Spectrum-X, static per-flow ECMP hashing for RoCE)",
-            choices=("adaptive", "ecmp", "dmodk", "minimal", "valiant", "ugal", "dor"),
+            choices=("adaptive", "spray", "ecmp", "dmodk", "minimal", "valiant", "ugal", "dor"),
             auto=True,
         ),
     )
@@ -449,6 +461,18 @@ class TrainingSpec:
         16_777_216,
         FieldSpec("int", "tokens per optimizer step", "tokens", min=1, max=2**40),
     )
+    total_tokens: int = _f(
+        15_000_000_000_000,
+        FieldSpec(
+            "int",
+            "token budget of the whole training run, for time to train and cost per run (the "
+            "default is Llama 3 70B's 15T; Llama 3 405B trained on 15.6T: Llama 3 paper, "
+            "arXiv 2407.21783)",
+            "tokens",
+            min=1,
+            max=10**17,
+        ),
+    )
     micro_batch: int = _f(1, FieldSpec("int", "sequences per micro-batch", "", min=1, max=4096))
     compute_efficiency: float = _f(
         0.68,
@@ -592,6 +616,39 @@ class WhatIfSpec:
             choices=("interior", "root"),
         ),
     )
+    failed_planes: int = _f(
+        0,
+        FieldSpec(
+            "int",
+            "network planes that are down (fabric.planes >= 2); the job's traffic sprays over "
+            "the others",
+            "planes",
+            min=0,
+            max=7,
+        ),
+    )
+    degraded_plane_factor: float = _f(
+        1.0,
+        FieldSpec(
+            "float",
+            "one healthy plane runs at this fraction of its rate (1 = healthy; needs "
+            "fabric.planes >= 2)",
+            "",
+            min=0.0,
+            max=1.0,
+            min_exclusive=True,
+            step=0.05,
+        ),
+    )
+    failed_switch: str = _f(
+        "none",
+        FieldSpec(
+            "choice",
+            "one switch of one plane is down (needs fabric.planes >= 2): the leaf of the "
+            "degraded position's NIC, or the first spine",
+            choices=("none", "leaf", "spine"),
+        ),
+    )
     placement: str = _f(
         "contiguous",
         FieldSpec("choice", "where the job's GPUs sit", choices=("contiguous", "scattered")),
@@ -656,6 +713,112 @@ class CostSpec:
     years: float = _f(5.0, FieldSpec("float", "TCO horizon", "years", min=0.5, max=15.0, step=0.5))
 
 
+#: Failure rates and checkpoint defaults with their sources (``assets/reliability.yaml``).
+RELIABILITY_DATA: dict[str, Any] = yaml.safe_load(
+    asset("reliability.yaml").read_text(encoding="utf-8")
+)
+
+
+def _rate(component: str) -> float:
+    return float(RELIABILITY_DATA["rates_per_year"][component]["value"])
+
+
+def _rate_spec(what: str, source: str, unit: str = "") -> FieldSpec:
+    return FieldSpec(
+        "float",
+        f"job-interrupting failures per {what} per year ({source}; "
+        "assets/reliability.yaml gives the derivation)",
+        unit or f"per {what}-year",
+        min=0.0,
+        max=100.0,
+        step=0.001,
+    )
+
+
+_LLAMA3 = "Llama 3 paper Table 5: 419 interruptions in 54 days on 16,384 H100"
+
+
+@dataclass(frozen=True)
+class ReliabilitySpec:
+    """Failures per component class, checkpoints and restarts (time to train, cost per run)."""
+
+    gpu_failures_per_year: float = _f(_rate("gpu"), _rate_spec("GPU", _LLAMA3))
+    server_failures_per_year: float = _f(
+        _rate("server"), _rate_spec("server (host parts but the NIC)", _LLAMA3, "per server-year")
+    )
+    nic_failures_per_year: float = _f(_rate("nic"), _rate_spec("NIC", _LLAMA3))
+    switch_failures_per_year: float = _f(
+        _rate("switch"),
+        _rate_spec("switch", "Singh et al. 2021: 2% of Microsoft's switches fail in 3 months"),
+    )
+    optic_failures_per_year: float = _f(
+        _rate("optic"),
+        _rate_spec(
+            "transceiver",
+            "thin data: Llama 3's 35 switch/cable interruptions less the switches' share, "
+            "spread over a 16K-GPU fabric's transceivers and cables",
+        ),
+    )
+    cable_failures_per_year: float = _f(
+        _rate("cable"), _rate_spec("cable", "the same calibration as the transceivers")
+    )
+    software_failures_per_year: float = _f(
+        _rate("software"),
+        _rate_spec("GPU from software and NCCL hangs", _LLAMA3, "per GPU-year"),
+    )
+    checkpoint_gib: float | str = _f(
+        "auto",
+        FieldSpec(
+            "float",
+            "checkpoint size; auto = parameters x (bf16 weights + fp32 optimizer state), "
+            "14 bytes per parameter",
+            "GiB",
+            min=0.0,
+            max=1e7,
+            min_exclusive=True,
+            auto=True,
+        ),
+    )
+    checkpoint_write_GBps_per_gpu: float = _f(
+        float(RELIABILITY_DATA["checkpoint"]["write_GBps_per_gpu"]["value"]),
+        FieldSpec(
+            "float",
+            "aggregate checkpoint write bandwidth per GPU of the job (the default: Llama 3's "
+            "2 TB/s of storage for 16,384 GPUs)",
+            "GB/s per GPU",
+            min=0.0,
+            max=100.0,
+            min_exclusive=True,
+            step=0.01,
+        ),
+    )
+    restart_s: float = _f(
+        float(RELIABILITY_DATA["checkpoint"]["restart_s"]["value"]),
+        FieldSpec(
+            "float",
+            "time from a failure to training again: detect, reschedule, reload the checkpoint "
+            "(an assumption: no public figure)",
+            "s",
+            min=0.0,
+            max=86_400.0,
+            step=30.0,
+        ),
+    )
+    checkpoint_interval_s: float | str = _f(
+        "auto",
+        FieldSpec(
+            "float",
+            "training time between checkpoints; auto = the Young/Daly optimum "
+            "sqrt(2 x write time x MTBF)",
+            "s",
+            min=0.0,
+            max=1e7,
+            min_exclusive=True,
+            auto=True,
+        ),
+    )
+
+
 #: Section name -> dataclass, in document order.
 SECTIONS: dict[str, type] = {
     "cluster": ClusterSpec,
@@ -665,6 +828,7 @@ SECTIONS: dict[str, type] = {
     "training": TrainingSpec,
     "what_if": WhatIfSpec,
     "costs": CostSpec,
+    "reliability": ReliabilitySpec,
 }
 
 
@@ -868,6 +1032,7 @@ class Scenario:
     training: TrainingSpec = field(default_factory=TrainingSpec)
     what_if: WhatIfSpec = field(default_factory=WhatIfSpec)
     costs: CostSpec = field(default_factory=CostSpec)
+    reliability: ReliabilitySpec = field(default_factory=ReliabilitySpec)
 
     def __post_init__(self) -> None:
         # the name follows the shape: a changed layer count makes it a custom model
@@ -942,6 +1107,7 @@ def _check_cross_fields(s: Scenario) -> None:
             f"must be a multiple of cluster.gpus_per_node = {c.gpus_per_node} "
             f"(or fewer GPUs than one server holds)",
         )
+    _check_planes(s)
     if s.model.routing_skew * s.model.hot_fraction > 1.0 + 1e-9:
         raise ScenarioError(
             "model.routing_skew",
@@ -994,6 +1160,36 @@ def _check_cross_fields(s: Scenario) -> None:
                 f"must agree within 5% with the shape's {counted_b:,.1f} B parameters "
                 f"(model.layers, hidden, ffn_hidden, ...), or be auto",
             )
+
+
+def _check_planes(s: Scenario) -> None:
+    """Refuse plane what-ifs a design cannot have (one line naming the key and the bound)."""
+    f, w = s.fabric, s.what_if
+    if f.link_gbps % f.planes:
+        raise ScenarioError(
+            "fabric.planes",
+            f.planes,
+            f"must divide fabric.link_gbps = {f.link_gbps} into whole Gb/s per plane",
+        )
+    degraded = 1 if w.degraded_plane_factor < 1.0 else 0
+    if f.planes == 1 and (w.failed_planes or degraded or w.failed_switch != "none"):
+        key = (
+            "what_if.failed_planes"
+            if w.failed_planes
+            else "what_if.degraded_plane_factor"
+            if degraded
+            else "what_if.failed_switch"
+        )
+        raise ScenarioError(key, s.get(key), "needs fabric.planes >= 2 (now 1)")
+    if w.failed_planes + degraded > f.planes - 1:
+        most = f.planes - 1 - degraded
+        raise ScenarioError(
+            "what_if.failed_planes",
+            w.failed_planes,
+            f"must be at most {most} (fabric.planes = {f.planes}"
+            + (", one more plane degraded" if degraded else "")
+            + "): at least one plane must stay healthy",
+        )
 
 
 def parse_assignment(text: str) -> tuple[str, str]:

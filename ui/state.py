@@ -7,9 +7,9 @@ ignored (the preset's value stands; nothing is clamped). After that the widgets 
 source of truth and the URL follows them on every run.
 
 Pages may own query parameters of their own, named with a prefix from
-:data:`PAGE_PARAM_PREFIXES` (What-if ``wi.``, Compare ``cmp.``): the sidebar neither reads
-them as scenario keys nor drops them when it rewrites the URL, and the page writes them with
-:func:`write_page_params` after the sidebar ran.
+:data:`PAGE_PARAM_PREFIXES` (What-if ``wi.``, Compare ``cmp.``, Explore ``ex.``): the sidebar
+neither reads them as scenario keys nor drops them when it rewrites the URL, and the page writes
+them with :func:`write_page_params` after the sidebar ran.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ SIDEBAR_KEYS = (
     "cluster.nics_per_gpu",
     "cluster.gpus_per_node",
     "cluster.nvlink_domain",
+    "fabric.planes",
     # model and parallelism (their own expander)
     "model.name",
     "parallel.tp",
@@ -73,7 +74,7 @@ SIDEBAR_KEYS = (
     "model.routing_skew",
 )
 #: How many of SIDEBAR_KEYS are drawn at the top, and where the model section starts.
-_N_TOP, _N_FABRIC = 8, 11
+_N_TOP, _N_FABRIC = 8, 12
 #: Parallel degrees offered (the current value is always added).
 _DEGREES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -92,7 +93,7 @@ _UPLOAD = "scenario_upload"  # + a counter: a new key empties the uploader after
 _UPLOAD_N = "scenario_upload_n"
 _FILE_MESSAGE = "scenario_file_message"
 #: Query-parameter prefixes owned by pages, not scenario keys (see the module docstring).
-PAGE_PARAM_PREFIXES = ("wi.", "cmp.")
+PAGE_PARAM_PREFIXES = ("wi.", "cmp.", "ex.")
 
 
 @dataclass(frozen=True)
@@ -316,6 +317,7 @@ _LABELS = {
     "cluster.nics_per_gpu": "NICs (rails) per GPU",
     "cluster.gpus_per_node": "GPUs per server",
     "cluster.nvlink_domain": "NVLink domain (GPUs)",
+    "fabric.planes": "Network planes per NIC",
     "model.name": "Model",
     "parallel.tp": "Tensor parallel (TP)",
     "parallel.pp": "Pipeline stages (PP)",
