@@ -10,13 +10,14 @@ from fabric_model.validate.compare import DEFAULT_TOLERANCE
 from fabric_model.validate.nccl_log import MAX_LOG_FILE_BYTES, NCCL_TESTS_OPS
 from ui import facade
 from ui.figures import (
+    has_percentiles,
     size_label,
     validation_busbw_figure,
+    validation_frame,
     validation_ratio_figure,
 )
 from ui.page_common import current_scenario, show_model_error
 from ui.theme import OP_LABELS
-from ui.validation_table import has_percentiles, validation_table
 from ui.widgets import chart
 
 _FROM_LOG = "from the log"
@@ -154,7 +155,7 @@ else:
             "Sizes nccl-tests printed as 0.00 GB/s have no marker on the log axis; their "
             "ratio is the model's time over the measured time."
         )
-        frame = validation_table(rows)
+        frame = validation_frame(rows)
         if has_percentiles(rows):
             st.caption(
                 "p50 / p99: the median and 99th-percentile iteration of nccl-tests' "

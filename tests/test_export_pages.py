@@ -16,7 +16,7 @@ from fabric_model.presets import load_preset
 from fabric_model.validate.compare import compare_log
 from fabric_model.validate.nccl_log import parse_nccl_tests
 from ui.deployment import DEPLOYMENT_BUTTONS, export_bytes
-from ui.validation_table import PERCENTILE_COLUMNS, validation_table
+from ui.figures import PERCENTILE_COLUMNS, validation_frame
 
 APPTEST_TIMEOUT_S = 300
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,7 +117,7 @@ def test_text_log_has_no_percentile_columns() -> None:
     rows = compare_log(
         parse_nccl_tests(TEXT_LOG.read_text(encoding="utf-8")), load_preset("dgx-h100-ib-ndr")
     ).rows
-    assert not set(PERCENTILE_COLUMNS) & set(validation_table(rows).columns)
+    assert not set(PERCENTILE_COLUMNS) & set(validation_frame(rows).columns)
 
 
 def test_malformed_json_is_one_error_and_the_page_keeps_working() -> None:

@@ -1059,9 +1059,33 @@ def validation_ratio_figure(rows: Sequence[Any], tolerance: float, title: str = 
     )
 
 
+#: Per-iteration percentile columns of the comparison, after the measured mean. nccl-tests
+#: with ``-I 1`` times every iteration; its JSON file (``-J``) carries the median and the
+#: 99th percentile, its text table the 99th only. Shown as bus bandwidth next to the mean
+#: (``busbw x time / p``), they expose a slow tail (a flapping link, a straggler).
+PERCENTILE_COLUMNS = (
+    "measured_p50_busbw_GBps",
+    "measured_p99_busbw_GBps",
+    "measured_p50_time_us",
+    "measured_p99_time_us",
+)
+
+
+def has_percentiles(rows: Sequence[Any]) -> bool:
+    """Tell whether any compared size has a per-iteration percentile."""
+    return any(
+        getattr(r, "measured_p50_time_us", None) is not None
+        or getattr(r, "measured_p99_time_us", None) is not None
+        for r in rows
+    )
+
+
 def validation_frame(rows: Sequence[Any]) -> pd.DataFrame:
-    """Tabulate the comparison, one row per size (the page's table and its CSV)."""
-    return pd.DataFrame(
+    """Tabulate the comparison, one row per size (the page's table and its CSV).
+
+    The :data:`PERCENTILE_COLUMNS` follow the measured mean when the log has them.
+    """
+    frame = pd.DataFrame(
         {
             "size": [size_label(r.size_bytes) for r in rows],
             "bytes": [r.size_bytes for r in rows],
@@ -1076,3 +1100,9 @@ def validation_frame(rows: Sequence[Any]) -> pd.DataFrame:
             "verdict": [r.verdict for r in rows],
         }
     )
+    if has_percentiles(rows):
+        at = list(frame.columns).index("measured_busbw_GBps") + 1
+        for offset, name in enumerate(PERCENTILE_COLUMNS):
+            values = [getattr(r, name) for r in rows]
+            frame.insert(at + offset, name, pd.array(values, dtype="Float64"))
+    return frame
