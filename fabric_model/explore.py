@@ -510,12 +510,15 @@ def sensitivity(base: Scenario, map_fn: MapFn = map) -> list[Sensitivity]:
     The optic range moves the cable rate with it (one calibration, assets/reliability.yaml).
     """
     ranges = sensitivity_ranges(base)
+    r = base.reliability
     tasks = []
     for _, key, _, low, high in ranges:
         for value in (low, high):
             over = {key: value}
-            if key == "reliability.optic_failures_per_year":
-                over["reliability.cable_failures_per_year"] = value
+            if key == "reliability.optic_failures_per_year" and r.optic_failures_per_year > 0:
+                # the cable rate moves by the same factor as the optic rate
+                factor = value / r.optic_failures_per_year
+                over["reliability.cable_failures_per_year"] = factor * r.cable_failures_per_year
             tasks.append(DesignTask(base, over))
     results = list(map_fn(evaluate_design, tasks))
     out = []
