@@ -83,15 +83,21 @@ def _tree_channel_cap_Bps(ctx: FabricContext, key: str) -> float:
     struggle to get better performance than ring without using 32 SMs (which we
     disallow)", nccl-tests issue 196).
     """
-    c = ctx.constants
-    per_channel = c[key].get(ctx.arch)
-    if per_channel is None:
-        return math.inf
+    return _per_channel_cap_Bps(ctx, key, ctx.constants["tree_channels_fraction"])
+
+
+def _per_channel_cap_Bps(ctx: FabricContext, key: str, channel_fraction: float) -> float:
+    """``channel_fraction x ring channels x`` the per-channel table value ``key``, bytes/s.
+
+    The tables (``tuning.cc``) are indexed by 1 node, 2 nodes, more; a missing entry is no
+    cap (``inf``).
+    """
+    per_channel = ctx.constants[key].get(ctx.arch)
     m = ctx.n_domains
-    value = per_channel[0 if m == 1 else 1 if m == 2 else 2]
+    value = None if per_channel is None else per_channel[0 if m == 1 else 1 if m == 2 else 2]
     if value is None:
         return math.inf
-    return ring_channels(ctx) * c["tree_channels_fraction"] * float(value) * 1e9
+    return ring_channels(ctx) * channel_fraction * float(value) * 1e9
 
 
 def _common(
@@ -175,16 +181,9 @@ def _tuner_tree_busbw_Bps(ctx: FabricContext) -> float:
     channels (not the execution channels the delivered tree runs with), indexed by 1 node,
     2 nodes, more.
     """
-    c = ctx.constants
     base = _tuner_ring_busbw_Bps(ctx) if ctx.n_domains > 1 else _nvlink_ring_Bps(ctx)
-    per_channel = c["tree_per_channel_GBps"].get(ctx.arch)
-    m = ctx.n_domains
-    cap = (
-        math.inf
-        if per_channel is None
-        else ring_channels(ctx) * float(per_channel[0 if m == 1 else 1 if m == 2 else 2]) * 1e9
-    )
-    return min(base * c["tree_bw_factor"], cap)
+    cap = _per_channel_cap_Bps(ctx, "tree_per_channel_GBps", 1.0)
+    return min(base * ctx.constants["tree_bw_factor"], cap)
 
 
 def _protocol_terms(ctx: FabricContext, family: str) -> tuple[dict[str, float], dict[str, float]]:
