@@ -216,7 +216,9 @@ def _check_host_link(scenario: Scenario, hw: Hardware, cat: Catalog) -> None:
     feed_GBps = min(hw.host_link_GBps, hw.nic_host_link_GBps)
     if f.link_gbps / 8.0 <= feed_GBps:
         return
-    ok = sorted({g for v in cat.vendors.values() for g in v.nic_by_gbps if g / 8.0 <= feed_GBps})
+    # the speeds this vendor offers that this GPU can feed (another vendor's speeds would
+    # be refused next on fabric.vendor)
+    ok = sorted(g for g in hw.vendor.nic_by_gbps if g / 8.0 <= feed_GBps)
     raise InfeasibleDesignError(
         "fabric.link_gbps",
         f"{f.link_gbps} Gb/s ({f.link_gbps / 8:g} GB/s per NIC) is more than cluster.gpu = "

@@ -177,7 +177,7 @@ class FabricSpec:
     )
     link_gbps: int = _f(
         400,
-        FieldSpec("choice", "per-NIC line rate", "Gb/s", choices=(200, 400, 800, 1600)),
+        FieldSpec("choice", "per-NIC line rate", "Gb/s", choices=(100, 200, 400, 800, 1600)),
     )
     planes: int = _f(
         1,

@@ -308,9 +308,9 @@ def _cluster(rng: random.Random, max_gpus: int, out: dict[str, Any]) -> None:
     out["cluster.nics_per_gpu"] = rng.choice((1, 1, 1, 2, 4, 3))
     # mostly a line rate the GPU's host link can feed (a faster one is refused)
     feed_GBps = _CATALOG.server(_CATALOG.gpu(gpu).server).host_link_GBps
-    rates = [g for g in (200, 400, 800, 1600) if g / 8 <= feed_GBps]
+    rates = [g for g in (100, 200, 400, 800, 1600) if g / 8 <= feed_GBps]
     out["fabric.link_gbps"] = (
-        rng.choice(rates) if rng.random() < 0.85 else rng.choice((200, 400, 800, 1600))
+        rng.choice(rates) if rng.random() < 0.85 else rng.choice((100, 200, 400, 800, 1600))
     )
 
 

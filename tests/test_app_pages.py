@@ -303,7 +303,7 @@ def test_url_keys_without_a_widget_are_kept() -> None:
     [
         ("cluster.n_gpus", "99999999", ["cluster.n_gpus", "2 to 1,048,576"]),
         ("cluster.n_gpus", "abc", ["cluster.n_gpus", "integer", "1,048,576"]),
-        ("fabric.link_gbps", "300", ["fabric.link_gbps", "one of 200, 400, 800, 1600"]),
+        ("fabric.link_gbps", "300", ["fabric.link_gbps", "one of 100, 200, 400, 800, 1600"]),
         ("fabric.tiers", "7", ["fabric.tiers", "one of auto, 1, 2, 3"]),
         ("costs.switch_usd", "-5", ["costs.switch_usd", "0 to 10,000,000"]),
         ("bogus.key", "1", ["bogus.key", "unknown key", "cluster, fabric"]),

@@ -217,7 +217,7 @@ def test_malformed_scenario_shows_an_error_and_the_page_works(page: Page, live_a
 
     upload_scenario(page, "range.yaml", "fabric: {link_gbps: 300}\n")
     expect(alert).to_contain_text("fabric.link_gbps")
-    expect(alert).to_contain_text("one of 200, 400, 800, 1600")
+    expect(alert).to_contain_text("one of 100, 200, 400, 800, 1600")
 
     # still working: the slider redraws the diagram, and the message goes away
     page.wait_for_selector(IDLE)

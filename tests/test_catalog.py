@@ -248,7 +248,9 @@ def test_speed_not_offered_is_infeasible(cat: Catalog) -> None:
         cat.switch_for("infiniband", 1600)
     assert info.value.key == "fabric.link_gbps"
     with pytest.raises(InfeasibleDesignError, match="got 100"):
-        cat.nic_for("roce", 100)
+        cat.nic_for("spectrum-x", 100)
+    with pytest.raises(InfeasibleDesignError, match="got 50"):
+        cat.nic_for("roce", 50)
 
 
 def test_optic_for_picks_by_reach_and_price(cat: Catalog) -> None:

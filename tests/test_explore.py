@@ -305,7 +305,7 @@ def test_cli_explore_on_a_dask_scheduler_and_csv(
     ("argv", "named"),
     [
         (["--vary", "fabric.venor=roce"], "fabric.venor"),
-        (["--vary", "fabric.link_gbps=200,300"], "200, 400, 800, 1600"),
+        (["--vary", "fabric.link_gbps=200,300"], "100, 200, 400, 800, 1600"),
         (["--vary", "fabric.link_gbps"], "KEY=VALUE"),
         (["--vary", "fabric.link_gbps=200,"], "no empty value"),
         (["--vary", "cluster.n_gpus=8,16", "--vary", "cluster.n_gpus=32"], "twice"),

@@ -101,7 +101,7 @@ def test_the_url_restores_the_design_set_and_reports_bad_entries() -> None:
     )
     errors = [e.value for e in at.error]
     assert len(errors) == 2, errors
-    assert any("ex.fabric.link_gbps" in e and "200, 400, 800, 1600" in e for e in errors)
+    assert any("ex.fabric.link_gbps" in e and "100, 200, 400, 800, 1600" in e for e in errors)
     assert any("ex.nope" in e for e in errors)
     assert at.multiselect(key="ex:fabric.topology").value == ["fat-tree", "rail-only"]
     assert len(at.dataframe[0].value) == 2

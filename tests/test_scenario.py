@@ -41,7 +41,7 @@ def test_every_key_has_a_default_that_validates():
         ("cluster.n_gpus", 1, "integer from 2"),
         ("cluster.n_gpus", 10**8, "1,048,576"),
         ("cluster.n_gpus", True, "integer"),
-        ("fabric.link_gbps", "300", "one of 200, 400, 800, 1600"),
+        ("fabric.link_gbps", "300", "one of 100, 200, 400, 800, 1600"),
         ("fabric.vendor", "cisco", "one of infiniband, spectrum-x, roce"),
         ("fabric.tiers", 4, "one of auto, 1, 2, 3"),
         ("fabric.oversubscription", 0.5, "from 1 to 16"),

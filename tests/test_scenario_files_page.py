@@ -274,7 +274,7 @@ BAD_FILES = [
     pytest.param("- 1\n- 2\n", ["must be a mapping", "list"], id="not-a-mapping"),
     pytest.param(
         "fabric: {link_gbps: 300}\n",
-        ["fabric.link_gbps", "one of 200, 400, 800, 1600"],
+        ["fabric.link_gbps", "one of 100, 200, 400, 800, 1600"],
         id="bad-choice",
     ),
     pytest.param(
