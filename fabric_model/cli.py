@@ -414,6 +414,7 @@ def _check_nccl(args: argparse.Namespace) -> int:
         f"median ratio {result.median_ratio:.2f}"
     ]
     head += [f"# note: {n}" for n in (*result.notes, *log.warnings)]
+    head += [f"# advice: {a}" for a in result.advice]
     _emit(args, payload, "\n".join(head) + "\n" + format_table(table))
     return 0
 

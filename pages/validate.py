@@ -136,6 +136,8 @@ else:
         m[3].metric("Sizes within the band", f"{within} / {len(rows)}")
         for note in comparison.notes:
             st.caption(f"Note: {note}.")
+        for advice in comparison.advice:
+            st.info(f"Advice: {advice}.")
         title = (
             f"{_op_label(comparison.op)} on {comparison.n_ranks:,} ranks "
             f"({source}): measured vs model"

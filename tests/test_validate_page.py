@@ -216,3 +216,18 @@ def test_operation_select_for_logs_without_a_binary_name() -> None:
     at.selectbox(key="validate_op").set_value("allreduce").run()
     paste(at, text)
     assert not at.error and len(figures(at)) == 2
+
+
+def test_the_page_shows_the_ring_only_advice():
+    # a log at the ring's rate where NCCL's choice on 16 H100 is NVLS-Tree (the advice's
+    # wording and mechanism are tested in tests/test_check_nccl_advice.py)
+    from tests.test_check_nccl_advice import synthetic_log
+
+    at = AppTest.from_file(APP, default_timeout=APPTEST_TIMEOUT_S)
+    at.query_params["cluster.n_gpus"] = "16"
+    at.run()
+    at.switch_page(PAGE).run()
+    assert_no_exception(at)
+    paste(at, synthetic_log("ring", 0.98))
+    infos = [i.value for i in at.info]
+    assert any("ring-only run" in i and "NCCL_ALGO=Ring" in i for i in infos), infos

@@ -3,15 +3,18 @@
 The log says which collective ran and on how many ranks; the scenario describes the
 cluster. Each size gets the model's time and bus bandwidth for NCCL's own choice of
 algorithm (``auto``), the ratio measured / model, the regime (latency-bound when the model's
-latency term exceeds its bandwidth term) and a plain verdict.
+latency term exceeds its bandwidth term) and a plain verdict. The same sizes are also modelled
+with every other algorithm the fabric can run, so the advice can say which one the
+measurements follow ("this matches a ring-only run") when it is not NCCL's own choice.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from fabric_model.collectives import collective
+from fabric_model.collectives import ALGOS, CollectiveTime, collective
 from fabric_model.errors import FabricModelError
 from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.validate.nccl_log import NcclTestsLog
@@ -53,6 +56,8 @@ class SizeComparison:
     measured_p99_time_us: float | None = None
     measured_p50_busbw_GBps: float | None = None
     measured_p99_busbw_GBps: float | None = None
+    best_match_algo: str = ""
+    best_match_ratio: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         """JSON row: the contract's keys first."""
@@ -71,17 +76,24 @@ class SizeComparison:
             "measured_p99_time_us": self.measured_p99_time_us,
             "measured_p50_busbw_GBps": self.measured_p50_busbw_GBps,
             "measured_p99_busbw_GBps": self.measured_p99_busbw_GBps,
+            "best_match_algo": self.best_match_algo,
+            "best_match_ratio": self.best_match_ratio,
         }
 
 
 @dataclass(frozen=True)
 class LogComparison:
-    """A whole log against the model, with the notes on how the scenario was adapted."""
+    """A whole log against the model, with the notes on how the scenario was adapted.
+
+    ``advice`` is what follows from the model's fields: which algorithm the measurements
+    match when it is not NCCL's choice, and where a bandwidth-bound shortfall sits.
+    """
 
     op: str
     n_ranks: int
     rows: tuple[SizeComparison, ...]
     notes: tuple[str, ...]
+    advice: tuple[str, ...] = ()
 
     @property
     def median_ratio(self) -> float:
@@ -106,11 +118,87 @@ def _verdict(ratio: float, regime: str, bottleneck: str, tol: float) -> str:
             "below, latency-bound: look at per-call overheads (NCCL protocol and "
             "launch cost, CPU/NUMA binding, PXN and GPUDirect RDMA settings)"
         )
-    where = "NVLink" if bottleneck == "nvlink" else f"the {bottleneck} links"
+    if bottleneck == "nvlink":
+        return "below, bandwidth-bound on NVLink: look at NVLink/NVSwitch health and NVLS"
+    if bottleneck.startswith("host link"):
+        return (
+            "below, bandwidth-bound on the host link (PCIe): look at PCIe width and "
+            "generation, ACS and GPUDirect RDMA"
+        )
     return (
-        f"below, bandwidth-bound: look at {where} (NIC and cable health, rails in "
-        f"NCCL_IB_HCA, ECMP hashing and congestion control, oversubscription)"
+        f"below, bandwidth-bound: look at the {bottleneck} links (NIC and cable health, "
+        f"rails in NCCL_IB_HCA, ECMP hashing and congestion control, oversubscription)"
     )
+
+
+#: How a job makes NCCL run each algorithm, for the advice.
+_HOW_TO_RUN = {
+    "ring": "NCCL_ALGO=Ring",
+    "tree": "NCCL_ALGO=Tree",
+    "nvls": "NCCL_ALGO=NVLS / NVLSTree",
+    "sharp": "CollNet / SHARP (NCCL_COLLNET_ENABLE=1)",
+    "hierarchical": "a hierarchical (intra-node, then inter-node) schedule",
+    "direct": "direct peer-to-peer sends",
+}
+
+
+def _alternatives(scenario: Scenario, op: str, sizes: list[int]) -> dict[str, list[CollectiveTime]]:
+    """Every other algorithm's curve at ``sizes``; one the fabric cannot run is left out."""
+    out = {}
+    for algo in ALGOS:
+        if algo == "auto":
+            continue
+        try:
+            out[algo] = collective(scenario, op, algo, sizes)
+        except FabricModelError:
+            continue
+    return out
+
+
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+
+
+def _advice(
+    rows: list[SizeComparison],
+    alternatives: dict[str, list[CollectiveTime]],
+    measured_us: list[float],
+    tol: float,
+) -> tuple[str, ...]:
+    """Say which algorithm the bandwidth-bound sizes follow, when it is not NCCL's choice."""
+    idx = [i for i, r in enumerate(rows) if r.regime == "bandwidth-bound"] or list(range(len(rows)))
+    auto_ratio = _median([rows[i].ratio for i in idx])
+    picked = sorted({rows[i].model_algo.split("/")[0] for i in idx})
+    fits = {
+        algo: _median([curve[i].time_us / measured_us[i] for i in idx])
+        for algo, curve in alternatives.items()
+    }
+    if not fits:
+        return ()
+    best, best_ratio = min(fits.items(), key=lambda kv: abs(math.log(kv[1])))
+    advice = []
+    if (
+        best not in picked
+        and abs(best_ratio - 1) <= tol
+        and abs(math.log(best_ratio)) < abs(math.log(auto_ratio))
+    ):
+        advice.append(
+            f"the bandwidth-bound sizes match a {best}-only run (measured / model "
+            f"{best_ratio:.2f}) better than NCCL's own choice here, {' and '.join(picked)} "
+            f"({auto_ratio:.2f}): the job probably ran {_HOW_TO_RUN.get(best, best)}, "
+            f"or with NCCL's other algorithms disabled"
+        )
+    elif abs(auto_ratio - 1) > tol:
+        bottleneck = rows[idx[len(idx) // 2]].bottleneck
+        ahead = "above" if auto_ratio > 1 else "below"
+        advice.append(
+            f"{ahead} the model by {abs(auto_ratio - 1):.0%} at the bandwidth-bound sizes, and "
+            f"no other algorithm explains it (closest: {best} at {best_ratio:.2f}); the "
+            f"model's limit there is {bottleneck}"
+        )
+    return tuple(advice)
 
 
 def compare_log(
@@ -141,14 +229,19 @@ def compare_log(
     rows_in = [r for r in log.rows if r.oop_time_us and r.oop_busbw_GBps is not None]
     if not rows_in:
         raise FabricModelError("the log has no out-of-place timings to compare")
-    model = collective(scenario, log.op, "auto", [max(r.size_bytes, 1) for r in rows_in])
-    out = []
+    sizes = [max(r.size_bytes, 1) for r in rows_in]
+    model = collective(scenario, log.op, "auto", sizes)
+    alternatives = _alternatives(scenario, log.op, sizes)
+    out: list[SizeComparison] = []
     for meas, mod in zip(rows_in, model, strict=True):
         mod_busbw = mod.busbw_GBps
         # measured / model bus bandwidth, from the times: the same ratio (busbw is
         # bus_factor x S / t) without the 2-decimal rounding nccl-tests prints busbw with
         ratio = mod.time_us / float(meas.oop_time_us or "nan")  # rows without times are dropped
         regime = "latency-bound" if mod.latency_us > mod.bandwidth_us else "bandwidth-bound"
+        measured_us = float(meas.oop_time_us or "nan")
+        fit = {a: c[len(out)].time_us / measured_us for a, c in alternatives.items()}
+        best = min(fit, key=lambda a: abs(math.log(fit[a]))) if fit else ""
         out.append(
             SizeComparison(
                 size_bytes=meas.size_bytes,
@@ -165,6 +258,9 @@ def compare_log(
                 measured_p99_time_us=meas.oop_p99_us,
                 measured_p50_busbw_GBps=meas.oop_p50_busbw_GBps,
                 measured_p99_busbw_GBps=meas.oop_p99_busbw_GBps,
+                best_match_algo=best,
+                best_match_ratio=fit.get(best, math.nan),
             )
         )
-    return LogComparison(log.op, scenario.cluster.n_gpus, tuple(out), tuple(notes))
+    advice = _advice(out, alternatives, [r.measured_time_us for r in out], tolerance)
+    return LogComparison(log.op, scenario.cluster.n_gpus, tuple(out), tuple(notes), advice)

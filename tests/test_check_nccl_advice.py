@@ -1,0 +1,84 @@
+"""check-nccl's advice follows from the model's fields (issue 10, item 9): a log that runs
+at the ring's rate where NCCL's own choice is NVLS-Tree is called a ring-only run; a log
+that matches NCCL's choice gets no algorithm advice; a shortfall that no algorithm explains
+names the model's limiting resource."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fabric_model.collectives import bus_factor, collective
+from fabric_model.scenario import Scenario, apply_overrides
+from fabric_model.validate.compare import compare_log
+from fabric_model.validate.nccl_log import parse_nccl_tests
+
+SIZES = [2**k for k in range(20, 34, 2)]  # 1 MiB .. 8 GiB
+N = 16  # two HGX H100 nodes: NCCL's choice is NVLS-Tree, a ring-only run is ~20 % slower
+
+
+def scenario() -> Scenario:
+    return apply_overrides(Scenario(), {"cluster.n_gpus": N})
+
+
+def synthetic_log(algo: str, factor: float = 1.0) -> str:
+    """An all_reduce_perf table whose times are ``algo``'s model times / ``factor``."""
+    rows = collective(scenario(), "allreduce", algo, SIZES)
+    lines = [
+        f"# nThread 1 nGpus 1 minBytes {SIZES[0]} maxBytes {SIZES[-1]} step: 4(factor)",
+        "#       size         count      type   redop    root     time   algbw   busbw "
+        "#wrong     time   algbw   busbw #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+        "            (us)  (GB/s)  (GB/s)",
+    ]
+    buses = []
+    for size, row in zip(SIZES, rows, strict=True):
+        t = row.time_us / factor
+        alg = size / t / 1e3
+        bus = alg * bus_factor("allreduce", N)
+        buses.append(bus)
+        cells = f"{t:10.2f} {alg:7.2f} {bus:7.2f}      0"
+        lines.append(f"{size:12d} {size // 4:13d}     float     sum      -1 {cells} {cells}")
+    lines.append(
+        f"# Out of bounds values : 0 OK\n# Avg bus bandwidth    : {sum(buses) / len(buses):.3f}"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def test_a_ring_only_run_is_named_as_such():
+    auto = collective(scenario(), "allreduce", "auto", SIZES[-1:])[0]
+    assert auto.algo != "ring"  # the premise: NCCL's choice here is not the ring
+    result = compare_log(parse_nccl_tests(synthetic_log("ring", 0.98), op="allreduce"), scenario())
+    assert any("ring-only run" in a and "NCCL_ALGO=Ring" in a for a in result.advice)
+    assert result.rows[-1].best_match_algo == "ring"
+    assert result.rows[-1].best_match_ratio == pytest.approx(0.98, rel=1e-3)
+
+
+def test_a_run_that_matches_ncclss_choice_gets_no_algorithm_advice():
+    result = compare_log(parse_nccl_tests(synthetic_log("auto"), op="allreduce"), scenario())
+    assert result.advice == ()
+    assert result.median_ratio == pytest.approx(1.0, abs=0.01)
+
+
+def test_a_shortfall_no_algorithm_explains_names_the_limit():
+    result = compare_log(parse_nccl_tests(synthetic_log("auto", 0.5), op="allreduce"), scenario())
+    (advice,) = result.advice
+    assert advice.startswith("below the model by 50%")
+    assert "no other algorithm explains it" in advice
+    assert result.rows[-1].bottleneck in advice
+
+
+def test_cli_prints_the_advice_and_keeps_the_json_rows(tmp_path):
+    log = tmp_path / "all_reduce_perf.log"
+    log.write_text(synthetic_log("ring", 0.98))
+    cmd = [sys.executable, "-m", "fabric_model", "check-nccl", str(log), "--op", "allreduce"]
+    cmd += ["--set", f"cluster.n_gpus={N}"]
+    text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    assert "# advice: the bandwidth-bound sizes match a ring-only run" in text
+    rows = json.loads(
+        subprocess.run([*cmd, "--json"], capture_output=True, text=True, check=True).stdout
+    )
+    assert rows[-1]["best_match_algo"] == "ring"
