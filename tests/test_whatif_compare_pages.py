@@ -150,6 +150,36 @@ def test_whatif_bad_url_values_are_reported_and_ignored() -> None:
     assert not at.error
 
 
+def test_whatif_plane_levers_need_planes_and_a_failed_plane_costs_an_eighth() -> None:
+    at = _open(WHATIF)
+    assert any("fabric.planes" in c.value for c in at.caption)  # one plane: no plane levers
+    assert not at.get("select_slider") or all(
+        s.key != "wi:what_if.failed_planes" for s in at.get("select_slider")
+    )
+    planes = {
+        "cluster.gpu": "b300",
+        "fabric.vendor": "lossy-ethernet",
+        "fabric.link_gbps": "800",
+        "fabric.planes": "8",
+    }
+    at = _open(WHATIF, **planes)
+    at.select_slider(key="wi:what_if.failed_planes").set_value(1).run()
+    _clean(at)
+    assert _url(at)["wi.failed_planes"] == "1"
+    base = apply_overrides(BASE, {k: v for k, v in planes.items()})
+    down = apply_overrides(base, {"what_if.failed_planes": 1})
+    busbw = _traces(at, "whatif_busbw")
+    expected = [
+        collective(down, op, "auto", [GIB])[0].busbw_GBps for op in ("allreduce", "alltoall")
+    ]
+    assert busbw["after (all changes)"] == pytest.approx(expected)
+    # traffic sprays over the 7 planes left: the network-bound all-to-all keeps ~7/8
+    assert busbw["after (all changes)"][1] == pytest.approx(
+        busbw["before (sidebar)"][1] * 7 / 8, rel=0.05
+    )
+    assert "1 plane down" in _table(at).set_index("what_if").loc["failed planes", "setting"]
+
+
 def test_whatif_impossible_change_is_a_warning_row() -> None:
     at = _open(WHATIF, **{"wi.link_gbps": "1600", "wi.nics_per_gpu": "2"})
     warnings = [w.value for w in at.warning]
@@ -175,6 +205,8 @@ def test_whatif_url_helpers_round_trip() -> None:
                 "wi.oversubscription": "2.5",
                 "wi.link_gbps": "800",
                 "wi.nics_per_gpu": "2",
+                "wi.failed_planes": "1",
+                "wi.failed_switch": "spine",
             }[name]
             for name in PARAMS
         }

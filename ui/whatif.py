@@ -17,11 +17,11 @@ from typing import Any
 
 import streamlit as st
 
-from fabric_model.errors import FabricModelError
+from fabric_model.errors import FabricModelError, shown_value
 from fabric_model.scenario import Scenario, apply_overrides, coerce_value, field_spec
 from ui import facade
 from ui.compare_figures import ScenarioMetrics, WhatIfRow
-from ui.state import page_params, write_page_params
+from ui.state import page_params, shown_name, write_page_params
 
 __all__ = [
     "CHANGES",
@@ -59,6 +59,9 @@ CHANGES: tuple[Change, ...] = (
     Change("leaf oversubscription", ("fabric.oversubscription",)),
     Change("link speed", ("fabric.link_gbps",)),
     Change("NICs per GPU", ("cluster.nics_per_gpu",)),
+    Change("failed planes", ("what_if.failed_planes",)),
+    Change("degraded plane", ("what_if.degraded_plane_factor",)),
+    Change("failed switch", ("what_if.failed_switch",)),
 )
 _KEYS = tuple(k for c in CHANGES for k in c.keys)
 #: URL parameter -> scenario key (``wi.link_gbps`` -> ``fabric.link_gbps``).
@@ -97,7 +100,7 @@ def parse_params(params: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
         key = PARAMS.get(name)
         if key is None:
             errors.append(
-                f"URL parameter {name}: not a what-if setting (known: "
+                f"URL parameter {shown_name(name)}: not a what-if setting (known: "
                 f"{', '.join(PARAMS)}) - ignored"
             )
             continue
@@ -106,7 +109,7 @@ def parse_params(params: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
         except FabricModelError as exc:
             allowed = getattr(exc, "allowed", str(exc))
             errors.append(
-                f"URL parameter {name} = {raw!r} ({key}): {allowed} - ignored, "
+                f"URL parameter {name} = {shown_value(raw)} ({key}): {allowed} - ignored, "
                 f"the sidebar's value is used"
             )
     return out, errors
@@ -129,6 +132,12 @@ def _value_text(change: Change, values: Mapping[str, Any]) -> str:
         return f"{v}G"
     if key == "cluster.nics_per_gpu":
         return f"{v} per GPU"
+    if key == "what_if.failed_planes":
+        return "every plane up" if v == 0 else f"{v} plane{'s' if v > 1 else ''} down"
+    if key == "what_if.degraded_plane_factor":
+        return "every plane healthy" if v >= 1 else f"one plane at {v:.0%}"
+    if key == "what_if.failed_switch":
+        return "every switch up" if v == "none" else f"one {v} of one plane down"
     return str(v)
 
 
@@ -264,9 +273,13 @@ def controls(baseline: Scenario) -> None:
     row1 = st.columns([1.3, 1.2, 1.0], gap="medium")
     spec = field_spec(_FACTOR)
     step = float(spec.step or 0.05)
+    # the slider starts one step above an exclusive bound, but the key table (the sidebar's
+    # URL, a scenario file) allows any factor above it: the slider reaches down to that one
+    lowest = float(spec.min or 0) + (step if spec.min_exclusive else 0.0)
+    now = float(changes.get(_FACTOR, baseline.get(_FACTOR)))
     row1[0].slider(
         "Degraded link rate (fraction of line rate)",
-        min_value=float(spec.min or 0) + (step if spec.min_exclusive else 0.0),
+        min_value=min(lowest, now),
         max_value=float(spec.max or 1),
         step=step,
         format="%.2f",
@@ -345,6 +358,7 @@ def controls(baseline: Scenario) -> None:
             baseline,
         ),
     )
+    _plane_controls(baseline, common)
     st.button(
         "Reset all changes",
         key="wi_reset",
@@ -352,6 +366,63 @@ def controls(baseline: Scenario) -> None:
         disabled=not changes,
         type="tertiary",
         help="back to the sidebar's scenario (after = before)",
+    )
+
+
+_SWITCH_LABELS = {
+    "none": "none",
+    "leaf": "the degraded NIC's leaf",
+    "spine": "the first spine",
+}
+
+
+def _plane_controls(baseline: Scenario, common: Any) -> None:
+    """Draw the multi-plane levers: a plane down, a plane degraded, a switch of one down."""
+    planes = baseline.fabric.planes
+    if planes < 2:
+        st.caption(
+            "Plane what-ifs (a plane down, a degraded plane, a switch of one plane down) need "
+            "a multi-plane fabric: set fabric.planes to 2, 4 or 8 in the sidebar."
+        )
+        return
+    row3 = st.columns([1.3, 1.2, 1.0], gap="medium")
+    row3[0].select_slider(
+        f"Planes down (of {planes})",
+        options=list(range(planes)),
+        **common("what_if.failed_planes"),
+        help=_help(
+            "what_if.failed_planes",
+            "Whole network planes out of service; the NICs spray over the others, so the "
+            "job runs slower instead of stopping",
+            baseline,
+        ),
+    )
+    spec = field_spec("what_if.degraded_plane_factor")
+    step = float(spec.step or 0.05)
+    now = float(overrides().get("what_if.degraded_plane_factor", 1.0))
+    row3[1].slider(
+        "Degraded plane rate (fraction)",
+        min_value=min(step, now),
+        max_value=1.0,
+        step=step,
+        format="%.2f",
+        **common("what_if.degraded_plane_factor"),
+        help=_help(
+            "what_if.degraded_plane_factor",
+            "One healthy plane runs at this fraction of its rate (1 = healthy)",
+            baseline,
+        ),
+    )
+    row3[2].selectbox(
+        "Switch down in one plane",
+        list(field_spec("what_if.failed_switch").choices),
+        **common("what_if.failed_switch"),
+        format_func=lambda v: _SWITCH_LABELS.get(v, v),
+        help=_help(
+            "what_if.failed_switch",
+            "One switch of one plane fails: its links leave that plane's bundles",
+            baseline,
+        ),
     )
 
 
