@@ -8,12 +8,12 @@ with the browser offline it draws every chart and requests nothing.
 
 from __future__ import annotations
 
-import html
 import re
 from pathlib import Path
 
 import pytest
 from conftest import app_pages, wait_for_page
+from markupsafe import escape
 from playwright.sync_api import Page, expect
 
 from fabric_model.cost import bill_of_materials
@@ -60,7 +60,7 @@ def test_sidebar_report_download_is_the_report(page: Page, live_app: str, tmp_pa
     assert f"<title>Fabric report: {DEFAULT_PRESET}</title>" in doc
     assert f"Fabric what-if report: {DEFAULT_PRESET}" in doc
     for _, heading in SECTIONS:
-        assert f">{html.escape(heading)}</h2>" in doc
+        assert f">{escape(heading)}</h2>" in doc
     assert f"{training_step(scenario).step_time_s:,.2f} s" in doc
     assert f"${bill_of_materials(scenario).capex_usd:,.0f}" in doc
     # every chart's data, drawn by the plotly.js inlined once
@@ -95,6 +95,6 @@ def test_report_follows_the_sidebar_scenario(page: Page, live_app: str) -> None:
     scenario = apply_overrides(load_preset("gb300-nvl72-xdr"), {"cluster.n_gpus": 2304})
     assert name == "report_gb300-nvl72-xdr.html"
     assert "Fabric what-if report: gb300-nvl72-xdr" in doc
-    assert html.escape(dump_scenario(scenario)) in doc
+    assert escape(dump_scenario(scenario)) in doc
     assert f"{training_step(scenario).step_time_s:,.2f} s" in doc
     assert f"${bill_of_materials(scenario).capex_usd:,.0f}" in doc

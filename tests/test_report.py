@@ -4,12 +4,14 @@ The report must parse, show the model's own numbers, carry plotly.js exactly onc
 nothing from the network, escape user text, turn infeasible parts into messages, and list
 the sources of its numbers. The CLI writes it; ``fabric_model`` stays free of plotly and
 streamlit at import time.
+
+The template escapes with markupsafe (``'`` as ``&#39;``, ``"`` as ``&#34;``), so the
+expected text is escaped the same way (:func:`esc`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import html
 import re
 import subprocess
 import sys
@@ -19,17 +21,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from markupsafe import escape
 from plotly.offline import get_plotlyjs
 
 import fabric_model
 from fabric_model.catalog import load_catalog
+from fabric_model.citations import model_references, training_constant_sources
 from fabric_model.cli import main
 from fabric_model.collectives import collective, nccl_constants
 from fabric_model.cost import bill_of_materials, compare_vendors
 from fabric_model.presets import DEFAULT_PRESET, load_preset
 from fabric_model.scenario import MODEL_SHAPES, Scenario, apply_overrides, dump_scenario
 from fabric_model.training import training_step
-from ui.report import REFERENCES, SECTIONS, build_report, scaling_sizes, training_citations
+from ui.report import SECTIONS, build_report, formula_modules, scaling_sizes
 from ui.report_button import REPORT_BUTTON_KEY, report_file_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,6 +41,13 @@ PRESETS = (DEFAULT_PRESET, "gb300-nvl72-xdr", "meta-24k-roce")
 WHEN = datetime(2026, 3, 14, 15, 9, tzinfo=UTC)
 #: The report's charts, by the ``fig-<name>`` id of their div.
 CHARTS = ("step", "busbw", "scaling-eff", "scaling-mfu", "capex", "power", "topology")
+
+
+def esc(text: str) -> str:
+    """``text`` as the report's template prints it (autoescaped by markupsafe)."""
+    return str(escape(text))
+
+
 VOID = {"meta", "link", "br", "hr", "img", "input", "col", "wbr", "source", "area", "base"}
 
 
@@ -101,7 +112,7 @@ def test_report_parses_and_has_every_section(reports: dict, name: str) -> None:
     assert h2 == [title for _, title in SECTIONS]
     assert "".join(parsed.text["title"]) == f"Fabric report: {name}"
     assert f"Fabric what-if report: {name}" in parsed.text["h1"]
-    assert html.escape(scenario.description) in doc
+    assert esc(scenario.description) in doc
     ids = {attrs.get("id") for _, attrs in parsed.tags}
     assert {sid for sid, _ in SECTIONS} <= ids
     assert {f"fig-{c}" for c in CHARTS} <= ids
@@ -161,16 +172,16 @@ def test_report_shows_the_models_numbers(reports: dict, name: str) -> None:
     for c in compare_vendors(scenario):
         assert f"{round(c.bom.capex_usd):,}" in doc
     for line in bom.lines:
-        assert html.escape(line.item) in doc
+        assert esc(line.item) in doc
     # the step's communication per dimension
     for dim, seconds in step.comm_s.items():
         if seconds > 0:
-            assert html.escape(step.comm_detail[dim]) in doc
+            assert esc(step.comm_detail[dim]) in doc
 
 
 def test_report_has_the_scenario_versions_and_date(reports: dict) -> None:
     scenario, doc = reports[DEFAULT_PRESET]
-    assert html.escape(dump_scenario(scenario)) in doc
+    assert esc(dump_scenario(scenario)) in doc
     assert f"fabric_model {fabric_model.__version__}" in doc
     assert f"NCCL constants {nccl_constants()['version']}" in doc
     assert "generated 2026-03-14 15:09 UTC" in doc
@@ -192,29 +203,71 @@ def test_report_lists_the_sources_used(reports: dict, name: str) -> None:
     ):
         assert f'data-entry="{section}.{entry.key}"' in sources
         for note in entry.sources.values():
-            assert html.escape(note) in sources
+            assert esc(note) in sources
     for line in bom.lines:  # optics and cables actually bought
         assert f'.{line.key}"' in sources
     cited = set(re.findall(r"\[(S[A-Za-z0-9]+)\]", sources))
     for key in cited:
         assert f'id="src-{key}"' in sources
-        assert html.escape(cat.sources[key].url) in sources
+        assert esc(cat.sources[key].url) in sources
     for text in nccl_constants()["sources"].values():
-        assert html.escape(text) in sources
-    assert html.escape(MODEL_SHAPES[scenario.model.name]["source"]) in sources
-    for cite in training_citations():
-        assert html.escape(REFERENCES[cite]) in sources
-    assert "bucket_size" in sources
+        assert esc(text) in sources
+    assert esc(MODEL_SHAPES[scenario.model.name]["source"]) in sources
+    for constant in training_constant_sources()[1]:
+        assert f'data-constant="{constant.name}"' in sources
+        assert esc(constant.source) in sources
+    assert "bucket_size" in sources  # Megatron-core's gradient buckets, from its constant
+    for ref in model_references(formula_modules(scenario)):
+        assert esc(ref.text) in sources
 
 
-def test_training_citations_are_all_referenced() -> None:
-    found = training_citations()
+def test_the_formulas_cite_what_the_model_docstrings_cite(reports: dict) -> None:
+    refs = model_references(formula_modules(load_preset(DEFAULT_PRESET)))
+    by_label = {r.label: r for r in refs if r.label}
     assert {"Narayanan et al. 2021", "Rajbhandari et al. 2020", "Korthikanti et al. 2022"} <= set(
-        found
+        by_label
     )
-    # a paper newly cited in fabric_model/training gets its full reference here
-    assert set(found) <= set(REFERENCES)
-    assert "fabric_model.training.step" in found["Narayanan et al. 2021"]
+    assert "fabric_model.training.step" in by_label["Narayanan et al. 2021"].cited_in
+    assert "Al-Fares et al. 2008" in by_label  # the default's family: fat-tree
+    assert "Jouppi et al. 2023" not in by_label  # the torus's, not this design's
+    (solver,) = [r for r in refs if "fabric_model.flows.solver.solve_maxmin" in r.cited_in]
+    assert solver.text.startswith("D. Bertsekas and R. Gallager, Data Networks")
+    _, doc = reports[DEFAULT_PRESET]
+    sources = doc[doc.index('id="sources"') :]
+    assert "<strong>Korthikanti et al. 2022</strong>: " in sources
+    assert esc(solver.text) + " Cited in fabric_model.flows.solver.solve_maxmin." in sources
+
+
+def _sources(doc: str) -> str:
+    return doc[doc.index('id="sources"') :]
+
+
+def test_default_report_cites_nccl_tuning_and_its_gpu_and_switch(reports: dict) -> None:
+    scenario, doc = reports[DEFAULT_PRESET]
+    sources = _sources(doc)
+    tuning = nccl_constants()["sources"]["tuning"]
+    assert "tuning.cc (NCCL 2.30" in tuning
+    assert f"<strong>tuning</strong>: {esc(tuning)}</li>" in sources
+    hw = bill_of_materials(scenario).hardware
+    assert (hw.gpu.key, hw.switch.key) == ("h100", "qm9700")
+    for section, entry in (("gpus", hw.gpu), ("switches", hw.switch)):
+        item = sources[sources.index(f'data-entry="{section}.{entry.key}"') :]
+        item = item[: item.index("</ul></li>")]
+        for field, note in entry.sources.items():
+            assert f"<code>{field}</code> = " in item
+            assert esc(note) in item
+
+
+def test_a_different_gpu_cites_that_gpus_source_instead() -> None:
+    scenario = apply_overrides(load_preset(DEFAULT_PRESET), {"cluster.gpu": "b200"})
+    sources = _sources(build_report(scenario, generated_at=WHEN))
+    cat = load_catalog()
+    assert 'data-entry="gpus.b200"' in sources
+    assert 'data-entry="gpus.h100"' not in sources
+    for note in cat.gpus["b200"].sources.values():
+        assert esc(note) in sources
+    h100_only = set(cat.gpus["h100"].sources.values()) - set(cat.gpus["b200"].sources.values())
+    assert h100_only and not any(esc(note) in sources for note in h100_only)
 
 
 def test_scaling_sizes_are_a_modest_range_around_the_scenario() -> None:
@@ -234,7 +287,7 @@ def test_user_text_is_escaped() -> None:
     doc = build_report(scenario)
     assert "<script>alert" not in doc
     assert "<img" not in doc
-    assert html.escape(evil) in doc
+    assert esc(evil) in doc
     assert "Fabric what-if report: mine &lt;b&gt;&amp;" in doc
     parsed = parse(doc)
     assert parsed.errors == []
@@ -247,7 +300,7 @@ def test_infeasible_plan_is_a_message() -> None:
     assert not step.feasible
     doc = build_report(scenario)
     assert parse(doc).errors == []
-    assert "this parallel plan cannot run: " + html.escape(step.reason) in doc
+    assert "this parallel plan cannot run: " + esc(step.reason) in doc
     assert 'id="fig-step"' not in doc
     # the fabric parts still come out
     assert f"${bill_of_materials(scenario).capex_usd:,.0f}" in doc
@@ -264,7 +317,7 @@ def test_design_that_cannot_be_built_is_a_message() -> None:
     assert "InfiniBand cannot build this design" in doc
     for chart in ("step", "busbw", "topology", "capex"):
         assert f'id="fig-{chart}"' not in doc
-    assert html.escape(dump_scenario(scenario)) in doc
+    assert esc(dump_scenario(scenario)) in doc
 
 
 # --------------------------------------------------------------------------------------

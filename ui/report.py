@@ -8,34 +8,42 @@ function of the scenario over the model and the ``ui.figures`` builders: plotly,
 command line (``python -m fabric_model report --out FILE.html``) and the dashboard's
 "Download report (HTML)" button share it.
 
+The document is a jinja2 template (``ui/templates/report.html.j2``, extending
+``_base.html.j2``, with ``_macros.html.j2`` and ``_sources.html.j2``) rendered with
+autoescaping: :func:`report_context` assembles plain data (numbers already formatted as
+text) and the charts, pre-rendered by plotly, and every other value the template prints is
+escaped, user text (scenario name and description, values in error messages) included. The
+sources come from the model itself (:mod:`fabric_model.citations`): the source notes of the
+catalog entries the design uses, the NCCL and training constants files, the model shape's
+source and the references in the docstrings of the model code behind the numbers.
+
 A part the model cannot compute (a plan that does not fit, a design that cannot be built, an
 all-to-all the fabric cannot run) becomes a message in its section; the rest of the report is
-still written. Every text that comes from the user (scenario name and description, values in
-error messages) is escaped.
+still written.
 """
 
 from __future__ import annotations
 
-import html
-import importlib
 import math
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
+import jinja2
 import plotly.graph_objects as go
 import plotly.io as pio
+from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
 import fabric_model
+from fabric_model import citations
 from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.collectives import (
     CollectiveTime,
     FabricContext,
     algo_models,
-    nccl_constants,
     times_from_models,
 )
 from fabric_model.cost import (
@@ -44,21 +52,21 @@ from fabric_model.cost import (
     bill_of_materials,
     compare_vendors,
 )
+from fabric_model.design import SWITCHLESS
 from fabric_model.errors import FabricModelError
 from fabric_model.scenario import (
     GPU_COUNT_MAX,
-    MODEL_SHAPES,
     Scenario,
     dump_scenario,
     iter_field_specs,
 )
-from fabric_model.topology import Topology
+from fabric_model.topology import BUILDERS, Topology
 from fabric_model.training import DIMS, StepResult, SweepPoint, sweep, training_step
 from fabric_model.units import GIB
+from ui.diagrams import cable_info, topology_diagram
 from ui.figures import (
     busbw_curve_figure,
     size_label,
-    topology_figure,
     vendor_capex_figure,
     vendor_power_figure,
     vendor_summary_frame,
@@ -68,11 +76,12 @@ from ui.training_figures import ScalingLine, scaling_figure, step_breakdown_figu
 
 __all__ = [
     "BUSBW_SIZES",
-    "REFERENCES",
     "SECTIONS",
     "build_report",
+    "formula_modules",
+    "render_report",
+    "report_context",
     "scaling_sizes",
-    "training_citations",
 ]
 
 #: Section ids and headings, in report order (the table of contents and the tests use them).
@@ -87,7 +96,6 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("scenario", "Scenario (YAML)"),
     ("sources", "Assumptions and sources"),
 )
-_HEADING = dict(SECTIONS)
 
 #: All-reduce curve: 8 B to 16 GiB in binary steps (1 GiB, the headline size, among them).
 BUSBW_SIZES: tuple[int, ...] = tuple(2**i for i in range(3, 35))
@@ -97,42 +105,36 @@ HEADLINE_BYTES = GIB
 #: enough for the curve's shape and fast even at 100K GPUs.
 SCALING_EXPONENTS = tuple(range(-6, 2))
 
-#: Full references of the papers the training model's docstrings cite as "Name et al. YEAR".
-REFERENCES: dict[str, str] = {
-    "Narayanan et al. 2021": (
-        'D. Narayanan, M. Shoeybi, J. Casper et al., "Efficient Large-Scale Language Model '
-        "Training on GPU Clusters Using Megatron-LM\", SC '21 (arXiv 2104.04473): the model "
-        "FLOPs formula (eq. 3) behind MFU, the 1F1B and interleaved pipeline bubble, weak and "
-        "strong scaling"
-    ),
-    "Rajbhandari et al. 2020": (
-        'S. Rajbhandari, J. Rasley, O. Ruwase, Y. He, "ZeRO: Memory Optimizations Toward '
-        "Training Trillion Parameter Models\", SC '20 (arXiv 1910.02054): 2 + 2 + 12 bytes of "
-        "model state per parameter and its sharding by ZeRO stage"
-    ),
-    "Korthikanti et al. 2022": (
-        'V. Korthikanti, J. Casper, S. Lym et al., "Reducing Activation Recomputation in Large '
-        'Transformer Models", MLSys 2023 (arXiv 2205.05198): activation memory with tensor '
-        "and sequence parallelism (eq. 2), selective recomputation"
-    ),
-}
-#: Code (not paper) sources the training model states in its module constants.
-CODE_REFERENCES: tuple[str, ...] = (
-    "Megatron-core DDP gradient buckets of max(40M, 1M x data-parallel size) parameters: "
-    "NVIDIA/Megatron-LM megatron/core/distributed/distributed_data_parallel.py (bucket_size)",
+#: Model code every report's numbers go through (the topology family's module is added per
+#: scenario); the sources section cites the references of their docstrings.
+_FORMULA_MODULES = (
+    "fabric_model.flows.solver",
+    "fabric_model.collectives.algorithms",
+    "fabric_model.collectives.model",
+    "fabric_model.training.shapes",
+    "fabric_model.training.memory",
+    "fabric_model.training.step",
+    "fabric_model.training.sweep",
+    "fabric_model.training.fabric",
+    "fabric_model.training.layout",
+    "fabric_model.training.gemm",
+    "fabric_model.cost",
 )
-_TRAINING_MODULES = ("shapes", "memory", "step", "sweep", "fabric", "layout")
-_CITATION = re.compile(r"\b([A-Z][A-Za-z-]+) et al\.\s+(\d{4})")
-_SOURCE_REF = re.compile(r"\[(S[A-Za-z0-9]+)\]")
-#: BOM line category -> catalog section.
-_BOM_SECTION = {"switches": "switches", "nics": "nics", "optics": "optics", "cables": "cables"}
-#: Catalog sections in the order the sources list them.
-_CATALOG_ORDER = ("gpus", "servers", "vendors", "switches", "nics", "optics", "cables")
+_TEMPLATE = "report.html.j2"
 _PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 
 
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+@cache
+def _environment() -> jinja2.Environment:
+    """Return the loader of ``ui/templates``, escaping every value of an HTML template."""
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("ui", "templates"),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html", "html.j2")),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -140,8 +142,8 @@ def _e(value: object) -> str:
 # --------------------------------------------------------------------------------------
 
 #: What a part of the model raises when the scenario cannot be modelled: the package's own
-#: errors, and NotImplementedError for a routing the topology family does not have yet.
-_MODEL_ERRORS = (FabricModelError, NotImplementedError)
+#: errors (every family has a router and an array form, so nothing else is expected).
+_MODEL_ERRORS = (FabricModelError,)
 
 
 @dataclass
@@ -243,16 +245,12 @@ def _evaluate(scenario: Scenario, generated_at: datetime | None) -> _Results:
 
 
 # --------------------------------------------------------------------------------------
-# HTML pieces
+# context pieces: plain data for the template
 # --------------------------------------------------------------------------------------
 
 
-def _problem(text: str) -> str:
-    return f'<div class="problem" role="alert"><strong>Not shown:</strong> {_e(text)}</div>'
-
-
-def _figure(fig: go.Figure, name: str) -> str:
-    """One chart: a ``<div>`` and the script that draws it with the page's plotly.js.
+def _chart(fig: go.Figure, name: str) -> dict[str, Any]:
+    """One chart: its name and plotly's ``<div>`` and script, drawn with the page's plotly.js.
 
     WebGL traces (the topology diagram's cables) become SVG traces: the diagrams aggregate
     large designs into a few hundred lines, and SVG prints and draws without a GPU.
@@ -273,7 +271,7 @@ def _figure(fig: go.Figure, name: str) -> str:
         default_height=f"{height}px",
         validate=False,
     )
-    return f'<figure class="chart" data-chart="{_e(name)}">{body}</figure>'
+    return {"name": name, "html": Markup(body)}  # plotly's own markup: printed as it is
 
 
 def _table(
@@ -283,36 +281,24 @@ def _table(
     numeric: Sequence[bool] = (),
     caption: str = "",
     css: str = "",
-) -> str:
+) -> dict[str, Any]:
     num = list(numeric) + [False] * (len(columns) - len(numeric))
-    head = "".join(
-        f'<th class="{"num" if n else ""}">{_e(c)}</th>' for c, n in zip(columns, num, strict=True)
-    )
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f'<td class="{"num" if n else ""}">{_e(v)}</td>' for v, n in zip(row, num, strict=True)
-        )
-        + "</tr>"
-        for row in rows
-    )
-    cap = f"<caption>{_e(caption)}</caption>" if caption else ""
-    return (
-        f'<div class="table-wrap"><table class="{css}">{cap}<thead><tr>{head}</tr></thead>'
-        f"<tbody>{body}</tbody></table></div>"
-    )
+    return {
+        "head": list(zip(columns, num, strict=True)),
+        "rows": [list(zip((str(v) for v in row), num, strict=True)) for row in rows],
+        "caption": caption,
+        "css": css,
+    }
 
 
-def _metric(key: str, label: str, value: str, detail: str = "", raw: float | None = None) -> str:
-    data = "" if raw is None or not math.isfinite(raw) else f' data-value="{raw!r}"'
-    detail_html = f'<div class="detail">{_e(detail)}</div>' if detail else ""
-    return (
-        f'<div class="metric" data-metric="{_e(key)}"{data}><div class="label">'
-        f'{_e(label)}</div><div class="value">{_e(value)}</div>{detail_html}</div>'
-    )
+def _metric(
+    key: str, label: str, value: str, detail: str = "", raw: float | None = None
+) -> dict[str, str]:
+    shown = "" if raw is None or not math.isfinite(raw) else repr(raw)
+    return {"key": key, "label": label, "value": value, "detail": detail, "raw": shown}
 
 
-def _na(key: str, label: str, why: str) -> str:
+def _na(key: str, label: str, why: str) -> dict[str, str]:
     return _metric(key, label, "n/a", why)
 
 
@@ -321,24 +307,7 @@ def _usd(x: float) -> str:
 
 
 def _num(value: Any) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return "-"
-        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:,.4g}"
-    return "" if value is None else str(value)
-
-
-# --------------------------------------------------------------------------------------
-# sections
-# --------------------------------------------------------------------------------------
-
-
-def _section(sid: str, *parts: str) -> str:
-    return f'<section id="{sid}"><h2>{_e(_HEADING[sid])}</h2>' + "".join(parts) + "</section>"
+    return "" if value is None else citations.value_text(value)
 
 
 def _design_line(s: Scenario) -> str:
@@ -358,10 +327,16 @@ def _design_line(s: Scenario) -> str:
     )
 
 
-def _key_numbers(r: _Results) -> str:
+# --------------------------------------------------------------------------------------
+# sections
+# --------------------------------------------------------------------------------------
+
+
+def _key_numbers(r: _Results) -> dict[str, Any]:
     if not r.bom.ok:  # every number below needs the built fabric: one message, not fifteen
-        return _section("key-numbers", _problem(r.bom.error))
-    training: list[str] = []
+        return {"problem": r.bom.error, "groups": []}
+    training: list[dict[str, str]] = []
+    training_problems: list[str] = []
     step: StepResult | None = r.step.value if r.step.ok else None
     if step is not None and step.feasible and step.plan is not None:
         t, plan = step.step_time_s, step.plan
@@ -404,8 +379,8 @@ def _key_numbers(r: _Results) -> str:
         ]
     else:
         why = r.step.error or f"this parallel plan cannot run: {step.reason if step else ''}"
-        training.append(_problem(why))  # placed above the group's grid
-    coll: list[str] = []
+        training_problems.append(why)
+    coll: list[dict[str, str]] = []
     if r.allreduce.ok:
         big = next(x for x in r.allreduce.value if x.size_bytes == HEADLINE_BYTES)
         coll.append(
@@ -493,40 +468,24 @@ def _key_numbers(r: _Results) -> str:
             topo.bisection_per_gpu_GBps,
         ),
     ]
-
-    def group(title: str, items: list[str]) -> str:
-        notes = "".join(i for i in items if i.startswith('<div class="problem"'))
-        cards = "".join(i for i in items if not i.startswith('<div class="problem"'))
-        grid = f'<div class="metrics">{cards}</div>' if cards else ""
-        return f"<h3>{_e(title)}</h3>{notes}{grid}"
-
-    return _section(
-        "key-numbers",
-        group("Training", training),
-        group("Collectives", coll),
-        group("Fabric and cost", fabric),
-    )
+    return {
+        "problem": "",
+        "groups": [
+            {"title": "Training", "problems": training_problems, "metrics": training},
+            {"title": "Collectives", "problems": [], "metrics": coll},
+            {"title": "Fabric and cost", "problems": [], "metrics": fabric},
+        ],
+    }
 
 
-def _training(r: _Results) -> str:
+def _training(r: _Results) -> dict[str, Any]:
     if not r.step.ok:
-        return _section("training", _problem(r.step.error))
+        return {"problem": r.step.error}
     step: StepResult = r.step.value
     plan = step.plan
     if not step.feasible or plan is None:
-        return _section("training", _problem("this parallel plan cannot run: " + step.reason))
-    mem = step.memory
-    intro = (
-        f"<p>Plan {_e(plan.label())}, {plan.micro_batches:,} micro-batches of "
-        f"{plan.micro_batch} sequence(s) per replica, recomputation {_e(plan.recompute)}, "
-        f"ZeRO stage {plan.zero_stage}"
-        + (f"; {mem.total_gib:,.1f} GiB per GPU" if mem else "")
-        + ". "
-        "step time = compute + pipeline bubble + exposed communication"
-        + (" + MoE load imbalance" if step.imbalance_s else "")
-        + ".</p>"
-    )
-    chart = _figure(
+        return {"problem": "this parallel plan cannot run: " + step.reason}
+    chart = _chart(
         step_breakdown_figure(
             [SweepPoint(step.n_gpus, step, math.nan, scaling_efficiency=math.nan)],
             "Where the step goes",
@@ -565,59 +524,62 @@ def _training(r: _Results) -> str:
             css="comm",
         )
         if rows
-        else "<p>No communication on the network.</p>"
+        else None
     )
-    return _section("training", intro, chart, table)
+    return {
+        "problem": "",
+        "plan": plan.label(),
+        "micro_batches": f"{plan.micro_batches:,}",
+        "micro_batch": plan.micro_batch,
+        "recompute": plan.recompute,
+        "zero_stage": plan.zero_stage,
+        "memory_gib": f"{step.memory.total_gib:,.1f}" if step.memory else "",
+        "imbalance": bool(step.imbalance_s),
+        "chart": chart,
+        "comm": table,
+    }
 
 
-def _collectives_section(r: _Results) -> str:
+def _collectives_section(r: _Results) -> dict[str, Any]:
     if not r.allreduce.ok:
-        return _section("collectives", _problem(r.allreduce.error))
+        return {"problem": r.allreduce.error}
     n = r.scenario.cluster.n_gpus
     rows: list[CollectiveTime] = r.allreduce.value
-    chart = _figure(
+    chart = _chart(
         busbw_curve_figure(rows, f"All-reduce across {n:,} GPUs (NCCL-like algorithm choice)"),
         "busbw",
     )
-    picks: list[tuple[int, tuple[str, str]]] = []
+    picks: list[dict[str, str]] = []
     for x in rows:
-        if not picks or picks[-1][1] != (x.algo, x.proto):
-            picks.append((x.size_bytes, (x.algo, x.proto)))
-    text = (
-        "<p>Bus bandwidth as nccl-tests prints it (algorithm bandwidth x the bus factor), "
-        "from the flow solver on this fabric and NCCL's latency model. The NCCL-like "
-        "choice: "
-        + "; ".join(f"{_e(a)}/{_e(p)} from {_e(size_label(s))}" for s, (a, p) in picks)
-        + ".</p>"
-    )
-    if not r.alltoall.ok:
-        text += _problem(r.alltoall.error)
-    return _section("collectives", text, chart)
+        if not picks or (picks[-1]["algo"], picks[-1]["proto"]) != (x.algo, x.proto):
+            picks.append({"algo": x.algo, "proto": x.proto, "size": size_label(x.size_bytes)})
+    return {
+        "problem": "",
+        "chart": chart,
+        "picks": picks,
+        "alltoall_problem": r.alltoall.error,
+    }
 
 
-def _scaling(r: _Results) -> str:
+def _scaling(r: _Results) -> dict[str, Any]:
     if not r.sweep.ok:
-        return _section("scaling", _problem(r.sweep.error))
+        return {"problem": r.sweep.error}
     s = r.scenario
     points: list[SweepPoint] = r.sweep.value
-    intro = (
-        f"<p>The same model, plan and global batch "
-        f"({s.training.global_batch_tokens:,} tokens per step) on this design at "
-        f"{', '.join(f'{n:,}' for n in r.sweep_sizes)} GPUs: replicas get fewer "
-        "micro-batches as the cluster grows. Scaling efficiency = tokens/s per GPU "
-        "against the smallest size that runs.</p>"
-    )
+    out: dict[str, Any] = {
+        "problem": "",
+        "global_batch_tokens": f"{s.training.global_batch_tokens:,}",
+        "sizes": [f"{n:,}" for n in r.sweep_sizes],
+        "none_runs": "",
+    }
     if not any(p.feasible for p in points):
-        return _section(
-            "scaling", intro, _problem("no size of this sweep runs: " + points[-1].reason)
-        )
+        out["none_runs"] = "no size of this sweep runs: " + points[-1].reason
+        return out
     line = ScalingLine(s.fabric.topology, s.fabric.vendor, tuple(points), current=True)
-    charts = (
-        '<div class="pair">'
-        + _figure(scaling_figure([line], "scaling_efficiency", "strong"), "scaling-eff")
-        + _figure(scaling_figure([line], "mfu", "strong"), "scaling-mfu")
-        + "</div>"
-    )
+    out["charts"] = [
+        _chart(scaling_figure([line], "scaling_efficiency", "strong"), "scaling-eff"),
+        _chart(scaling_figure([line], "mfu", "strong"), "scaling-mfu"),
+    ]
     rows = []
     for p in points:
         if p.feasible:
@@ -635,13 +597,13 @@ def _scaling(r: _Results) -> str:
             )
         else:
             rows.append([f"{p.n_gpus:,}", "-", "-", "-", "-", "-", p.reason])
-    table = _table(
+    out["table"] = _table(
         ["GPUs", "plan", "step time (s)", "MFU", "scaling efficiency", "network capex", "why not"],
         rows,
         numeric=[True, False, True, True, True, True, False],
         css="scaling",
     )
-    return _section("scaling", intro, charts, table)
+    return out
 
 
 #: Headers of the vendor comparison table (``vendor_summary_frame``'s columns).
@@ -655,26 +617,15 @@ _VENDOR_COLUMNS = {
 }
 
 
-def _cost(r: _Results) -> str:
+def _cost(r: _Results) -> dict[str, Any]:
     ok = [c for c in r.comparisons if c.bom is not None]
-    notes = "".join(
-        _problem(f"{VENDOR_LABELS.get(c.vendor, c.vendor)} cannot build this design: {c.error}")
+    problems = [
+        f"{VENDOR_LABELS.get(c.vendor, c.vendor)} cannot build this design: {c.error}"
         for c in r.comparisons
         if c.bom is None
-    )
-    intro = (
-        "<p>The same design (size, topology, link speed, tapering) on each vendor's "
-        "default switch and NIC for the link speed, with its default routing. Capex "
-        "and power of the scale-out network only; power is IT load before PUE.</p>"
-    )
+    ]
     if not ok:
-        return _section("cost", intro, notes)
-    charts = (
-        '<div class="pair">'
-        + _figure(vendor_capex_figure(r.comparisons), "capex")
-        + _figure(vendor_power_figure(r.comparisons), "power")
-        + "</div>"
-    )
+        return {"charts": [], "problems": problems, "table": None}
     frame = vendor_summary_frame(r.comparisons)
     columns = [c for c in frame.columns if c != "note" or frame["note"].astype(bool).any()]
     numeric = [c not in ("vendor", "switch", "nic", "note") for c in columns]
@@ -685,26 +636,32 @@ def _cost(r: _Results) -> str:
         ]
         for rec in frame.to_dict("records")
     ]
-    table = _table(
-        [_VENDOR_COLUMNS.get(c, c) for c in columns],
-        rows,
-        numeric=numeric,
-        caption="Vendor comparison",
-        css="vendors",
-    )
-    return _section("cost", intro, charts, notes, table)
+    return {
+        "charts": [
+            _chart(vendor_capex_figure(r.comparisons), "capex"),
+            _chart(vendor_power_figure(r.comparisons), "power"),
+        ],
+        "problems": problems,
+        "table": _table(
+            [_VENDOR_COLUMNS.get(c, c) for c in columns],
+            rows,
+            numeric=numeric,
+            caption="Vendor comparison",
+            css="vendors",
+        ),
+    }
 
 
-def _topology(r: _Results) -> str:
+def _topology(r: _Results) -> dict[str, Any]:
     if not r.bom.ok:
-        return _section("topology", _problem(r.bom.error))
-    topo: Topology = r.bom.value.topology
-    return _section("topology", _figure(topology_figure(topo), "topology"))
+        return {"problem": r.bom.error}
+    fig = topology_diagram(r.bom.value.topology, cable_info(r.bom.value))
+    return {"problem": "", "chart": _chart(fig, "topology")}
 
 
-def _bom_section(r: _Results) -> str:
+def _bom_section(r: _Results) -> dict[str, Any]:
     if not r.bom.ok:
-        return _section("bom", _problem(r.bom.error))
+        return {"problem": r.bom.error}
     b: BillOfMaterials = r.bom.value
     rows = [
         [
@@ -720,39 +677,32 @@ def _bom_section(r: _Results) -> str:
         for x in b.lines
     ]
     rows.append(["total", "", "", "", "", _usd(b.capex_usd), "", f"{b.power_w:,.0f}"])
-    intro = (
-        f"<p>{_e(VENDOR_LABELS.get(b.vendor, b.vendor))}: {_e(b.hardware.switch.name)} "
-        f"switches (radix {b.hardware.radix}), {_e(b.hardware.nic.name)} NICs; "
-        f"TCO over {b.costs.years:g} years {_usd(b.tco_usd)} (capex + network power x "
-        f"PUE {b.costs.pue:g} at ${b.costs.electricity_usd_per_kwh:g}/kWh). Each price's "
-        "source is under Assumptions and sources.</p>"
-    )
-    table = _table(
-        [
-            "category",
-            "item",
-            "where",
-            "quantity",
-            "unit price",
-            "capex",
-            "unit power (W)",
-            "power (W)",
-        ],
-        rows,
-        numeric=[False, False, False, True, True, True, True, True],
-        css="bom",
-    )
-    return _section("bom", intro, table)
-
-
-def _scenario_section(s: Scenario) -> str:
-    return _section(
-        "scenario",
-        "<p>Every key of the scenario; "
-        "<code>python -m fabric_model report --scenario FILE</code> reads it "
-        "back.</p>",
-        f'<pre class="yaml"><code>{_e(dump_scenario(s))}</code></pre>',
-    )
+    return {
+        "problem": "",
+        "vendor": VENDOR_LABELS.get(b.vendor, b.vendor),
+        "switch": b.hardware.switch.name,
+        "radix": b.hardware.radix,
+        "nic": b.hardware.nic.name,
+        "years": f"{b.costs.years:g}",
+        "tco": _usd(b.tco_usd),
+        "pue": f"{b.costs.pue:g}",
+        "electricity_usd_per_kwh": f"{b.costs.electricity_usd_per_kwh:g}",
+        "table": _table(
+            [
+                "category",
+                "item",
+                "where",
+                "quantity",
+                "unit price",
+                "capex",
+                "unit power (W)",
+                "power (W)",
+            ],
+            rows,
+            numeric=[False, False, False, True, True, True, True, True],
+            css="bom",
+        ),
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -760,31 +710,23 @@ def _scenario_section(s: Scenario) -> str:
 # --------------------------------------------------------------------------------------
 
 
-def training_citations() -> dict[str, list[str]]:
-    """Return the papers cited as "Name et al. YEAR" in the training model's docstrings.
+def formula_modules(scenario: Scenario) -> tuple[str, ...]:
+    """Return the model modules whose docstrings' references the report cites.
 
-    Maps each citation (``"Narayanan et al. 2021"``) to the ``fabric_model.training``
-    modules whose docstring cites it, in first-seen order.
+    The flow solver, the collective and training models and the cost model, which every
+    report's numbers go through, the module of the scenario's topology family, and for a
+    switchless family (torus, hypercube) its collectives' module.
     """
-    found: dict[str, list[str]] = {}
-    for name in _TRAINING_MODULES:
-        module = importlib.import_module(f"fabric_model.training.{name}")
-        for who, year in _CITATION.findall(module.__doc__ or ""):
-            found.setdefault(f"{who} et al. {year}", [])
-            if module.__name__ not in found[f"{who} et al. {year}"]:
-                found[f"{who} et al. {year}"].append(module.__name__)
-    return found
+    family = scenario.fabric.topology
+    builder = BUILDERS.get(family)
+    modules = [*_FORMULA_MODULES, *((builder.__module__,) if builder is not None else ())]
+    if family in SWITCHLESS:  # their collectives: dimension-wise rings on the direct links
+        modules.append("fabric_model.collectives.switchless")
+    return tuple(modules)
 
 
-def _used_entries(r: _Results) -> dict[tuple[str, str], list[str]]:
-    """Catalog entries behind the report's numbers -> what uses them."""
-    used: dict[tuple[str, str], list[str]] = {}
-
-    def add(section: str, key: str, why: str) -> None:
-        whys = used.setdefault((section, key), [])
-        if why not in whys:
-            whys.append(why)
-
+def _designs(r: _Results) -> list[tuple[str, BillOfMaterials]]:
+    """Return the bills whose parts the report shows: this design's, the other vendors'."""
     own = r.scenario.fabric.vendor
     designs: list[tuple[str, BillOfMaterials]] = []
     if r.bom.ok:
@@ -794,125 +736,47 @@ def _used_entries(r: _Results) -> dict[tuple[str, str], list[str]]:
         for c in r.comparisons
         if c.bom is not None and c.vendor != own
     ]
-    for why, b in designs:
-        hw = b.hardware
-        add("gpus", hw.gpu.key, why)
-        add("servers", hw.server.key, why)
-        add("vendors", hw.vendor.key, why)
-        if b.topology.n_switches:
-            add("switches", hw.switch.key, why)
-        add("nics", hw.nic.key, why)
-        for line in b.lines:
-            add(_BOM_SECTION[line.category], line.key, why)
-    if not designs and r.scenario.cluster.gpu in r.catalog.gpus:
-        add("gpus", r.scenario.cluster.gpu, "this design")
-    order = {s: i for i, s in enumerate(_CATALOG_ORDER)}
-    return dict(sorted(used.items(), key=lambda kv: order.get(kv[0][0], 99)))
+    return designs
 
 
-def _value_text(value: Any) -> str:
-    """Format a catalog value: numbers grouped, lists and mappings spelled out."""
-    if isinstance(value, Mapping):
-        return ", ".join(f"{_value_text(k)}: {_value_text(v)}" for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_value_text(v) for v in value)
-    return "null" if value is None else _num(value)
-
-
-def _catalog_sources(r: _Results) -> str:
-    cat = r.catalog
-    cited: list[str] = []
-    items = []
-    for (section, key), whys in _used_entries(r).items():
+def _catalog_sources(r: _Results) -> dict[str, Any]:
+    cat: Catalog = r.catalog
+    used = citations.used_catalog_entries(_designs(r))
+    if not used and r.scenario.cluster.gpu in cat.gpus:
+        used = {("gpus", r.scenario.cluster.gpu): ("this design",)}
+    entries, notes = [], []
+    for (section, key), whys in used.items():
         entry = cat.section(section)[key]
-        notes = []
-        for fname, note in entry.sources.items():
-            shown = _value_text(getattr(entry, fname, None))
-            notes.append(f"<li><code>{_e(fname)}</code> = {_e(shown)}: {_e(note)}</li>")
-            cited += [k for k in _SOURCE_REF.findall(note) if k not in cited]
-        remark = f'<div class="remark">{_e(entry.remark)}</div>' if entry.remark else ""
-        items.append(
-            f'<li class="entry" data-entry="{_e(section)}.{_e(key)}"><strong>'
-            f"{_e(entry.name)}</strong> <code>{_e(section)}.{_e(key)}</code> "
-            f'<span class="used">({_e("; ".join(whys))})</span>{remark}'
-            f'<ul class="notes">{"".join(notes)}</ul></li>'
+        rows = citations.entry_sources(cat, section, key)
+        notes += [n.source for n in rows]
+        entries.append(
+            {
+                "section": section,
+                "key": key,
+                "name": entry.name,
+                "used": "; ".join(whys),
+                "remark": entry.remark,
+                "notes": [
+                    {"field": n.name.rsplit(".", 1)[-1], "value": n.value, "source": n.source}
+                    for n in rows
+                ],
+            }
         )
-    refs = []
-    for k in cited:
-        src = cat.sources.get(k)
-        if src is None:
-            continue
-        link = (
-            f'<a href="{_e(src.url)}">{_e(src.url)}</a>'
-            if src.url.startswith(("https://", "http://"))
-            else _e(src.url)
-        )
-        refs.append(
-            f'<li id="src-{_e(k)}"><strong>[{_e(k)}]</strong> {_e(src.title)}'
-            + (f" ({_e(src.date)})" if src.date else "")
-            + f", {link}</li>"
-        )
-    return (
-        f"<h3>Hardware catalog (version {_e(cat.version)})</h3>"
-        "<p>The parts this design and the vendor comparison use, each number with its "
-        "source note (<em>estimate</em> = a reasoned planning figure, not a quote; prices "
-        "are 2024-2026 USD planning figures).</p>"
-        f'<ul class="catalog">{"".join(items)}</ul>'
-        "<h4>Catalog sources cited above</h4>"
-        f'<ul class="refs">{"".join(refs)}</ul>'
-    )
+    refs = [
+        {
+            "key": k,
+            "title": src.title,
+            "date": src.date,
+            "url": src.url,
+            "link": src.url.startswith(("https://", "http://")),
+        }
+        for k in citations.cited_source_keys(notes)
+        if (src := cat.sources.get(k)) is not None
+    ]
+    return {"version": cat.version, "entries": entries, "refs": refs}
 
 
-def _nccl_sources() -> str:
-    c = nccl_constants()
-    items = "".join(
-        f"<li><strong>{_e(k)}</strong>: {_e(v)}</li>" for k, v in (c.get("sources") or {}).items()
-    )
-    return (
-        f"<h3>NCCL-like constants (version {_e(c.get('version', '?'))})</h3>"
-        "<p>Latency, protocol and efficiency constants of the collective model "
-        "(assets/nccl_constants.yaml); the network-side bandwidth comes from the flow "
-        f"solver on this fabric.</p><ul>{items}</ul>"
-    )
-
-
-def _model_source(s: Scenario) -> str:
-    m = s.model
-    entry = MODEL_SHAPES.get(m.name)
-    if entry is None:
-        body = (
-            "<p>A custom shape given in the scenario (see the YAML above): no published source.</p>"
-        )
-    else:
-        body = (
-            f"<p><strong>{_e(entry.get('description', m.name))}</strong>: "
-            f"{_e(entry.get('source', ''))}"
-            + (
-                f"; published parameters {entry['published_params_b']:g}B"
-                if "published_params_b" in entry
-                else ""
-            )
-            + ".</p>"
-        )
-    return f"<h3>Model shape ({_e(m.name)})</h3>{body}"
-
-
-def _paper_sources() -> str:
-    items = []
-    for cite, modules in training_citations().items():
-        full = REFERENCES.get(cite, cite)
-        items.append(
-            f"<li><strong>{_e(cite)}</strong>: {_e(full)}. Cited in {_e(', '.join(modules))}.</li>"
-        )
-    items += [f"<li>{_e(text)}.</li>" for text in CODE_REFERENCES]
-    return (
-        "<h3>Training-model formulas</h3><p>Papers and code the training-step model "
-        "(fabric_model.training) follows, as its docstrings cite them.</p>"
-        f'<ul class="papers">{"".join(items)}</ul>'
-    )
-
-
-def _assumptions(s: Scenario) -> str:
+def _assumptions(s: Scenario) -> dict[str, Any]:
     rows = []
     for key, spec, _default in iter_field_specs():
         if key.split(".")[0] not in ("training", "what_if", "costs"):
@@ -922,67 +786,91 @@ def _assumptions(s: Scenario) -> str:
         rows.append(
             [key, shown + (f" {spec.unit}" if spec.unit and value is not None else ""), spec.help]
         )
-    return "<h3>Assumptions of this scenario</h3>" + _table(
-        ["key", "value", "meaning"], rows, css="assumptions"
-    )
+    return _table(["key", "value", "meaning"], rows, css="assumptions")
 
 
-def _sources(r: _Results) -> str:
-    return _section(
-        "sources",
-        _assumptions(r.scenario),
-        _catalog_sources(r),
-        _nccl_sources(),
-        _model_source(r.scenario),
-        _paper_sources(),
-    )
+def _sources(r: _Results) -> dict[str, Any]:
+    nccl_version, nccl = citations.nccl_sources()
+    training_version, constants = citations.training_constant_sources()
+    return {
+        "assumptions": _assumptions(r.scenario),
+        "catalog": _catalog_sources(r),
+        "nccl": {"version": nccl_version, "sources": nccl},
+        "training": {"version": training_version, "constants": constants},
+        "model": {
+            "name": r.scenario.model.name,
+            "shape": citations.model_shape_source(r.scenario.model.name),
+        },
+        "references": citations.model_references(formula_modules(r.scenario)),
+    }
 
 
 # --------------------------------------------------------------------------------------
 # the document
 # --------------------------------------------------------------------------------------
 
-_CSS = """
-:root { --fg: #1d2330; --muted: #5b6472; --line: #d9dde3; --bg-soft: #f5f7fa;
-        --warn-bg: #fff4e5; --warn-line: #e69f00; }
-* { box-sizing: border-box; }
-body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg);
-       margin: 0 auto; max-width: 1200px; padding: 24px 28px 60px; }
-h1 { font-size: 1.7rem; margin: 0 0 .3rem; }
-h2 { font-size: 1.3rem; margin: 2.2rem 0 .6rem; padding-bottom: .2rem;
-     border-bottom: 2px solid var(--line); }
-h3 { font-size: 1.05rem; margin: 1.2rem 0 .4rem; }
-h4 { font-size: .95rem; margin: 1rem 0 .3rem; }
-.description { font-size: 1.05rem; margin: .2rem 0; }
-.design, .meta, .used, .remark, .detail, caption { color: var(--muted); }
-.meta { font-size: .85rem; }
-nav ol { display: flex; flex-wrap: wrap; gap: .2rem 1.2rem; padding: 0; margin: .8rem 0;
-         list-style: none; font-size: .9rem; }
-.metrics { display: grid; grid-template-columns: repeat(auto-fill, minmax(210px, 1fr));
-           gap: 10px; }
-.metric { background: var(--bg-soft); border: 1px solid var(--line); border-radius: 6px;
-          padding: 8px 12px; }
-.metric .label { font-size: .85rem; color: var(--muted); }
-.metric .value { font-size: 1.35rem; font-weight: 600; }
-.metric .detail { font-size: .8rem; }
-.problem { background: var(--warn-bg); border-left: 4px solid var(--warn-line);
-           padding: 8px 12px; margin: .6rem 0; border-radius: 4px; }
-.chart { margin: .6rem 0; }
-.pair { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 12px; }
-.table-wrap { overflow-x: auto; margin: .6rem 0; }
-table { border-collapse: collapse; font-size: .88rem; }
-caption { text-align: left; padding: 4px 0; }
-th, td { border-bottom: 1px solid var(--line); padding: 4px 10px; text-align: left;
-         vertical-align: top; }
-th { background: var(--bg-soft); }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-pre.yaml { background: var(--bg-soft); border: 1px solid var(--line); padding: 10px 14px;
-           overflow-x: auto; font-size: .82rem; line-height: 1.35; }
-ul.notes { margin: .1rem 0 .6rem; font-size: .85rem; }
-ul.catalog > li { margin-bottom: .4rem; }
-footer { margin-top: 3rem; font-size: .85rem; color: var(--muted); }
-@media print { nav { display: none; } .chart, .metric, tr { break-inside: avoid; } }
-"""
+
+def report_context(scenario: Scenario, *, generated_at: datetime | None = None) -> dict[str, Any]:
+    """Return everything the report template shows, as plain data.
+
+    Parameters
+    ----------
+    scenario
+        The what-if to report on.
+    generated_at
+        The generation time printed in the report (default: now, UTC).
+
+    Returns
+    -------
+    dict
+        One entry per part of the page (``scenario``, ``versions``, ``sections``,
+        ``headings``, then one per section id with ``-`` as ``_``, and ``sources``); values
+        are text, numbers, lists and dicts of them, except the charts (``{"name", "html"}``,
+        plotly's markup) and ``plotlyjs``, the bundle inlined once.
+
+    Notes
+    -----
+    Parts the model cannot compute carry the model's message in a ``problem`` key; the
+    function does not raise for an infeasible plan or a design that cannot be built.
+    """
+    r = _evaluate(scenario, generated_at)
+    s = scenario
+    nccl_version, _ = citations.nccl_sources()
+    when = r.generated_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    line = (
+        f"fabric_model {fabric_model.__version__}, NCCL constants {nccl_version}, "
+        f"catalog {r.catalog.version}; generated {when}"
+    )
+    return {
+        "scenario": {
+            "name": s.name,
+            "description": s.description or "(no description)",
+            "design": _design_line(s),
+            "yaml": dump_scenario(s),
+        },
+        "versions": {
+            "fabric_model": fabric_model.__version__,
+            "nccl": nccl_version,
+            "catalog": r.catalog.version,
+            "line": line,
+        },
+        "sections": SECTIONS,
+        "headings": dict(SECTIONS),
+        "plotlyjs": Markup(get_plotlyjs()),  # plotly's own bundle: printed as it is
+        "key_numbers": _key_numbers(r),
+        "training": _training(r),
+        "collectives": _collectives_section(r),
+        "scaling": _scaling(r),
+        "cost": _cost(r),
+        "topology": _topology(r),
+        "bom": _bom_section(r),
+        "sources": _sources(r),
+    }
+
+
+def render_report(context: dict[str, Any]) -> str:
+    """Render a :func:`report_context` with ``ui/templates/report.html.j2`` (autoescaped)."""
+    return _environment().get_template(_TEMPLATE).render(context)
 
 
 def build_report(scenario: Scenario, *, generated_at: datetime | None = None) -> str:
@@ -1009,47 +897,4 @@ def build_report(scenario: Scenario, *, generated_at: datetime | None = None) ->
     Parts the model cannot compute show the model's message in their place; the function
     does not raise for an infeasible plan or a design that cannot be built.
     """
-    r = _evaluate(scenario, generated_at)
-    s = scenario
-    nccl_version = nccl_constants().get("version", "?")
-    when = r.generated_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    versions = (
-        f"fabric_model {fabric_model.__version__}, NCCL constants {nccl_version}, "
-        f"catalog {r.catalog.version}; generated {when}"
-    )
-    body = "".join(
-        [
-            _key_numbers(r),
-            _training(r),
-            _collectives_section(r),
-            _scaling(r),
-            _cost(r),
-            _topology(r),
-            _bom_section(r),
-            _scenario_section(s),
-            _sources(r),
-        ]
-    )
-    toc = "".join(f'<li><a href="#{sid}">{_e(title)}</a></li>' for sid, title in SECTIONS)
-    description = s.description or "(no description)"
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f'<meta name="generator" content="fabric_model {_e(fabric_model.__version__)}">'
-        f"<title>Fabric report: {_e(s.name)}</title>"
-        f"<style>{_CSS}</style>"
-        # plotly.js once for every chart below; inlined so the file needs no network
-        f'<script type="text/javascript">{get_plotlyjs()}</script>'
-        "</head><body>"
-        f"<header><h1>Fabric what-if report: {_e(s.name)}</h1>"
-        f'<p class="description">{_e(description)}</p>'
-        f'<p class="design">{_e(_design_line(s))}</p>'
-        f'<p class="meta" data-version="{_e(fabric_model.__version__)}" '
-        f'data-nccl-version="{_e(nccl_version)}">{_e(versions)}</p>'
-        f"<nav><ol>{toc}</ol></nav></header>"
-        f"<main>{body}</main>"
-        f"<footer>Made by the fabric what-if model: {_e(versions)}. Figures are model "
-        "estimates from the sources listed above, not measurements or quotes.</footer>"
-        "</body></html>\n"
-    )
+    return render_report(report_context(scenario, generated_at=generated_at))

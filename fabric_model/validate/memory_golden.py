@@ -26,7 +26,7 @@ from fabric_model.scenario import Scenario
 from fabric_model.training.memory import MemoryBreakdown, memory_per_gpu
 from fabric_model.training.shapes import shape_counts
 from fabric_model.training.step import resolve_plan
-from fabric_model.validate.training_golden import _scenario
+from fabric_model.validate.training_golden import golden_scenario
 
 __all__ = [
     "MEASURES",
@@ -91,7 +91,7 @@ def load_memory_golden(path: Path = MEMORY_GOLDEN_PATH) -> list[MemoryCase]:
                 measured_gib=float(row["measured_gib"]),
                 framework=row.get("framework", ""),
                 assumed=row.get("assumed", ""),
-                scenario=_scenario(row["scenario"]),
+                scenario=golden_scenario(row["scenario"]),
                 not_modelled=row.get("not_modelled", ""),
             )
         )

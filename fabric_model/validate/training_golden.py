@@ -8,6 +8,7 @@ reproduces that row's step time); every other row of the group is predicted with
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ __all__ = [
     "TRAINING_GOLDEN_PATH",
     "TrainingCase",
     "calibrate",
+    "golden_scenario",
     "load_training_golden",
     "validation_table",
 ]
@@ -80,15 +82,49 @@ def _flatten(prefix: str, data: Any, out: dict[str, Any]) -> None:
             out[dotted] = value
 
 
-def _scenario(raw: dict[str, Any]) -> Scenario:
-    raw = dict(raw)
-    base = load_preset(raw.pop("preset")) if "preset" in raw else Scenario()
+def golden_scenario(raw: Mapping[str, Any]) -> Scenario:
+    """Return the scenario of a golden row's ``scenario:`` block.
+
+    The block is a preset (``preset:``, optional; the default scenario without it) and the
+    scenario keys that differ from it, nested by section as in a scenario file. The training
+    and the memory golden sets describe their runs this way.
+
+    Parameters
+    ----------
+    raw
+        The row's ``scenario`` mapping, e.g. ``{"preset": "dgx-h100-ib-ndr", "cluster":
+        {"n_gpus": 2048}}``.
+
+    Returns
+    -------
+    Scenario
+        The preset with the keys applied; ``model.name`` first, so the shape keys given
+        beside it override the named shape.
+
+    Raises
+    ------
+    ScenarioError
+        For an unknown preset or key, or a value out of its bounds.
+
+    Examples
+    --------
+    >>> s = golden_scenario({"preset": "dgx-h100-ib-ndr", "cluster": {"n_gpus": 2048},
+    ...                      "model": {"name": "llama3-8b"}})
+    >>> s.cluster.n_gpus, s.model.name, s.model.layers
+    (2048, 'llama3-8b', 32)
+    """
+    rest = dict(raw)
+    base = load_preset(rest.pop("preset")) if "preset" in rest else Scenario()
     flat: dict[str, Any] = {}
-    _flatten("", raw, flat)
+    _flatten("", rest, flat)
     # a model name first, so the keys given beside it override its shape
     if "model.name" in flat:
         base = apply_overrides(base, {"model.name": flat.pop("model.name")})
     return apply_overrides(base, flat)
+
+
+#: The former private name, still imported by ``tests/test_published_plans.py``.
+_scenario = golden_scenario
 
 
 def load_training_golden(path: Path = TRAINING_GOLDEN_PATH) -> list[TrainingCase]:
@@ -105,7 +141,7 @@ def load_training_golden(path: Path = TRAINING_GOLDEN_PATH) -> list[TrainingCase
                 source=row["source"],
                 quote=row["quote"],
                 assumed=row.get("assumed", ""),
-                scenario=_scenario(row["scenario"]),
+                scenario=golden_scenario(row["scenario"]),
                 measured_kind=row["measured"]["kind"],
                 measured_value=float(row["measured"]["value"]),
             )
