@@ -8,6 +8,9 @@ until its charts have drawn, refuses a page that shows an exception or an error 
 saves the top of the page (sidebar, title, metrics, first charts) as
 ``assets/screenshots/<page>.png``: the viewport is the crop (cut above the first element the
 viewport's bottom edge would slice), so no image library is needed.
+Then the Topology page's diagram alone for the README tour's four designs
+(:data:`DIAGRAMS`: a 1K fat-tree, a 16K dragonfly+, a 4K torus, a 4.6K NVL72 fat-tree) as
+``assets/screenshots/diagram-<preset>.png`` (``--pages diagrams`` for only these).
 Exits with status 1 if a page is broken or an image exceeds ``--max-kb``.
 """
 
@@ -26,6 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "assets" / "screenshots"
 NAV_LINKS = "[data-testid=stSidebarNav] a[data-testid=stSidebarNavLink]"
 TIMEOUT_MS = 120_000
+#: Presets whose topology diagram the README tour shows.
+DIAGRAMS = ("dgx-h100-ib-ndr", "dragonfly-plus-16k", "torus-3d-4k", "gb300-nvl72-xdr")
 #: Where to cut the picture: just above the first element that would be cut by the viewport's
 #: bottom edge (main area or sidebar), unless that would lose more than 40 % of the height.
 _CROP_JS = """(height) => {
@@ -95,12 +100,42 @@ async def take(base: str, args: argparse.Namespace) -> int:
                 f"{title:<14} {path:<16} -> {out.relative_to(ROOT)} ({kb:,.0f} KB"
                 + (f", over {args.max_kb:g} KB)" if too_big else ")")
             )
-        if wanted and not any(
-            title.lower() in wanted or slug(title) in wanted for title, _ in pages
+        if not wanted or "diagrams" in wanted:
+            status |= await take_diagrams(page, base, args)
+        if (
+            wanted
+            and not any(title.lower() in wanted or slug(title) in wanted for title, _ in pages)
+            and "diagrams" not in wanted
         ):
             print(f"no page matches --pages {args.pages}; pages: " + ", ".join(t for t, _ in pages))
             status = 1
         await browser.close()
+    return status
+
+
+async def take_diagrams(page, base: str, args: argparse.Namespace) -> int:
+    """Save the Topology page's diagram of each of :data:`DIAGRAMS`; 1 if one fails."""
+    status = 0
+    for preset in DIAGRAMS:
+        await open_page(
+            page, f"{base}/topology?preset={preset}&embed_options=light_theme", TIMEOUT_MS
+        )
+        problems = await page.evaluate(PROBLEMS_JS)
+        if problems:
+            print(f"diagram {preset}: not saved, the page shows {', '.join(problems)}")
+            status = 1
+            continue
+        out = OUT / f"diagram-{preset}.png"
+        chart = page.locator("[data-testid=stPlotlyChart]").first
+        await chart.scroll_into_view_if_needed()
+        await chart.screenshot(path=str(out))
+        kb = out.stat().st_size / 1024
+        too_big = kb > args.max_kb
+        status |= too_big
+        print(
+            f"diagram {preset:<20} -> {out.relative_to(ROOT)} ({kb:,.0f} KB"
+            + (f", over {args.max_kb:g} KB)" if too_big else ")")
+        )
     return status
 
 

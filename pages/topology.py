@@ -7,7 +7,8 @@ import streamlit as st
 from fabric_model.errors import FabricModelError
 from ui import facade
 from ui.deployment import deployment_downloads
-from ui.figures import hop_histogram_figure, topology_counts_frame, topology_figure
+from ui.diagrams import cable_info, topology_diagram
+from ui.figures import hop_histogram_figure, topology_counts_frame
 from ui.page_common import current_scenario, show_model_error
 from ui.widgets import chart
 
@@ -38,7 +39,11 @@ bottom[2].metric(
     help=f"bisection bandwidth / (GPUs / 2); line rate is {gbps / 8:g} GB/s per NIC",
 )
 
-chart(topology_figure(topo), key="topology_diagram", name="topology diagram")
+try:
+    cables = cable_info(facade.bom(scenario))
+except FabricModelError:
+    cables = None  # a design the catalog cannot price is still drawn, without its media
+chart(topology_diagram(topo, cables), key="topology_diagram", name="topology diagram")
 left, right = st.columns([3, 2])
 with left:
     st.subheader("Counts")
