@@ -120,8 +120,6 @@ else:
                 comparison = facade.log_comparison(text, op, scenario, tolerance)
         except FabricModelError as exc:
             st.warning(f"This log cannot be compared with the model: {exc}")
-        except NotImplementedError as exc:  # a topology family without routing yet
-            st.warning(f"This design cannot be modelled for the log yet: {exc}")
     if log is not None and comparison is not None:
         rows = comparison.rows
         within = sum(abs(r.ratio - 1) <= tolerance for r in rows)
@@ -228,8 +226,6 @@ with st.expander(
             table = facade.acceptance_table(scenario, tolerance)
         except FabricModelError as exc:
             show_model_error(exc)
-        except NotImplementedError as exc:  # a topology family without routing yet
-            st.warning(f"This design cannot be modelled for acceptance yet: {exc}")
         else:
             accept = table.to_frame()
             headline = (

@@ -281,8 +281,15 @@ def test_every_offered_design_has_optics(cat: Catalog) -> None:
     for v in cat.vendors.values():
         for speed in v.link_speeds_gbps:
             sw = cat.switch_for(v, speed)
-            cat.optic_for("switch", speed, 100.0, cage_gbps=sw.cage_gbps, protocol=v.protocol)
-            cat.optic_for("nic", speed, 30.0, protocol=v.protocol)
+            on_switch = cat.optic_for(
+                "switch", speed, 100.0, cage_gbps=sw.cage_gbps, protocol=v.protocol
+            )
+            on_nic = cat.optic_for("nic", speed, 30.0, protocol=v.protocol)
+            for optic, reach_m in ((on_switch, 100.0), (on_nic, 30.0)):
+                assert speed in optic.port_speeds_gbps and v.protocol in optic.protocols
+                assert optic.reach_m >= reach_m
+            assert on_switch.module_gbps == sw.cage_gbps and on_switch.side == "switch"
+            assert on_nic.side == "nic"
 
 
 def test_ports_per_module(cat: Catalog) -> None:

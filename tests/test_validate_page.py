@@ -67,19 +67,6 @@ def download_keys(at: AppTest) -> set[str]:
     return {b.key for b in at.get("download_button")}
 
 
-def acceptance_available() -> bool:
-    try:
-        import fabric_model.validate.acceptance  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-needs_acceptance = pytest.mark.skipif(
-    not acceptance_available(), reason="fabric_model.validate.acceptance not written yet"
-)
-
-
 # --------------------------------------------------------------------------------------
 # pure figure builders
 # --------------------------------------------------------------------------------------
@@ -150,7 +137,6 @@ def test_page_without_a_log_shows_instructions() -> None:
     assert any("overrides cluster.n_gpus" in c.value for c in at.caption)
 
 
-@needs_acceptance
 def test_acceptance_table_and_downloads_without_a_log() -> None:
     from fabric_model.validate.acceptance import acceptance_expectations
 

@@ -26,7 +26,6 @@ from fabric_model.collectives import (
 from fabric_model.cost import BillOfMaterials, VendorComparison, bill_of_materials, compare_vendors
 from fabric_model.design import build_topology
 from fabric_model.errors import FabricModelError
-from fabric_model.routing import POLICIES
 from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.topology import Topology
 from fabric_model.training import Problem, StepResult, SweepPoint, sweep
@@ -165,13 +164,6 @@ def _algo_model(scenario: Scenario, op: str, algo: str) -> AlgoModel | str:
         return algo_models(ctx, op, algo)[0]
     except AlgorithmUnavailableError as exc:
         return str(exc)
-    except NotImplementedError:
-        # the routing layer has no router for this family yet; say so instead of crashing
-        family = scenario.fabric.topology
-        return (
-            f"{algo} crosses the scale-out fabric, and routing on a {family} is not "
-            f"modelled yet (routed families: {', '.join(sorted(POLICIES))})"
-        )
 
 
 def _auto_candidates(scenario: Scenario, op: str) -> tuple[str, ...]:
@@ -475,8 +467,6 @@ def scenario_metrics(scenario: Scenario) -> ScenarioMetrics:
         step = training_step(scenario)
     except FabricModelError as exc:
         return ScenarioMetrics(scenario, error=str(exc))
-    except NotImplementedError as exc:  # a family the routing layer does not route yet
-        return ScenarioMetrics(scenario, error=f"not modelled yet: {exc}")
     big = SUMMARY_SIZES.index(GIB)
     return ScenarioMetrics(
         scenario,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fabric_model.errors import ScenarioError
 from fabric_model.routing.base import RoutedFlows, Router, degraded_capacities
 from fabric_model.routing.dragonfly_plus import DRAGONFLY_PLUS_POLICIES, route_dragonfly_plus
 from fabric_model.routing.fat_tree import route_fat_tree
@@ -52,4 +53,4 @@ def route(
     cap = topo.graph.link_capacity_Bps if capacity_Bps is None else capacity_Bps
     if topo.family in _ROUTERS:
         return _ROUTERS[topo.family](topo, src, dst, policy, cap, qps=qps, rng=rng)
-    raise NotImplementedError(topo.family)
+    raise ScenarioError("fabric.topology", topo.family, "one of " + ", ".join(_ROUTERS))
