@@ -231,15 +231,17 @@ class MemorySampler:
     interval_s: float = 0.5
     server_peak_kb: int = 0
     browser_peak_kb: int = 0
+    #: (monotonic time s, server RSS kB) of every sample, for the memory growth
+    server_samples: list[tuple[float, int]] = field(default_factory=list)
     _task: asyncio.Task | None = None
 
     def sample(self) -> None:
         server = set()
         if self.server_pid:
             server = {self.server_pid, *_descendants(self.server_pid)}
-            self.server_peak_kb = max(
-                self.server_peak_kb, sum(_status_kb(p, "VmRSS") or 0 for p in server)
-            )
+            rss_kb = sum(_status_kb(p, "VmRSS") or 0 for p in server)
+            self.server_peak_kb = max(self.server_peak_kb, rss_kb)
+            self.server_samples.append((time.monotonic(), rss_kb))
         browser = [p for p in _descendants(os.getpid()) if p not in server]
         self.browser_peak_kb = max(
             self.browser_peak_kb, sum(_status_kb(p, "VmRSS") or 0 for p in browser)
@@ -400,6 +402,43 @@ async def run_session(
     return res
 
 
+@dataclass(frozen=True)
+class MemoryGrowth:
+    """The server's RSS over the measured phase, MiB, and how fast it grew."""
+
+    start_mib: float
+    peak_mib: float
+    end_mib: float
+    minutes: float
+    #: least-squares slope of RSS against time over the phase, MiB per minute
+    slope_mib_per_min: float
+
+    @property
+    def growth_mib(self) -> float:
+        """End minus start, MiB."""
+        return self.end_mib - self.start_mib
+
+
+def memory_growth(samples: list[tuple[float, int]], t_start: float) -> MemoryGrowth | None:
+    """Summarise the RSS samples (time s, kB) taken from ``t_start`` on (None: too few)."""
+    phase = [(t, kb / 1024) for t, kb in samples if t >= t_start]
+    if len(phase) < 2:
+        return None
+    ts, mib = [t for t, _ in phase], [m for _, m in phase]
+    t_mean, m_mean = sum(ts) / len(ts), sum(mib) / len(mib)
+    var = sum((t - t_mean) ** 2 for t in ts)
+    slope_per_s = (
+        sum((t - t_mean) * (m - m_mean) for t, m in zip(ts, mib, strict=True)) / var if var else 0
+    )
+    return MemoryGrowth(
+        start_mib=mib[0],
+        peak_mib=max(mib),
+        end_mib=mib[-1],
+        minutes=(ts[-1] - ts[0]) / 60,
+        slope_mib_per_min=slope_per_s * 60,
+    )
+
+
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100)."""
     if not values:
@@ -483,10 +522,18 @@ async def load_test(args: argparse.Namespace, base: str, server_pid: int | None)
     if server_pid:
         hwm = _status_kb(server_pid, "VmHWM")
         print(
-            f"server RSS  {(rss_before or 0) / mib:,.0f} MiB before, peak "
+            f"server RSS  {(rss_before or 0) / mib:,.0f} MiB before the sessions, peak "
             f"{sampler.server_peak_kb / mib:,.0f} MiB during the run"
             + (f" (VmHWM {hwm / mib:,.0f} MiB)" if hwm else "")
         )
+        growth = memory_growth(sampler.server_samples, t_start)
+        if growth is not None:
+            print(
+                f"memory      moves phase: start {growth.start_mib:,.0f} MiB, peak "
+                f"{growth.peak_mib:,.0f} MiB, end {growth.end_mib:,.0f} MiB; growth "
+                f"{growth.growth_mib:+,.0f} MiB in {growth.minutes:.1f} min, "
+                f"{growth.slope_mib_per_min:+,.1f} MiB/min (least-squares slope)"
+            )
         if cpu_before is not None and cpu_after is not None:
             used = cpu_after - cpu_before
             per_move = f", {used / len(latencies) * 1000:,.0f} ms per move" if latencies else ""

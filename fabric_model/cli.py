@@ -205,10 +205,62 @@ def _bom_text(bom: Any) -> str:
         "capex USD: " + ", ".join(f"{k} {v:,.0f}" for k, v in d["capex_usd"].items()),
         "power W:   " + ", ".join(f"{k} {v:,.0f}" for k, v in d["power_w"].items()),
         f"per GPU: ${d['capex_per_gpu_usd']:,.0f}, {d['power_per_gpu_w']:.1f} W;  "
-        f"network share of cluster capex {d['network_share_of_cluster_capex']:.1%};  "
+        f"compute-fabric share of cluster capex {d['network_share_of_cluster_capex']:.1%};  "
         f"TCO over {d['tco_years']:g} years ${d['tco_usd']:,.0f}",
+        "(the figures above are the compute fabric's)",
     ]
-    return "\n".join(head) + lines + "\n".join(totals)
+    return "\n".join(head) + lines + "\n".join(totals) + _site_text(bom)
+
+
+def _site_text(bom: Any) -> str:
+    """Describe the other two networks and the floor plan, after the compute fabric's bill."""
+    from fabric_model.floorplan import verdict_text
+
+    out = [""]
+    split = ";  ".join(
+        f"{name} ${bom.capex_by_network_usd[name] / 1e6:,.2f} M, "
+        f"{bom.power_by_network_w[name] / 1e3:,.1f} kW"
+        for name in bom.capex_by_network_usd
+    )
+    out.append(f"networks: {split}")
+    for net in bom.networks:
+        out += ["", f"{net.name} network:"]
+        out.append(
+            format_table(
+                [
+                    {
+                        "category": x.category,
+                        "item": x.item,
+                        "where": x.where,
+                        "quantity": x.quantity,
+                        "unit_usd": x.unit_price_usd,
+                        "capex_usd": x.capex_usd,
+                        "power_w": x.power_w,
+                    }
+                    for x in net.lines
+                ]
+            )
+        )
+        out += [f"note: {n}" for n in net.notes]
+    plan = bom.floorplan
+    if plan is None:
+        return "\n".join(out)
+    lay = plan.layout
+    runs = ", ".join(f"{k} {v:g} m" for k, v in plan.lengths_m.items()) or "none placed"
+    out += [
+        "",
+        f"floor plan: {lay.n_racks:,} racks ({lay.n_compute_racks:,} compute x "
+        f"{lay.servers_per_rack} servers, {lay.n_network_racks:,} network) in {lay.n_rows:,} "
+        f"rows of {lay.racks_per_row} compute racks; {plan.compute_rack_kw:,.1f} kW per "
+        f"compute rack, {plan.network_rack_kw:,.1f} kW per network rack; "
+        f"{plan.total_it_kw:,.0f} kW IT",
+        f"cooling ({lay.cooling}): {verdict_text(plan)}",
+        f"floor area {lay.floor_area_m2:,.0f} m2 ({lay.hall_width_m:,.1f} x "
+        f"{lay.hall_depth_m:,.1f} m); cable lengths (longest run per class): {runs}",
+        *(f"warning: {w}" for w in plan.warnings),
+        *(f"note: {n}" for n in plan.notes),
+    ]
+    return "\n".join(out)
 
 
 def _bom_args(p: argparse.ArgumentParser) -> None:

@@ -15,6 +15,12 @@ Counting rules (hardware-and-cost-facts sections 3.1, 6.1 and 8.3):
   at the per-plane speed (8 x 100G per 800G cage).
 - Power: switches without optics + modules + NICs + active cables, at the wall times the PUE
   for energy; TCO = capex + energy over the horizon.
+- Lengths: with ``facility.cable_lengths = floorplan`` (the default) each link class's length
+  is its longest run on the floor plan (:mod:`fabric_model.floorplan`), so the media follow
+  the racks; a ``fabric.*_m`` key set away from its default still wins for its class.
+- The storage and management networks (:mod:`fabric_model.storage_mgmt`) are priced apart
+  (``BillOfMaterials.networks``): every total, per-GPU figure, share and TCO here is the
+  compute fabric's.
 
 Price overrides (``costs.*``): the vendor-neutral parts (optics, cables, fiber, servers) apply
 to every vendor in a comparison; ``costs.switch_usd`` and ``costs.nic_usd`` apply to the
@@ -27,7 +33,7 @@ import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabric_model.catalog import Cable, Catalog, Optic, load_catalog
 from fabric_model.design import Hardware, resolve_hardware, topology_request
@@ -35,6 +41,10 @@ from fabric_model.errors import FabricModelError
 from fabric_model.scenario import CostSpec, Scenario
 from fabric_model.topology import LinkClass, Topology, build_topology_from_request
 from fabric_model.units import HOURS_PER_YEAR
+
+if TYPE_CHECKING:
+    from fabric_model.floorplan import FloorPlan
+    from fabric_model.storage_mgmt import NetworkBill
 
 __all__ = [
     "CATEGORIES",
@@ -44,6 +54,7 @@ __all__ = [
     "VendorComparison",
     "bill_of_materials",
     "compare_vendors",
+    "link_lines",
     "link_media",
 ]
 
@@ -96,6 +107,12 @@ class BillOfMaterials:
     server_unit_price_usd: float
     server_unit_power_w: float
     costs: CostSpec
+    #: The storage and management networks (``storage.*``, ``management.*``), apart from the
+    #: compute fabric: every total above stays compute-only.
+    networks: tuple[NetworkBill, ...] = ()
+    #: Racks, rows, power density and cooling (``facility.*``); None for a bill built
+    #: without a floor plan.
+    floorplan: FloorPlan | None = field(default=None, repr=False)
 
     # quantities -----------------------------------------------------------------------
     def _qty(self, category: str) -> int:
@@ -191,6 +208,16 @@ class BillOfMaterials:
         """Network TCO per GPU, USD."""
         return self.tco_usd / self.n_gpus
 
+    @property
+    def capex_by_network_usd(self) -> dict[str, float]:
+        """Capex of the compute fabric and of each other network, USD."""
+        return {"compute": self.capex_usd, **{n.name: n.capex_usd for n in self.networks}}
+
+    @property
+    def power_by_network_w(self) -> dict[str, float]:
+        """IT power of the compute fabric and of each other network, W."""
+        return {"compute": self.power_w, **{n.name: n.power_w for n in self.networks}}
+
     def to_frame(self) -> Any:
         """Return the bill as a pandas DataFrame (one row per line)."""
         import pandas as pd
@@ -232,6 +259,18 @@ class BillOfMaterials:
             "notes": list(topo.notes),
             "warnings": list(topo.warnings),
             "lines": [line.to_dict() for line in self.lines],
+            "scope": "capex_usd, power_w, per-GPU, share and TCO figures are the compute "
+            "(scale-out) fabric's; networks holds the storage and management networks",
+            "capex_by_network_usd": {
+                **self.capex_by_network_usd,
+                "total": sum(self.capex_by_network_usd.values()),
+            },
+            "power_by_network_w": {
+                **self.power_by_network_w,
+                "total": sum(self.power_by_network_w.values()),
+            },
+            "networks": {n.name: n.to_dict() for n in self.networks},
+            "floorplan": self.floorplan.to_dict() if self.floorplan is not None else None,
         }
 
 
@@ -354,6 +393,18 @@ def _bom_lines(
             cat.source_note("nics", nic.key, "price_usd"),
         )
     )
+    lines.extend(link_lines(topo, hw, cat, costs))
+    return lines
+
+
+def link_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec) -> list[BomLine]:
+    """Return the cable and transceiver lines of every link class of ``topo``.
+
+    Copper cables per ``ceil(links / links_per_cable)``; an optical link takes one fiber,
+    one NIC-side module per NIC port (a breakout module per ``nic_breakout`` links) and, at
+    each switch tier, ``ceil(ports / ports_per_module)`` twin-port modules per switch.
+    """
+    lines: list[BomLine] = []
     for lc in topo.links:
         media = link_media(lc, hw, cat)
         copper = media.copper
@@ -453,7 +504,13 @@ def bill_of_materials(
     topo = topology or build_topology_from_request(
         scenario.fabric.topology, topology_request(scenario, hw)
     )
+    # the floor plan sets the cable lengths, so it comes before the lines
+    from fabric_model.floorplan import plan_site
+
+    site = plan_site(scenario, hw, topo, cat)
+    topo = site.topology
     lines = _bom_lines(topo, hw, cat, scenario.costs, own_vendor)
+    networks, floorplan = site.finish(lines, cat, scenario.costs)
     server = hw.server
     n_servers = -(-scenario.cluster.n_gpus // server.gpus_per_server)
     return BillOfMaterials(
@@ -466,6 +523,8 @@ def bill_of_materials(
         server_unit_price_usd=_price(scenario.costs.server_usd, server.price_usd),
         server_unit_power_w=server.power_w,
         costs=scenario.costs,
+        networks=networks,
+        floorplan=floorplan,
     )
 
 

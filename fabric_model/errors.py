@@ -6,7 +6,10 @@ line and the pages turn these errors into one clear line (exit status 2 / ``st.e
 
 from __future__ import annotations
 
+import reprlib
+
 __all__ = [
+    "SHOWN_VALUE_CHARS",
     "CatalogError",
     "FabricModelError",
     "InfeasibleDesignError",
@@ -14,7 +17,32 @@ __all__ = [
     "ScenarioError",
     "ScenarioFileError",
     "UnknownCatalogKeyError",
+    "shown_value",
 ]
+
+#: Longest text of a value a message repeats; a longer value shows its start and its length.
+SHOWN_VALUE_CHARS = 60
+
+
+def shown_value(value: object, limit: int = SHOWN_VALUE_CHARS) -> str:
+    """Return ``repr(value)`` for a message, cut to its start when longer than ``limit``.
+
+    A pasted 10,000-character URL value stays one readable line:
+
+    >>> shown_value("a" * 10_000)
+    "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'... (10,000 characters)"
+    """
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value):,} characters)"
+    if isinstance(value, (list, tuple, dict, set, frozenset)):
+        # bounded: a YAML alias bomb is a few lines that expand to billions of elements
+        short = reprlib.Repr()
+        short.maxlevel = 2
+        short.maxlist = short.maxtuple = short.maxdict = short.maxset = 4
+        short.maxstring = short.maxother = limit
+        return short.repr(value)
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 class FabricModelError(Exception):
@@ -41,8 +69,9 @@ class ScenarioError(FabricModelError, ValueError):
         self.key = key
         self.value = value
         self.allowed = allowed
-        shown = "" if value is ScenarioError.NO_VALUE else f" = {value!r}"
-        super().__init__(f"{key}{shown}: {allowed}")
+        shown = "" if value is ScenarioError.NO_VALUE else f" = {shown_value(value)}"
+        name = key if len(key) <= SHOWN_VALUE_CHARS else shown_value(key)
+        super().__init__(f"{name}{shown}: {allowed}")
 
 
 class ScenarioFileError(FabricModelError, ValueError):

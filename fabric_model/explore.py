@@ -31,6 +31,7 @@ __all__ = [
     "DEFAULT_MAX_DESIGNS",
     "ENGINES",
     "OBJECTIVES",
+    "PLAN_SEARCH_CUT_SHORT",
     "DesignTask",
     "Dimension",
     "ExploreResult",
@@ -167,12 +168,18 @@ def _num(x: float) -> float | None:
     return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
-def evaluate_design(task: DesignTask) -> dict[str, Any]:
+#: The reason of a design whose plan search the deadline stopped before any plan was found.
+PLAN_SEARCH_CUT_SHORT = "parallel: the plan search ran out of time before finding a plan"
+
+
+def evaluate_design(task: DesignTask, *, deadline: float | None = None) -> dict[str, Any]:
     """Evaluate one design: step, bill of materials and run (a pure function of ``task``).
 
     Returns the design's entry of the ``explore`` JSON (``pareto`` False until
     :func:`explore` marks the front). A design that cannot be built, whose plan cannot run or
-    whose failures leave no time to train is infeasible, with the reason.
+    whose failures leave no time to train is infeasible, with the reason. ``deadline``
+    (``time.monotonic()``) bounds the plan search: a search it stopped gives the best plan
+    found so far and the entry carries ``"cut_short": True`` (the key is absent otherwise).
     """
     from fabric_model.cost import bill_of_materials
     from fabric_model.reliability import estimate_run
@@ -182,9 +189,13 @@ def evaluate_design(task: DesignTask) -> dict[str, Any]:
     over = task.overrides
     try:
         scenario = design_scenario(task.base, over)
+        cut_short = False
         if task.plan_search:
-            found = plan_search(scenario, top=1)
+            found = plan_search(scenario, top=1, deadline=deadline)
+            cut_short = found.timed_out
             if not found.plans:
+                if cut_short:
+                    return {**_blank(over, PLAN_SEARCH_CUT_SHORT), "cut_short": True}
                 return _blank(
                     over,
                     "parallel: no plan fits this model on this design (memory or batch)",
@@ -198,6 +209,8 @@ def evaluate_design(task: DesignTask) -> dict[str, Any]:
     except FabricModelError as exc:
         return _blank(over, str(exc))
     out = _blank(over, step.reason)
+    if cut_short:
+        out["cut_short"] = True
     out["network_capex_usd"] = bom.capex_usd
     out["cluster_capex_usd"] = bom.cluster_capex_usd
     if step.plan is not None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from fabric_model.errors import ScenarioError, ScenarioFileError
+from fabric_model.errors import ScenarioError, ScenarioFileError, shown_value
 from fabric_model.resources import asset
 
 __all__ = [
@@ -32,11 +32,14 @@ __all__ = [
     "ClusterSpec",
     "CostSpec",
     "FabricSpec",
+    "FacilitySpec",
     "FieldSpec",
+    "ManagementSpec",
     "ModelSpec",
     "ParallelismPlan",
     "ReliabilitySpec",
     "Scenario",
+    "StorageSpec",
     "TrainingSpec",
     "WhatIfSpec",
     "apply_overrides",
@@ -276,23 +279,40 @@ class FabricSpec:
         20.0,
         FieldSpec(
             "float",
-            "cable length NIC to leaf (<= 3 m allows copper at up to 400G)",
+            "cable length NIC to leaf (<= 3 m allows copper at up to 400G); with "
+            "facility.cable_lengths = floorplan the floor plan's run unless set away from 20",
             "m",
             min=0.5,
             max=2000.0,
         ),
     )
     leaf_spine_m: float = _f(
-        50.0, FieldSpec("float", "cable length leaf to spine", "m", min=0.5, max=2000.0)
+        50.0,
+        FieldSpec(
+            "float",
+            "cable length leaf to spine (the floor plan's run unless set away from 50)",
+            "m",
+            min=0.5,
+            max=2000.0,
+        ),
     )
     spine_core_m: float = _f(
-        150.0, FieldSpec("float", "cable length spine to core", "m", min=0.5, max=2000.0)
+        150.0,
+        FieldSpec(
+            "float",
+            "cable length spine to core, or of a dragonfly+ global link (the floor plan's run "
+            "unless set away from 150)",
+            "m",
+            min=0.5,
+            max=2000.0,
+        ),
     )
     direct_link_m: float = _f(
         10.0,
         FieldSpec(
             "float",
-            "cable length between neighbouring nodes of a torus or hypercube",
+            "cable length between neighbouring nodes of a torus or hypercube (the floor plan "
+            "leaves switchless families at this key)",
             "m",
             min=0.5,
             max=2000.0,
@@ -819,6 +839,127 @@ class ReliabilitySpec:
     )
 
 
+#: Rack, floor and cooling data with their sources (``assets/facility.yaml``).
+FACILITY_DATA: dict[str, Any] = yaml.safe_load(asset("facility.yaml").read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class FacilitySpec:
+    """Racks, rows and cooling: the floor plan the cable lengths and power density come from."""
+
+    cable_lengths: str = _f(
+        "floorplan",
+        FieldSpec(
+            "choice",
+            "where the BOM's cable lengths come from: floorplan = each link class's longest run "
+            "on the floor plan (a fabric.*_m key set away from its default still wins for its "
+            "class), keys = the fabric.nic_leaf_m, leaf_spine_m, spine_core_m and direct_link_m "
+            "keys as given",
+            choices=("floorplan", "keys"),
+        ),
+    )
+    servers_per_rack: int | str = _f(
+        "auto",
+        FieldSpec(
+            "int",
+            "GPU servers (compute trays) per rack; auto = the server type's usual rack "
+            "(4 DGX H100 at 40.8 kW, 18 trays of an NVL72 rack: assets/facility.yaml)",
+            "servers",
+            min=1,
+            max=72,
+            auto=True,
+        ),
+    )
+    racks_per_row: int | str = _f(
+        "auto",
+        FieldSpec(
+            "int",
+            "compute racks per row; auto = whole leaf groups per row in a roughly square hall, "
+            "at most 24 racks per row",
+            "racks",
+            min=1,
+            max=200,
+            auto=True,
+        ),
+    )
+    cooling: str = _f(
+        "auto",
+        FieldSpec(
+            "choice",
+            "how the racks are cooled; auto = the server type's own (air for HGX/DGX, "
+            "direct-to-chip liquid for NVL72 racks)",
+            choices=("air", "liquid"),
+            auto=True,
+        ),
+    )
+    air_limit_kw_per_rack: float = _f(
+        float(FACILITY_DATA["cooling"]["air_limit_kw_per_rack"]["value"]),
+        FieldSpec(
+            "float",
+            "most power an air-cooled rack takes (with containment and rear-door heat "
+            "exchangers, ~40-60 kW; typical colocation air is ~10-15 kW: assets/facility.yaml); "
+            "racks above it on air get a warning",
+            "kW",
+            min=1.0,
+            max=1000.0,
+            step=1.0,
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class StorageSpec:
+    """The storage (North/South) Ethernet network to a parallel filesystem."""
+
+    enabled: bool = _f(
+        True,
+        FieldSpec(
+            "bool",
+            "price a storage network (each server's storage ports into a Spectrum-4 Ethernet "
+            "leaf-spine, as DGX SuperPOD and the HGX reference architectures do); shown apart "
+            "from the compute fabric",
+        ),
+    )
+    link_gbps: int = _f(
+        int(FACILITY_DATA["storage"]["link_gbps"]["value"]),
+        FieldSpec(
+            "choice",
+            "line rate of one storage port (the reference architectures: 2 x 200 GbE per node)",
+            "Gb/s",
+            choices=(100, 200, 400),
+        ),
+    )
+    nics_per_node: int = _f(
+        int(FACILITY_DATA["storage"]["ports_per_server"]["value"]),
+        FieldSpec(
+            "int", "storage ports per server (each to a different leaf)", "ports", min=1, max=8
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class ManagementSpec:
+    """The out-of-band management network (BMCs and switch management ports)."""
+
+    enabled: bool = _f(
+        True,
+        FieldSpec(
+            "bool",
+            "price the out-of-band management network (one BMC port per server and one per "
+            "switch into 48-port access switches, uplinked to an aggregation pair)",
+        ),
+    )
+    link_gbps: int = _f(
+        1,
+        FieldSpec(
+            "choice",
+            "management port speed (1 GbE BMC ports as in DGX SuperPOD; 25 GbE access)",
+            "Gb/s",
+            choices=(1, 25),
+        ),
+    )
+
+
 #: Section name -> dataclass, in document order.
 SECTIONS: dict[str, type] = {
     "cluster": ClusterSpec,
@@ -829,6 +970,9 @@ SECTIONS: dict[str, type] = {
     "what_if": WhatIfSpec,
     "costs": CostSpec,
     "reliability": ReliabilitySpec,
+    "facility": FacilitySpec,
+    "storage": StorageSpec,
+    "management": ManagementSpec,
 }
 
 
@@ -1033,6 +1177,9 @@ class Scenario:
     what_if: WhatIfSpec = field(default_factory=WhatIfSpec)
     costs: CostSpec = field(default_factory=CostSpec)
     reliability: ReliabilitySpec = field(default_factory=ReliabilitySpec)
+    facility: FacilitySpec = field(default_factory=FacilitySpec)
+    storage: StorageSpec = field(default_factory=StorageSpec)
+    management: ManagementSpec = field(default_factory=ManagementSpec)
 
     def __post_init__(self) -> None:
         # the name follows the shape: a changed layer count makes it a custom model
@@ -1237,6 +1384,31 @@ def apply_overrides(scenario: Scenario, overrides: Mapping[str, Any]) -> Scenari
 # --------------------------------------------------------------------------------------
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping.
+
+    PyYAML keeps the last of two equal keys, so ``cluster:`` written twice would drop the
+    first section without a word.
+    """
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            # plain keys only: a merge key (<<) may override what it merges, by design
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                continue
+            key = self.construct_object(key_node)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"key {shown_value(key)} appears twice in one mapping (give it once)",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def scenario_from_text(text: str, *, source: str = "scenario") -> Scenario:
     """Parse YAML or JSON text (JSON is YAML) into a validated scenario.
 
@@ -1252,12 +1424,20 @@ def scenario_from_text(text: str, *, source: str = "scenario") -> Scenario:
             f"{source}: larger than {MAX_SCENARIO_BYTES // 1024} KiB; a scenario is a few lines"
         )
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "not valid YAML/JSON"
         raise ScenarioFileError(f"{source}: malformed YAML/JSON{where}: {problem}") from None
+    except RecursionError:  # thousands of nested brackets: no scenario looks like that
+        raise ScenarioFileError(
+            f"{source}: malformed YAML/JSON: nested too deeply to read; a scenario is "
+            "sections of keys and values"
+        ) from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        problem = "a number has too many digits" if "digits" in str(exc) else str(exc)
+        raise ScenarioFileError(f"{source}: malformed YAML/JSON: {problem}") from None
     if data is not None and not isinstance(data, Mapping):
         raise ScenarioFileError(
             f"{source}: a scenario must be a mapping of sections (cluster, fabric, ...), "

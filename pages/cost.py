@@ -12,6 +12,7 @@ from ui.figures import (
     vendor_summary_frame,
     vendor_tco_figure,
 )
+from ui.floorplan import site_section
 from ui.page_common import current_scenario, show_model_error
 from ui.state import cost_controls
 from ui.theme import VENDOR_LABELS
@@ -29,13 +30,16 @@ label = VENDOR_LABELS[scenario.fabric.vendor]
 st.caption(f"Headline figures for {label}; the charts compare all three vendors.")
 cols = st.columns(3)
 cols[0].metric(
-    "Network capex", f"${own.capex_usd / 1e6:,.2f} M", help="switches + NICs + optics + cables"
+    "Network capex",
+    f"${own.capex_usd / 1e6:,.2f} M",
+    help="the compute (scale-out) fabric: switches + NICs + optics + cables; the storage and "
+    "management networks are below",
 )
 cols[1].metric("Capex per GPU", f"${own.capex_per_gpu_usd:,.0f}")
 cols[2].metric(
     "Share of cluster",
     f"{own.network_share:.1%}",
-    help="network / (GPU servers without scale-out NICs + network)",
+    help="compute fabric / (GPU servers without scale-out NICs + compute fabric)",
 )
 cols = st.columns(3)
 cols[0].metric("Network power", f"{own.power_w / 1000:,.0f} kW", help="IT load, before PUE")
@@ -88,6 +92,8 @@ c2.download_button(
     mime="text/csv",
     key="dl_compare",
 )
+
+site_section(own)
 
 with st.expander("Prices and TCO assumptions"):
     st.caption(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import explore
+from ui import explore, facade
 from ui.page_common import current_scenario, require_buildable
 from ui.widgets import chart, csv_download
 
@@ -70,6 +70,15 @@ if n > explore.MAX_PAGE_DESIGNS:
     st.stop()
 
 designs = explore.evaluate(scenario, dims, explore.plan_search_on())
+cut = [d for d in designs if d.get("cut_short")]
+if cut:
+    st.warning(
+        f"Cut short after the page's {facade.COMPUTE_BUDGET_S:.0f} s budget: {len(cut)} of "
+        f"{len(designs)} designs are not modelled or their plan search (parallel.*) stopped "
+        "early. Rerun the page (press R) to go on from the designs already modelled, pick "
+        "fewer values, or run the whole set on the command line: "
+        f"`{explore.cut_short_command(scenario, dims, explore.plan_search_on())}`"
+    )
 infeasible = [d for d in designs if not d["feasible"]]
 if infeasible:
     st.caption(

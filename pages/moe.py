@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
+from fabric_model.presets import DEFAULT_PRESET
 from fabric_model.scenario import MODEL_SHAPES, field_spec
+from ui import facade
 from ui import moe as moe_page
 from ui.page_common import current_scenario, require_buildable
+from ui.state import cli_command
 from ui.theme import TOPOLOGY_LABELS
 from ui.training_figures import (
     dense_vs_moe_figure,
@@ -14,7 +19,7 @@ from ui.training_figures import (
     moe_frame,
     moe_skew_figure,
 )
-from ui.widgets import chart, csv_download
+from ui.widgets import chart, csv_download, current_preset
 
 scenario = current_scenario()
 require_buildable(scenario)
@@ -81,17 +86,34 @@ def moe_view() -> None:
         f"experts over data-parallel ranks (EP divides DP = {moe.dp:,})."
     )
 
-    with st.spinner("Modelling the all-to-all on each topology ..."):
-        points = moe_page.ep_points(moe, topologies or [scenario.fabric.topology])
+    deadline = time.monotonic() + facade.COMPUTE_BUDGET_S
+    with st.spinner(
+        f"Modelling a training step per EP degree ({len(moe.eps)}) on each topology, then "
+        "per routing skew ..."
+    ):
+        points = moe_page.ep_points(moe, topologies or [scenario.fabric.topology], deadline)
         ep_now = moe_page.current_ep(moe, points)
-        skew_points = moe_page.skew_points(moe, ep_now, skews)
+        skew_points = moe_page.skew_points(moe, ep_now, skews, deadline)
+    cut = moe_page.skipped([*points, *skew_points])
+    if cut:
+        st.warning(
+            f"Cut short after the page's {facade.COMPUTE_BUDGET_S:.0f} s budget: {len(cut)} "
+            "point(s) are not modelled yet (parallel.ep, model.routing_skew). Rerun the page "
+            "(press R) to go on from the points already modelled, pick fewer topologies or "
+            "skews, or time one point on the command line: "
+            f"`{cli_command('step', current_preset() or DEFAULT_PRESET, s)}`"
+        )
 
     left, right = st.columns(2, gap="medium")
     with left:
         chart(moe_ep_figure(points), key="moe_ep", name="moe alltoall share")
     with right:
         chart(moe_skew_figure(skew_points), key="moe_skew", name="moe skew")
-    bad = [p for p in points + list(skew_points) if not p.step.feasible]
+    bad = [
+        p
+        for p in points + list(skew_points)
+        if not p.step.feasible and not p.step.reason.endswith(facade.MOE_SKIPPED_REASON)
+    ]
     if bad:
         with st.expander(f"{len(bad)} point(s) cannot run"):
             for p in bad:
@@ -108,8 +130,27 @@ def moe_view() -> None:
         on_change="rerun",
     ) as sweep:
         if sweep.open:
-            with st.spinner("Sweeping both models over cluster sizes ..."):
-                lines = moe_page.dense_vs_moe_lines(scenario, moe, ep_now)
+            with st.spinner(
+                f"Sweeping both models over {moe_page.SWEEP_MIN_GPUS:,} to 131,072 GPUs "
+                "(a fabric per size) ..."
+            ):
+                lines = moe_page.dense_vs_moe_lines(
+                    scenario, moe, ep_now, time.monotonic() + facade.COMPUTE_BUDGET_S
+                )
+            if any(p.skipped for line in lines.values() for p in line):
+                sizes = [n for n in facade.SCALING_SIZES if n >= moe_page.SWEEP_MIN_GPUS]
+                command = cli_command(
+                    "sweep",
+                    current_preset() or DEFAULT_PRESET,
+                    s,
+                    "--gpus",
+                    ",".join(map(str, sizes)),
+                )
+                st.warning(
+                    f"Cut short after the {facade.COMPUTE_BUDGET_S:.0f} s budget: the largest "
+                    "sizes (cluster.n_gpus) are not modelled yet. Close and reopen this "
+                    f"section to go on, or sweep the MoE model on the command line: `{command}`"
+                )
             chart(dense_vs_moe_figure(lines), key="moe_dense", name="dense vs moe")
 
     frame = moe_frame(points + list(skew_points))

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
+from fabric_model.presets import DEFAULT_PRESET
 from fabric_model.scenario import field_spec
 from ui import facade
 from ui.page_common import current_scenario, require_buildable
+from ui.state import cli_command
 from ui.theme import TOPOLOGY_LABELS, VENDOR_LABELS
 from ui.training_figures import (
     ScalingLine,
@@ -14,7 +18,7 @@ from ui.training_figures import (
     scaling_frame,
     step_breakdown_figure,
 )
-from ui.widgets import chart, csv_download
+from ui.widgets import chart, csv_download, current_preset
 
 scenario = current_scenario()
 require_buildable(scenario)
@@ -77,14 +81,46 @@ def scaling_view() -> None:
     designs += [(t, v) for t in picked_topos for v in picked_vendors if (t, v) != designs[0]]
     lines = []
     progress = st.progress(0.0, text="Modelling each design at each size ...")
-    for i, (topo, vendor) in enumerate(designs):
-        points = facade.scaling_line(scenario, topo, vendor, gpus, scaling)
-        lines.append(ScalingLine(topo, vendor, points, current=(i == 0)))
+    deadline = time.monotonic() + facade.COMPUTE_BUDGET_S  # one budget for the whole page
+
+    def tick(done: int, total: int, i: int, label: str) -> None:
         progress.progress(
-            (i + 1) / len(designs),
-            text=f"{TOPOLOGY_LABELS.get(topo, topo)}, {VENDOR_LABELS[vendor]} done",
+            min(1.0, (i + done / max(total, 1)) / len(designs)),
+            text=f"Modelling {label}: {done} of {total} sizes (design {i + 1} of {len(designs)})",
         )
+
+    for i, (topo, vendor) in enumerate(designs):
+        label = f"{TOPOLOGY_LABELS.get(topo, topo)}, {VENDOR_LABELS[vendor]}"
+        points = facade.scaling_line(
+            scenario,
+            topo,
+            vendor,
+            gpus,
+            scaling,
+            deadline=deadline,
+            progress=lambda done, total, i=i, label=label: tick(done, total, i, label),
+        )
+        lines.append(ScalingLine(topo, vendor, points, current=(i == 0)))
     progress.empty()
+    cut = [line for line in lines if any(p.skipped for p in line.points)]
+    if cut:
+        skipped = sum(p.skipped for line in cut for p in line.points)
+        first = cut[0]
+        command = cli_command(
+            "sweep",
+            current_preset() or DEFAULT_PRESET,
+            facade.scaling_variant(scenario, first.topology, first.vendor),
+            "--gpus",
+            ",".join(map(str, gpus)),
+            "--scaling",
+            scaling,
+        )
+        st.warning(
+            f"Cut short after the page's {facade.COMPUTE_BUDGET_S:.0f} s budget: {skipped} "
+            f"point(s) of {len(cut)} design(s) are not modelled yet (gaps in the charts). "
+            "Rerun the page (press R) to go on from the sizes already modelled, narrow the GPU "
+            f"range or the designs, or run the rest on the command line: `{command}`"
+        )
 
     left, right = st.columns(2, gap="medium")
     with left:
@@ -122,7 +158,7 @@ def scaling_view() -> None:
         name="scaling breakdown",
     )
 
-    infeasible = [p for p in current.points if not p.feasible]
+    infeasible = [p for p in current.points if not p.feasible and not p.skipped]
     if infeasible:
         with st.expander(f"{len(infeasible)} size(s) this design cannot run"):
             for p in infeasible:

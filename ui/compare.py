@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from fabric_model.errors import FabricModelError
+from fabric_model.errors import FabricModelError, shown_value
 from fabric_model.presets import list_presets, load_preset
 from fabric_model.scenario import SHAPE_KEYS, Scenario, apply_overrides, dump_scenario
 from ui import facade
 from ui.compare_figures import ScenarioMetrics, unique_labels
-from ui.state import page_params, url_value, write_page_params
+from ui.state import page_params, shown_name, url_value, write_page_params
 from ui.theme import TOPOLOGY_LABELS
 
 __all__ = [
@@ -140,14 +140,15 @@ def decode_pin(raw: str) -> tuple[str, str, Scenario]:
     names = [p.name for p in list_presets()]
     if preset not in names:
         raise ValueError(
-            f"starts with {preset!r}, which is not a preset (presets: {', '.join(names)})"
+            f"starts with {shown_value(preset)}, which is not a preset (presets: "
+            f"{', '.join(names)})"
         )
     overrides: dict[str, str] = {}
     label = None
     for token in tokens:
         key, eq, value = token.partition("=")
         if not eq or not key.strip():
-            raise ValueError(f"{token!r} is not KEY=VALUE (e.g. cluster.n_gpus=2048)")
+            raise ValueError(f"{shown_value(token)} is not KEY=VALUE (e.g. cluster.n_gpus=2048)")
         if key.strip() == _LABEL:
             label = _clean_label(value)
         else:
@@ -177,7 +178,10 @@ def parse_params(params: Mapping[str, str]) -> tuple[list[tuple[str, str, Scenar
             continue
         n = _pin_number(name)
         if n is None:
-            errors.append(f"URL parameter {name}: a pinned scenario is cmp.1, cmp.2, ... - skipped")
+            errors.append(
+                f"URL parameter {shown_name(name)}: a pinned scenario is cmp.1, cmp.2, ... - "
+                "skipped"
+            )
         else:
             numbered.append((n, name, raw))
     found = []
@@ -186,7 +190,7 @@ def parse_params(params: Mapping[str, str]) -> tuple[list[tuple[str, str, Scenar
             pin = decode_pin(raw)
         except ValueError as exc:
             errors.append(
-                f"URL parameter {name} = {raw!r}: {exc} - skipped (a pin is "
+                f"URL parameter {shown_name(name)} = {shown_value(raw)}: {exc} - skipped (a pin is "
                 f"<preset>~key=value~..., e.g. dgx-h100-ib-ndr~cluster.n_gpus=2048)"
             )
             continue

@@ -12,6 +12,7 @@ it and is ignored. Each design is evaluated once per process
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,8 +21,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from fabric_model.catalog import load_catalog
-from fabric_model.errors import FabricModelError
+from fabric_model.errors import FabricModelError, shown_value
 from fabric_model.explore import (
+    EXTRAS,
+    NUMBERS,
     DesignTask,
     Dimension,
     Sensitivity,
@@ -33,16 +36,26 @@ from fabric_model.explore import (
     sensitivity,
 )
 from fabric_model.scenario import Scenario, field_spec
-from ui.state import apply_scenario, page_params, url_value, write_page_params
+from ui import facade
+from ui.state import (
+    apply_scenario,
+    cli_command,
+    page_params,
+    shown_name,
+    url_value,
+    write_page_params,
+)
 from ui.theme import BASE_LAYOUT, OKABE_ITO, TOPOLOGY_LABELS, VENDOR_COLORS, VENDOR_LABELS
 
 __all__ = [
     "DIMENSIONS",
     "MAX_PAGE_DESIGNS",
     "PREFIX",
+    "SKIPPED_REASON",
     "TOPOLOGY_SYMBOLS",
     "controls",
     "current_run",
+    "cut_short_command",
     "design_label",
     "designs_frame",
     "dimensions",
@@ -89,6 +102,7 @@ _PLAN_ON = "ex_plan_search"
 _URL_READ = "ex_url_read"
 _W = "ex:"  # widget key prefix
 _SEP = "~"
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 
 def options(key: str) -> list[Any]:
@@ -136,11 +150,17 @@ def parse_params(params: Mapping[str, str]) -> tuple[dict[str, list[Any]], bool,
     for name, raw in params.items():
         key = name.removeprefix(PREFIX)
         if key == _PLAN:
-            plan = raw.strip().lower() in ("true", "1", "yes", "on")
+            word = raw.strip().lower()
+            if word not in _TRUE + _FALSE:
+                errors.append(
+                    f"URL parameter {name} = {shown_value(raw)}: must be true or false - "
+                    "ignored, plan search stays off"
+                )
+            plan = word in _TRUE
             continue
         if key not in DIMENSIONS:
             errors.append(
-                f"URL parameter {name}: not a dimension of this page (allowed: "
+                f"URL parameter {shown_name(name)}: not a dimension of this page (allowed: "
                 + ", ".join(PREFIX + k for k in DIMENSIONS)
                 + ") - ignored"
             )
@@ -154,9 +174,8 @@ def parse_params(params: Mapping[str, str]) -> tuple[dict[str, list[Any]], bool,
         bad = [v for v in dim.values if v not in allowed]
         if bad:
             errors.append(
-                f"URL parameter {name} = {raw!r}: {bad[0]!r} is not offered (allowed: "
-                + ", ".join(url_value(v) for v in allowed)
-                + ") - ignored"
+                f"URL parameter {name} = {shown_value(raw)}: {shown_value(bad[0])} is not "
+                "offered (allowed: " + ", ".join(url_value(v) for v in allowed) + ") - ignored"
             )
             continue
         selection[key] = list(dim.values)
@@ -245,11 +264,47 @@ def n_designs(dims: Sequence[Dimension]) -> int:
 # ------------------------------------------------------------------------- evaluation
 
 
+class _CutShortError(Exception):
+    """Carries a design whose plan search ran out of time out of the cache (never cached)."""
+
+    def __init__(self, design: dict[str, Any]) -> None:
+        super().__init__("plan search cut short")
+        self.design = design
+
+
 @st.cache_resource(max_entries=4096, show_spinner=False)
-def _evaluate_cached(
-    base: Scenario, overrides: tuple[tuple[str, Any], ...], plan: bool
+def _evaluate_cached_full(
+    base: Scenario,
+    overrides: tuple[tuple[str, Any], ...],
+    plan: bool,
+    _deadline: float | None = None,
 ) -> dict[str, Any]:
-    return evaluate_design(DesignTask(base, dict(overrides), plan))
+    design = evaluate_design(DesignTask(base, dict(overrides), plan), deadline=_deadline)
+    if design.get("cut_short"):
+        raise _CutShortError(design)
+    return design
+
+
+def _evaluate_cached(
+    base: Scenario,
+    overrides: tuple[tuple[str, Any], ...],
+    plan: bool,
+    deadline: float | None = None,
+) -> dict[str, Any]:
+    try:
+        return _evaluate_cached_full(base, overrides, plan, deadline)
+    except _CutShortError as cut:
+        return cut.design
+
+
+#: The reason of a design the page's time budget left unmodelled.
+SKIPPED_REASON = "not modelled: the page's time budget ran out before this design"
+
+
+def _skipped(overrides: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"keys": dict(overrides), "feasible": False, "reason": SKIPPED_REASON}
+    out.update(dict.fromkeys((*NUMBERS, *EXTRAS)))
+    return {**out, "plan": None, "pareto": False, "cut_short": True}
 
 
 def current_run(base: Scenario) -> dict[str, Any]:
@@ -262,16 +317,35 @@ def fmt(value: float | None, pattern: str, scale: float = 1.0) -> str:
     return "—" if value is None else pattern.format(value * scale)
 
 
-def evaluate(base: Scenario, dims: Sequence[Dimension], plan: bool) -> list[dict[str, Any]]:
-    """Evaluate every design of the grid with a progress bar; Pareto flags marked."""
+def evaluate(
+    base: Scenario, dims: Sequence[Dimension], plan: bool, budget_s: float | None = None
+) -> list[dict[str, Any]]:
+    """Evaluate every design of the grid with a progress bar; Pareto flags marked.
+
+    Within ``budget_s`` seconds (default: the facade's ``COMPUTE_BUDGET_S``): no design
+    starts, and no plan search goes on, after it; those designs come back with
+    ``cut_short`` (:data:`SKIPPED_REASON`, or the best plan found so far).
+    """
     grid = design_grid(dims, MAX_PAGE_DESIGNS)
-    bar = st.progress(0.0, text=f"Modelling {len(grid)} designs ...")
+    what = "designs, each with a plan search" if plan else "designs"
+    bar = st.progress(0.0, text=f"Modelling {len(grid)} {what} ...")
+    deadline = time.monotonic() + (facade.COMPUTE_BUDGET_S if budget_s is None else budget_s)
     designs = []
     for i, over in enumerate(grid):
-        designs.append(dict(_evaluate_cached(base, tuple(over.items()), plan)))
-        bar.progress((i + 1) / len(grid), text=f"Modelled {i + 1} of {len(grid)} designs")
+        if time.monotonic() >= deadline:
+            designs.append(_skipped(over))
+            continue
+        designs.append(dict(_evaluate_cached(base, tuple(over.items()), plan, deadline)))
+        bar.progress((i + 1) / len(grid), text=f"Modelled {i + 1} of {len(grid)} {what}")
     bar.empty()
     return mark_pareto(designs)
+
+
+def cut_short_command(base: Scenario, dims: Sequence[Dimension], plan: bool) -> str:
+    """Return the ``explore`` command line of the whole design set (for a cut-short page)."""
+    args = [i for d in dims for i in ("--vary", f"{d.key}={','.join(map(url_value, d.values))}")]
+    preset = st.session_state["scenario_state"].preset
+    return cli_command("explore", preset, base, *args, *(["--plan-search"] if plan else []))
 
 
 def mark_pareto(designs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -6,8 +6,10 @@ resources (``st.cache_resource``) keyed by the frozen scenario, not pickled copi
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,10 +40,12 @@ from ui.training_figures import MoePoint
 
 __all__ = [
     "COLLECTIVE_SIZES",
+    "COMPUTE_BUDGET_S",
     "CURVE_SIZES",
     "DEFAULT_ALGORITHMS",
     "EFFECT_CASES",
     "EFFECT_SIZE_BYTES",
+    "MOE_SKIPPED_REASON",
     "OP_ALGORITHMS",
     "SCALING_SIZES",
     "SUMMARY_SIZES",
@@ -59,6 +63,7 @@ __all__ = [
     "nccl_log",
     "replica_scaling_efficiency",
     "scaling_line",
+    "scaling_variant",
     "scenario_metrics",
     "topology",
     "training_step",
@@ -384,40 +389,122 @@ def _variant(scenario: Scenario, **over: Any) -> Scenario:
     return apply_overrides(scenario, {k.replace("__", "."): v for k, v in over.items()})
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
-def scaling_line(
-    scenario: Scenario, topology: str, vendor: str, gpus: tuple[int, ...], scaling: str
-) -> tuple[SweepPoint, ...]:
-    """Sweep the scenario's model and plan over ``gpus`` on another topology/vendor.
+#: Wall time one page's computation (the Scaling page's lines, the MoE page's points) may
+#: take before it stops and shows what it has, s: a big preset must never hold a session
+#: for minutes.
+COMPUTE_BUDGET_S = 30.0
+
+
+class _CutShortError(Exception):
+    """Carries a partial result out of a cached facade: raised, so it is never cached."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__("cut short by the time budget")
+        self.value = value
+
+
+def _outside_cache(callback: Any) -> Any:
+    """Run ``callback`` in the caller's context, not the cached function's.
+
+    Streamlit records the elements a cached function draws and replays them on a cache hit;
+    a progress bar the page made outside the function cannot be replayed (the hit raises
+    ``CacheReplayClosureError``). Its context variables, copied here, hold no recording.
+    """
+    if callback is None:
+        return None
+    context = contextvars.copy_context()
+    return lambda *args: context.run(callback, *args)
+
+
+def scaling_variant(scenario: Scenario, topology: str, vendor: str) -> Scenario:
+    """Return the scenario on another topology/vendor, as the Scaling page sweeps it.
 
     The vendor's default routing applies (adaptive for InfiniBand and Spectrum-X, ECMP for
-    RoCE) unless the scenario's vendor is the one asked for.
+    RoCE) unless the scenario's vendor is the one asked for. Raises the model's error.
     """
     over: dict[str, Any] = {"fabric.topology": topology, "fabric.vendor": vendor}
     if vendor != scenario.fabric.vendor:
         over["fabric.routing"] = "auto"
     if topology != "fat-tree":
         over["fabric.tiers"] = "auto"
+    return apply_overrides(scenario, over)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _scaling_line(
+    scenario: Scenario,
+    topology: str,
+    vendor: str,
+    gpus: tuple[int, ...],
+    scaling: str,
+    _deadline: float | None,
+    _progress: Any,
+) -> tuple[SweepPoint, ...]:
     try:
-        variant = apply_overrides(scenario, over)
+        variant = scaling_variant(scenario, topology, vendor)
     except FabricModelError as exc:
         return tuple(
             SweepPoint(n, StepResult(n, False, ()), math.nan, error=str(exc)) for n in gpus
         )
-    return tuple(sweep(variant, list(gpus), scaling=scaling))
+    points = tuple(
+        sweep(variant, list(gpus), scaling=scaling, deadline=_deadline, progress=_progress)
+    )
+    if any(p.skipped for p in points):
+        raise _CutShortError(points)
+    return points
+
+
+def scaling_line(
+    scenario: Scenario,
+    topology: str,
+    vendor: str,
+    gpus: tuple[int, ...],
+    scaling: str,
+    *,
+    deadline: float | None = None,
+    progress: Any = None,
+) -> tuple[SweepPoint, ...]:
+    """Sweep the scenario's model and plan over ``gpus`` on another topology/vendor.
+
+    See :func:`scaling_variant`. ``deadline`` (``time.monotonic()``) and ``progress``
+    (``progress(done, total)`` per size) go to :func:`fabric_model.training.sweep`; a line
+    the deadline cut short has ``skipped`` points and is not cached (the model's own caches
+    keep the sizes it did model, so the next call goes further).
+    """
+    try:
+        return _scaling_line(
+            scenario, topology, vendor, gpus, scaling, deadline, _outside_cache(progress)
+        )
+    except _CutShortError as cut:
+        return tuple(cut.value)
+
+
+#: The reason of an MoE point the time budget left unmodelled.
+MOE_SKIPPED_REASON = "not modelled: the time budget ran out before this point"
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def moe_points(
-    scenario: Scenario, topology: str, eps: tuple[int, ...], skews: tuple[float, ...]
+def _moe_points(
+    scenario: Scenario,
+    topology: str,
+    eps: tuple[int, ...],
+    skews: tuple[float, ...],
+    _deadline: float | None,
 ) -> tuple[MoePoint, ...]:
-    """MoE steps over EP degrees (at the scenario's skew) and skews (at its EP degree)."""
     out = []
     base_over: dict[str, Any] = {"fabric.topology": topology}
     if topology != "fat-tree":
         base_over["fabric.tiers"] = "auto"
+    cut = False
     for ep in eps:
         for skew in skews:
+            if _deadline is not None and time.monotonic() >= _deadline:
+                cut = True
+                step = StepResult(
+                    scenario.cluster.n_gpus, False, (Problem("parallel.ep", MOE_SKIPPED_REASON),)
+                )
+                out.append(MoePoint(topology, ep, skew, step))
+                continue
             try:
                 s = apply_overrides(
                     scenario, {**base_over, "parallel.ep": ep, "model.routing_skew": skew}
@@ -428,7 +515,28 @@ def moe_points(
                     scenario.cluster.n_gpus, False, (Problem("fabric.topology", str(exc)),)
                 )
             out.append(MoePoint(topology, ep, skew, step))
+    if cut:
+        raise _CutShortError(tuple(out))
     return tuple(out)
+
+
+def moe_points(
+    scenario: Scenario,
+    topology: str,
+    eps: tuple[int, ...],
+    skews: tuple[float, ...],
+    *,
+    deadline: float | None = None,
+) -> tuple[MoePoint, ...]:
+    """MoE steps over EP degrees (at the scenario's skew) and skews (at its EP degree).
+
+    No point starts after ``deadline`` (``time.monotonic()``): those left are infeasible
+    with :data:`MOE_SKIPPED_REASON`, and the cut-short set is not cached.
+    """
+    try:
+        return _moe_points(scenario, topology, eps, skews, deadline)
+    except _CutShortError as cut:
+        return tuple(cut.value)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)

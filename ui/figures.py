@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 from fabric_model.collectives import AlgoModel, CollectiveTime
 from fabric_model.cost import CATEGORIES, BillOfMaterials, VendorComparison
 from fabric_model.topology import Topology
+from ui.floorplan import NETWORK_COLORS, NETWORK_LABELS
 from ui.theme import (
     ALGO_COLORS,
     ALGO_LABELS,
@@ -290,8 +291,33 @@ def _stacked(
                 hovertemplate=f"%{{x}} {cat}: %{{y:,.2f}} {unit}<extra></extra>",
             )
         )
+    # the storage and management networks on top of the compute fabric's categories
+    by_network = (
+        "capex_by_network_usd" if values == "capex_by_category_usd" else "power_by_network_w"
+    )
+    others: dict[str, list[float]] = {}
+    for net in NETWORK_COLORS:
+        ys = [
+            getattr(bom, by_network).get(net, 0.0) / (bom.n_gpus if per_gpu else 1) / scale
+            for _, bom in ok
+        ]
+        if any(ys):
+            others[net] = ys
+            fig.add_trace(
+                go.Bar(
+                    name=NETWORK_LABELS[net],
+                    x=names,
+                    y=ys,
+                    marker_color=NETWORK_COLORS[net],
+                    marker_pattern_shape="/",
+                    hovertemplate=f"%{{x}} {NETWORK_LABELS[net]}: %{{y:,.2f}} {unit}"
+                    "<extra></extra>",
+                )
+            )
     totals = [
-        sum(getattr(b, values).values()) / (b.n_gpus if per_gpu else 1) / scale for _, b in ok
+        sum(getattr(b, values).values()) / (b.n_gpus if per_gpu else 1) / scale
+        + sum(ys[i] for ys in others.values())
+        for i, (_, b) in enumerate(ok)
     ]
     fig.add_trace(
         go.Scatter(

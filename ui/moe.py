@@ -8,7 +8,7 @@ size, the costliest part of the page).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from fabric_model.scenario import MODEL_SHAPES, Scenario, apply_overrides
@@ -28,6 +28,7 @@ __all__ = [
     "dense_vs_moe_lines",
     "moe_names",
     "setup",
+    "skipped",
 ]
 
 #: The MoE model shown when the sidebar's model is dense.
@@ -79,12 +80,24 @@ def setup(scenario: Scenario, name: str) -> MoeSetup:
     return MoeSetup(moe, dp, eps)
 
 
-def ep_points(moe: MoeSetup, topologies: Sequence[str]) -> list[MoePoint]:
-    """Model every EP degree on each topology, at the scenario's routing skew."""
+def ep_points(
+    moe: MoeSetup, topologies: Sequence[str], deadline: float | None = None
+) -> list[MoePoint]:
+    """Model every EP degree on each topology, at the scenario's routing skew.
+
+    No point starts after ``deadline`` (``time.monotonic()``; see :func:`skipped`).
+    """
     points: list[MoePoint] = []
     for topo in topologies:
-        points += facade.moe_points(moe.moe, topo, moe.eps, (moe.moe.model.routing_skew,))
+        points += facade.moe_points(
+            moe.moe, topo, moe.eps, (moe.moe.model.routing_skew,), deadline=deadline
+        )
     return points
+
+
+def skipped(points: Iterable[MoePoint]) -> list[MoePoint]:
+    """Return the points a deadline left unmodelled."""
+    return [p for p in points if p.step.reason.endswith(facade.MOE_SKIPPED_REASON)]
 
 
 def current_ep(moe: MoeSetup, points: Sequence[MoePoint]) -> int:
@@ -102,14 +115,18 @@ def current_ep(moe: MoeSetup, points: Sequence[MoePoint]) -> int:
     return max(moe.eps)
 
 
-def skew_points(moe: MoeSetup, ep: int, skews: Sequence[float]) -> tuple[MoePoint, ...]:
+def skew_points(
+    moe: MoeSetup, ep: int, skews: Sequence[float], deadline: float | None = None
+) -> tuple[MoePoint, ...]:
     """Model the sidebar's topology at EP degree ``ep`` for each routing skew (sorted)."""
     s = apply_overrides(moe.moe, {"parallel.ep": ep})
-    return facade.moe_points(s, s.fabric.topology, (ep,), tuple(sorted(skews or [1.0])))
+    return facade.moe_points(
+        s, s.fabric.topology, (ep,), tuple(sorted(skews or [1.0])), deadline=deadline
+    )
 
 
 def dense_vs_moe_lines(
-    scenario: Scenario, moe: MoeSetup, ep: int
+    scenario: Scenario, moe: MoeSetup, ep: int, deadline: float | None = None
 ) -> dict[str, tuple[SweepPoint, ...]]:
     """Weak scaling of the dense model and the MoE one (at EP ``ep``) on the sidebar's fabric.
 
@@ -126,9 +143,9 @@ def dense_vs_moe_lines(
     f = scenario.fabric
     return {
         f"dense: {dense.model.name}": facade.scaling_line(
-            dense, f.topology, f.vendor, gpus, "weak"
+            dense, f.topology, f.vendor, gpus, "weak", deadline=deadline
         ),
         f"MoE: {moe.moe.model.name} (EP{ep})": facade.scaling_line(
-            moe_ep, f.topology, f.vendor, gpus, "weak"
+            moe_ep, f.topology, f.vendor, gpus, "weak", deadline=deadline
         ),
     }

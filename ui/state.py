@@ -14,13 +14,21 @@ them with :func:`write_page_params` after the sidebar ran.
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
 from fabric_model.catalog import load_catalog
-from fabric_model.errors import FabricModelError, ScenarioError, ScenarioFileError
+from fabric_model.errors import (
+    SHOWN_VALUE_CHARS,
+    FabricModelError,
+    ScenarioError,
+    ScenarioFileError,
+    shown_value,
+)
 from fabric_model.presets import DEFAULT_PRESET, list_presets, load_preset
 from fabric_model.scenario import (
     MAX_SCENARIO_BYTES,
@@ -42,9 +50,14 @@ __all__ = [
     "PAGE_PARAM_PREFIXES",
     "SIDEBAR_KEYS",
     "ScenarioState",
+    "UrlScenario",
     "apply_scenario",
+    "cli_command",
+    "one_value_each",
     "page_params",
     "read_scenario_file",
+    "read_url",
+    "shown_name",
     "sidebar_scenario",
     "url_value",
     "write_page_params",
@@ -138,40 +151,121 @@ def _on_gpu_change() -> None:
     values["cluster.nvlink_domain"] = server.nvlink_domain
 
 
+def shown_name(name: str) -> str:
+    """Return a URL parameter's name for a message (a very long one cut to its start)."""
+    return name if len(name) <= SHOWN_VALUE_CHARS else shown_value(name)
+
+
+def one_value_each(params: Mapping[str, Sequence[str]]) -> tuple[dict[str, str], list[str]]:
+    """Return one value per URL parameter (``name -> values`` as given) and messages.
+
+    A parameter given more than once with different values is ambiguous: it gets one message
+    and is left out (the app never guesses which one was meant).
+    """
+    out, errors = {}, []
+    for name, values in params.items():
+        if len(set(values)) > 1:
+            shown = ", ".join(shown_value(v) for v in values[:4]) + ", ..." * (len(values) > 4)
+            errors.append(
+                f"URL parameter {shown_name(name)} is given {len(values)} times ({shown}): "
+                "give it once - ignored"
+            )
+        elif values:
+            out[name] = values[-1]
+    return out, errors
+
+
+def _url_params(keep: Callable[[str], bool]) -> tuple[dict[str, str], list[str]]:
+    """:func:`one_value_each` of the URL parameters whose name passes ``keep``."""
+    return one_value_each(
+        {k: st.query_params.get_all(k) for k in st.query_params.keys() if keep(k)}
+    )
+
+
+def _apply_in_any_order(
+    scenario: Scenario, values: dict[str, Any]
+) -> tuple[Scenario, dict[str, FabricModelError]]:
+    """Apply URL values together, else one at a time until none more applies.
+
+    Keys checked against each other (``cluster.n_gpus`` a multiple of
+    ``cluster.gpus_per_node``) may come in any order in a URL, and each intermediate scenario
+    is validated; the keys that never apply come back with their error.
+    """
+    try:
+        return apply_overrides(scenario, values), {}
+    except FabricModelError:
+        pass
+    pending, refused = dict(values), {}
+    while pending:
+        refused = {}
+        for key, raw in list(pending.items()):
+            try:
+                scenario = apply_overrides(scenario, {key: raw})
+            except FabricModelError as exc:
+                refused[key] = exc
+                continue
+            del pending[key]
+        if len(refused) == len(pending):  # nothing more applies
+            break
+    return scenario, refused
+
+
+@dataclass(frozen=True)
+class UrlScenario:
+    """What the sidebar reads from a URL: the preset, the scenario, keys without a widget."""
+
+    preset: str
+    scenario: Scenario
+    extra: dict[str, Any]
+    errors: tuple[str, ...]
+
+
+def read_url(params: Mapping[str, Sequence[str]]) -> UrlScenario:
+    """Read the sidebar's URL parameters (``name -> values``; page parameters left out).
+
+    Each bad parameter gets one message naming it and what is allowed, and is ignored: the
+    preset's value stands, nothing is clamped.
+    """
+    one, errors = one_value_each(params)
+    preset = one.pop("preset", DEFAULT_PRESET)
+    try:
+        scenario = load_preset(preset)
+    except ScenarioError as exc:  # unknown, or renamed (the message says why)
+        errors.append(f"URL parameter {exc}; showing {DEFAULT_PRESET}")
+        preset = DEFAULT_PRESET
+        scenario = load_preset(preset)
+    values: dict[str, Any] = {}
+    for key, raw in one.items():
+        try:
+            coerce_value(key, raw)
+        except FabricModelError as exc:
+            errors.append(f"URL parameter {exc} - ignored, the preset's value is used")
+            continue
+        values[key] = raw
+    scenario, refused = _apply_in_any_order(scenario, values)
+    errors += [
+        f"URL parameter {exc} - ignored, the preset's value is used" for exc in refused.values()
+    ]
+    extra = {k: v for k, v in values.items() if k not in refused and k not in SIDEBAR_KEYS}
+    return UrlScenario(preset, scenario, extra, tuple(errors))
+
+
 def _read_url_once() -> None:
     """First run of a session: seed the widgets from the URL, reporting bad parameters."""
     if st.session_state.get("url_read"):
         return
     st.session_state["url_read"] = True
-    params = {
-        k: st.query_params.get_all(k)[-1]
-        for k in st.query_params.keys()
-        if not k.startswith(PAGE_PARAM_PREFIXES)
-    }  # the pages read their own
-    preset = params.pop("preset", DEFAULT_PRESET)
-    try:
-        scenario = load_preset(preset)
-    except ScenarioError as exc:  # unknown, or renamed (the message says why)
-        st.session_state.setdefault("url_errors", []).append(
-            f"URL parameter {exc}; showing {DEFAULT_PRESET}"
-        )
-        preset = DEFAULT_PRESET
-        scenario = load_preset(preset)
-    extra: dict[str, Any] = {}
-    errors = []
-    for key, raw in params.items():
-        try:
-            coerce_value(key, raw)
-            scenario = apply_overrides(scenario, {key: raw})
-        except FabricModelError as exc:
-            errors.append(f"URL parameter {exc} - ignored, the preset's value is used")
-            continue
-        if key not in SIDEBAR_KEYS:
-            extra[key] = raw
-    st.session_state.setdefault("url_errors", []).extend(errors)
-    st.session_state[_PRESET_VALUE] = preset
-    st.session_state[_EXTRA] = extra
-    _set_widgets(scenario)
+    read = read_url(  # the pages read their own parameters
+        {
+            k: st.query_params.get_all(k)
+            for k in st.query_params.keys()
+            if not k.startswith(PAGE_PARAM_PREFIXES)
+        }
+    )
+    st.session_state.setdefault("url_errors", []).extend(read.errors)
+    st.session_state[_PRESET_VALUE] = read.preset
+    st.session_state[_EXTRA] = read.extra
+    _set_widgets(read.scenario)
 
 
 def _write_url(preset: str, scenario: Scenario) -> None:
@@ -206,10 +300,26 @@ def write_page_params(prefix: str, params: dict[str, str]) -> None:
 
 
 def page_params(prefix: str) -> dict[str, str]:
-    """Return the URL parameters that start with a page's ``prefix`` (last value each)."""
-    return {
-        k: st.query_params.get_all(k)[-1] for k in st.query_params.keys() if k.startswith(prefix)
-    }
+    """Return the URL parameters that start with a page's ``prefix``.
+
+    A parameter given more than once with different values gets one ``st.error`` and is left
+    out.
+    """
+    params, errors = _url_params(lambda k: k.startswith(prefix))
+    for message in errors:
+        st.error(message)
+    return params
+
+
+def cli_command(verb: str, preset: str, scenario: Scenario, *args: str) -> str:
+    """Return the command line that runs ``verb`` on ``scenario``: the preset and what differs.
+
+    As the URL carries it (a named model implies its shape keys), so the line stays short.
+    """
+    from ui.compare import scenario_diff  # ui.compare reads this module's URL helpers
+
+    sets = [i for k, v in scenario_diff(scenario, preset).items() for i in ("--set", f"{k}={v}")]
+    return "python -m fabric_model " + shlex.join([verb, *args, "--preset", preset, *sets])
 
 
 def url_value(value: Any) -> str:

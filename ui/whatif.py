@@ -399,7 +399,9 @@ def _plane_controls(baseline: Scenario, common: Any) -> None:
     )
     spec = field_spec("what_if.degraded_plane_factor")
     step = float(spec.step or 0.05)
-    now = float(overrides().get("what_if.degraded_plane_factor", 1.0))
+    now = float(
+        overrides().get("what_if.degraded_plane_factor", baseline.what_if.degraded_plane_factor)
+    )
     row3[1].slider(
         "Degraded plane rate (fraction)",
         min_value=min(step, now),

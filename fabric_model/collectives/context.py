@@ -18,9 +18,10 @@ import yaml
 
 from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.design import Hardware, resolve_hardware, topology_request
+from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet, solve_maxmin
 from fabric_model.resources import asset
-from fabric_model.routing import degraded_capacities, route
+from fabric_model.routing import POLICIES, degraded_capacities, route
 from fabric_model.scenario import Scenario
 from fabric_model.topology import Topology, build_topology_from_request
 from fabric_model.topology.planes import failed_switch_capacities, plane_share
@@ -129,6 +130,14 @@ class FabricContext:
         cat = catalog or load_catalog()
         hw = resolve_hardware(scenario, cat)
         topo = build_topology_from_request(scenario.fabric.topology, topology_request(scenario, hw))
+        allowed = POLICIES.get(topo.family)
+        if allowed is not None and hw.routing not in allowed:
+            # refused with the fabric, not at the first routed pattern: every collective of
+            # the design would route with it
+            raise InfeasibleDesignError(
+                "fabric.routing",
+                f"a {topo.family} routes with {', '.join(allowed)} (or auto); got {hw.routing!r}",
+            )
         constants = nccl_constants()
         if not hw.vendor.lossless:  # lossy spraying transport: its own goodput fraction
             constants = {**constants, "net_efficiency": constants["net_efficiency_lossy"]}

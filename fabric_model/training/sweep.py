@@ -64,6 +64,7 @@ __all__ = [
     "CP_MIN_TOKENS",
     "MICRO_BATCHES",
     "SCALING_MODES",
+    "SKIPPED_REASON",
     "PlanCandidate",
     "PlanSearch",
     "SweepPoint",
@@ -77,6 +78,8 @@ __all__ = [
 ]
 
 SCALING_MODES = ("weak", "strong")
+#: The reason of a sweep point the deadline left unmodelled.
+SKIPPED_REASON = "not modelled: the time budget ran out before this size"
 MapFn = Callable[[Callable[[Scenario], Any], Iterable[Scenario]], Iterator[Any]]
 Progress = Callable[[int, int], None]
 
@@ -90,6 +93,9 @@ class SweepPoint:
     network_capex_usd: float
     scaling_efficiency: float = math.nan
     error: str = ""
+    #: Not modelled: the sweep's ``deadline`` passed before this size's turn
+    #: (:data:`SKIPPED_REASON` is its ``error``).
+    skipped: bool = False
 
     @property
     def feasible(self) -> bool:
@@ -185,6 +191,14 @@ def sweep_scenarios(
     return out
 
 
+def _until(items: Sequence[Scenario], deadline: float | None) -> Iterator[Scenario]:
+    """Yield ``items`` while ``time.monotonic()`` is before ``deadline`` (all when None)."""
+    for item in items:
+        if deadline is not None and time.monotonic() >= deadline:
+            return
+        yield item
+
+
 def sweep(
     scenario: Scenario,
     gpus: Sequence[int],
@@ -192,15 +206,32 @@ def sweep(
     scaling: str = "weak",
     map_fn: MapFn = map,
     progress: Progress | None = None,
+    deadline: float | None = None,
 ) -> list[SweepPoint]:
-    """Evaluate ``scenario`` at each GPU count (see the module docstring)."""
+    """Evaluate ``scenario`` at each GPU count (see the module docstring).
+
+    With ``deadline`` (a ``time.monotonic()`` value) no size starts after it: the sizes left
+    come back ``skipped`` (:data:`SKIPPED_REASON`), so a caller with a time budget shows what
+    was modelled. The builtin ``map`` checks before each size; a pool's ``map`` takes every
+    size at once, so the deadline only stops what has not been handed out.
+    """
     points = sweep_scenarios(scenario, gpus, scaling)
     todo = [p for p in points if isinstance(p, Scenario)]
     results: list[SweepPoint] = []
-    for i, res in enumerate(map_fn(evaluate_point, todo)):
+    for i, res in enumerate(map_fn(evaluate_point, _until(todo, deadline))):
         results.append(res)
         if progress:
             progress(i + 1, len(todo))
+    results += [
+        SweepPoint(
+            p.cluster.n_gpus,
+            StepResult(p.cluster.n_gpus, False, ()),
+            math.nan,
+            error=SKIPPED_REASON,
+            skipped=True,
+        )
+        for p in todo[len(results) :]
+    ]
     done = iter(results)
     out = []
     for n, p in zip(gpus, points, strict=True):
@@ -301,6 +332,8 @@ class PlanSearch:
         was scaled down for the rest of the search).
     time_s : float
         Wall time of the search, s.
+    timed_out : bool
+        True when the ``deadline`` stopped the search (then ``exact`` is False too).
     """
 
     plans: tuple[PlanCandidate, ...]
@@ -312,6 +345,7 @@ class PlanSearch:
     exact: bool
     bound_slack: dict[str, float]
     time_s: float
+    timed_out: bool = False
 
 
 def _divisors(n: int) -> list[int]:
@@ -790,6 +824,7 @@ def plan_search(
     progress: Progress | None = None,
     max_evaluations: int | None = None,
     tight: bool = False,
+    deadline: float | None = None,
 ) -> PlanSearch:
     """Find the fastest feasible plans of :func:`plan_space` by branch and bound.
 
@@ -812,6 +847,9 @@ def plan_search(
         Also admit plans whose memory is tight (the estimate's uncertainty spans the
         capacity: the step runs them, with a warning). Off by default: a recommended plan
         should fit with the uncertainty to spare.
+    deadline : float, optional
+        A ``time.monotonic()`` value: no batch of plans starts after it (the result is then
+        the best found so far, not exact, ``timed_out``).
 
     Returns
     -------
@@ -870,7 +908,11 @@ def plan_search(
         slack[term] = actual / lb
         return True
 
+    timed_out = False
     while pos < len(order):
+        if deadline is not None and time.monotonic() >= deadline:
+            timed_out, exact = True, False
+            break
         todo: list[tuple[int, dict[str, Any], Scenario]] = []
         loosened = False
         while pos < len(order) and len(todo) < batch and bounds[order[pos]] < stop_s():
@@ -945,6 +987,7 @@ def plan_search(
         exact=exact,
         bound_slack=slack,
         time_s=time.perf_counter() - t0,
+        timed_out=timed_out,
     )
 
 

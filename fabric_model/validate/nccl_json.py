@@ -160,6 +160,10 @@ def _load(text: str) -> dict[str, Any]:
                 "stopped before closing its -J file"
             ) from None
         raise NcclLogError(f"not valid JSON: {exc.msg} ({where})") from None
+    except RecursionError:  # thousands of nested brackets: no -J file looks like that
+        raise NcclLogError(
+            "not an nccl-tests -J file: its JSON is nested too deeply to read"
+        ) from None
     if not isinstance(data, dict):
         raise NcclLogError(
             f"the JSON is a {type(data).__name__}, not an object; is this the -J file of "
