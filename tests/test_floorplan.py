@@ -241,3 +241,18 @@ def test_cli_bad_facility_input_is_one_line(setting: str, words: str) -> None:
     out = _cli("bom", "--set", setting)
     assert out.returncode == 2
     assert len(out.stderr.strip().splitlines()) == 1 and words in out.stderr
+
+
+def test_sweep_capex_follows_the_facility_keys() -> None:
+    # the sweep caches a point's capex; the floor plan's lengths change the media (on the
+    # dragonfly+ preset adjacent network racks put leaf-spine runs on copper), so the cache
+    # key must carry the facility section
+    from fabric_model.training.step import StepResult
+    from fabric_model.training.sweep import _network_capex_usd
+
+    floor = load_preset("dragonfly-plus-16k")
+    keys = apply_overrides(floor, {"facility.cable_lengths": "keys"})
+    unplanned = StepResult(floor.cluster.n_gpus, False, ())
+    got = [_network_capex_usd(s, unplanned) for s in (floor, keys)]
+    assert got == [bill_of_materials(floor).capex_usd, bill_of_materials(keys).capex_usd]
+    assert got[0] < got[1]

@@ -128,8 +128,9 @@ class SweepPoint:
         }
 
 
-#: Network capex per (cluster, fabric, costs): a sweep point's price does not depend on the
-#: model or the plan, so re-sweeping another model costs no bill of materials.
+#: Network capex per (cluster, fabric, costs, facility): a sweep point's price does not depend
+#: on the model or the plan, so re-sweeping another model costs no bill of materials (the
+#: facility's floor plan sets the cable lengths, hence the media and their prices).
 _CAPEX: OrderedDict[tuple[Any, ...], float] = OrderedDict()
 _CAPEX_SIZE = 512
 #: Guards every look-up and insertion of :data:`_CAPEX` (threads of one process, e.g. a
@@ -138,7 +139,7 @@ _CAPEX_LOCK = threading.Lock()
 
 
 def _network_capex_usd(scenario: Scenario, step: StepResult) -> float:
-    key = (scenario.cluster, scenario.fabric, scenario.costs)
+    key = (scenario.cluster, scenario.fabric, scenario.costs, scenario.facility)
     with _CAPEX_LOCK:
         if key in _CAPEX:
             _CAPEX.move_to_end(key)
