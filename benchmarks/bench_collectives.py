@@ -5,10 +5,17 @@ cold call (topology, routing and solve) and of the warm evaluation of 20 sizes f
 already solved model (what the dashboard's cache serves), plus the busbw at 1 GiB.
 Targets (ARCHITECTURE.md section 5): one curve under 100 ms warm up to 16,384 GPUs and
 under 1 s at 131,072.
+
+``--million`` times instead the 1,048,576-GPU designs that build (issue 17): each curve in a
+fresh interpreter (so the cold time includes imports and numba's cached kernels, as the
+command line pays them) with the process's peak RSS; target a few seconds per curve.
 """
 
 from __future__ import annotations
 
+import json
+import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,7 +46,119 @@ CASES = (
 )
 
 
+#: 1,048,576-GPU designs that build (``python -m fabric_model bom`` finds them): B300 (PCIe
+#: Gen6 feeds 800G), 8 planes of 100G on Tomahawk 5 (3 tiers per plane), one 200G plane on
+#: SN5600 (radix 256: 3 tiers), dragonfly+ on Quantum-X800, rail-only over 8 planes.
+MILLION = 1_048_576
+MILLION_CASES: tuple[tuple[str, dict[str, object], tuple[tuple[str, str], ...]], ...] = (
+    (
+        "fat-tree lossy-ethernet 800G, 8 planes",
+        {"fabric.vendor": "lossy-ethernet", "fabric.link_gbps": 800, "fabric.planes": 8},
+        (("allreduce", "auto"), ("alltoall", "direct"), ("alltoall", "hierarchical")),
+    ),
+    (
+        "fat-tree spectrum-x 200G, 1 plane",
+        {"fabric.vendor": "spectrum-x", "fabric.link_gbps": 200},
+        (("allreduce", "auto"), ("alltoall", "direct"), ("alltoall", "hierarchical")),
+    ),
+    (
+        "dragonfly-plus infiniband 800G",
+        {
+            "fabric.vendor": "infiniband",
+            "fabric.link_gbps": 800,
+            "fabric.topology": "dragonfly-plus",
+        },
+        (("allreduce", "auto"), ("alltoall", "direct"), ("alltoall", "hierarchical")),
+    ),
+    (
+        "rail-only lossy-ethernet 800G, 8 planes",
+        {
+            "fabric.vendor": "lossy-ethernet",
+            "fabric.link_gbps": 800,
+            "fabric.planes": 8,
+            "fabric.topology": "rail-only",
+        },
+        (("allreduce", "auto"), ("alltoall", "hierarchical")),
+    ),
+)
+
+
+def _one_curve(overrides: dict[str, object], op: str, algo: str) -> dict[str, object]:
+    """Time one cold curve in this process (the child of :func:`million`)."""
+    t0 = time.perf_counter()
+    s = apply_overrides(Scenario(), {"cluster.n_gpus": MILLION, "cluster.gpu": "b300", **overrides})
+    try:
+        ctx = FabricContext.from_scenario(s)
+        models = algo_models(ctx, op, algo)
+        curve = times_from_models(models, SIZES, algo)
+        out: dict[str, object] = {"cold_s": time.perf_counter() - t0}
+        at_2g = next(r for r in curve if r.size_bytes == 2**31)
+        out.update(
+            busbw_2G_GBps=at_2g.busbw_GBps,
+            algo_2G=f"{at_2g.algo}/{at_2g.proto}",
+            plateau_GBps=max(m.busbw_Bps for m in models) / 1e9,
+        )
+    except (FabricModelError, NotImplementedError) as exc:
+        out = {"cold_s": time.perf_counter() - t0, "note": str(exc)[:70]}
+    out["rss_MB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def million() -> None:
+    """Print the 1,048,576-GPU curves, one fresh interpreter per curve (cold, peak RSS)."""
+    rows = []
+    for design, overrides, runs in MILLION_CASES:
+        for op, algo in runs:
+            t0 = time.perf_counter()
+            proc = subprocess.run(
+                [sys.executable, __file__, "--one", json.dumps([overrides, op, algo])],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            wall = time.perf_counter() - t0
+            res = json.loads(proc.stdout.strip().splitlines()[-1])
+            rows.append(
+                {
+                    "design": design,
+                    "op": f"{op} {algo}",
+                    "process_s": round(wall, 2),
+                    "curve_s": round(float(res["cold_s"]), 2),
+                    "rss_MB": round(float(res["rss_MB"])),
+                    "busbw_2G_GBps": round(float(res.get("busbw_2G_GBps", 0.0)), 1),
+                    "algo_2G": res.get("algo_2G", ""),
+                    "plateau_GBps": round(float(res.get("plateau_GBps", 0.0)), 1),
+                    "note": res.get("note", ""),
+                }
+            )
+    print(
+        f"1,048,576 GPUs (B300): {len(SIZES)} sizes per curve, each in a fresh interpreter "
+        "(process = whole run; curve = build + route + solve + 20 sizes; plateau = the\n"
+        "bandwidth-bound busbw of the best candidate; the all-to-all at 2 GiB is latency-bound:\n"
+        "1,048,575 peers x NCCL's per-peer cost)"
+    )
+    cols = [
+        "design",
+        "op",
+        "process_s",
+        "curve_s",
+        "rss_MB",
+        "busbw_2G_GBps",
+        "algo_2G",
+        "plateau_GBps",
+        "note",
+    ]
+    print(format_table(rows, cols))
+
+
 def main() -> None:
+    if "--one" in sys.argv:  # a child of million(): one curve, its figures as JSON
+        overrides, op, algo = json.loads(sys.argv[sys.argv.index("--one") + 1])
+        print(json.dumps(_one_curve(overrides, op, algo)))
+        return
+    if "--million" in sys.argv:
+        million()
+        return
     rows = []
     for topo, vendor, gbps, n in CASES:
         for op, algo in (("allreduce", "auto"), ("alltoall", "hierarchical")):

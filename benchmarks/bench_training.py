@@ -4,6 +4,8 @@ Usage: ``python benchmarks/bench_training.py [--workers N] [--search-only]``
 
 - one step of the default scenario and of the 98K-GPU Colossus-like preset, first call
   (builds the fabric and solves each dimension's patterns) and repeated (cached);
+- a cold point on a built fabric: new plans (new rank layouts, so new communicators and
+  solves) on the default scenario's already-built fabric, first call each;
 - the full sweep of the issue's target: 8 to 131,072 GPUs in powers of two x 3 topologies
   (fat-tree, rail-only, dragonfly+) x 2 vendors (InfiniBand, Spectrum-X), cold (fresh
   process caches) and warm (the same sweep again, e.g. after changing only the model);
@@ -63,6 +65,8 @@ SEARCHES = [
         "gb200-nvl72-ndr",
         {"model.name": "deepseek-v3"},
     ),
+    ("Llama 3 405B, meta-24k-roce (RoCE, ECMP x 5 seeds)", "meta-24k-roce", {}),
+    ("Llama 3 70B, torus-3d-4k (4,096 H100)", "torus-3d-4k", {}),
 ]
 
 
@@ -111,6 +115,22 @@ def main() -> None:
         cold = _time(lambda s=s: training_step(s))
         warm = _time(lambda s=s: training_step(s), repeat=20)
         print(f"  {label:<48} cold {cold * 1e3:8.1f} ms   warm {warm * 1e3:6.2f} ms")
+    clear_caches()
+    training_step(Scenario())  # the fabric is built
+    plans = [
+        {"parallel.tp": 4, "parallel.pp": 8},
+        {"parallel.tp": 8, "parallel.pp": 2, "parallel.cp": 2},
+        {"parallel.tp": 2, "parallel.pp": 8, "training.micro_batch": 2},
+        {"model.name": "llama3-8b", "parallel.tp": 2, "parallel.pp": 1},
+    ]
+    times = [
+        _time(lambda p=p: training_step(apply_overrides(Scenario(), {**p, "parallel.dp": "auto"})))
+        for p in plans
+    ]
+    print(
+        f"  new plan on the built default fabric (first call each, {len(plans)} plans): "
+        f"{min(times) * 1e3:.1f}-{max(times) * 1e3:.1f} ms"
+    )
 
     base = apply_overrides(Scenario(), {"training.recompute": "full"})
     scenarios = [

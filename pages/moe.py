@@ -138,7 +138,11 @@ def moe_view() -> None:
                     scenario, moe, ep_now, time.monotonic() + facade.COMPUTE_BUDGET_S
                 )
             if any(p.skipped for line in lines.values() for p in line):
-                sizes = [n for n in facade.SCALING_SIZES if n >= moe_page.SWEEP_MIN_GPUS]
+                sizes = [
+                    n
+                    for n in facade.SCALING_SIZES
+                    if moe_page.SWEEP_MIN_GPUS <= n <= facade.MOE_SWEEP_MAX_GPUS
+                ]
                 command = cli_command(
                     "sweep",
                     current_preset() or DEFAULT_PRESET,

@@ -174,14 +174,14 @@ def test_symmetry_equals_the_full_class_solve(kw, rail, monkeypatch):
     # the bottleneck name is not compared: leaf-up and leaf-down bundles saturate together
 
 
-def test_a_partial_dragonfly_group_falls_back_to_every_class(monkeypatch):
+def test_a_partial_dragonfly_group_is_solved_by_group(monkeypatch):
     ctx = ctx_of(
         fabric__topology="dragonfly-plus", cluster__n_gpus=4096, fabric__oversubscription=3
-    )  # 88 leaves: the third group has 24 of 32
+    )  # 88 leaves: the third group has 24 of 32 (more in tests/test_symmetry_fat_tree.py)
     sym, n_sym = ctx.solve_all_to_all(_components(ctx, False))
     monkeypatch.setattr(symmetry, "ENABLED", False)
     full, n_full = ctx.solve_all_to_all(_components(ctx, False))
-    assert n_sym == n_full and sym.rate_Bps == full.rate_Bps
+    assert n_sym < n_full and sym.rate_Bps == pytest.approx(full.rate_Bps, rel=1e-9)
 
 
 @pytest.mark.parametrize("n", [16384, 65536, 131072])
@@ -212,7 +212,15 @@ def test_torus_alltoall_is_the_bisection_bound(n):
 def test_a_refused_alltoall_names_the_model_limit_and_the_bound():
     with pytest.raises(AlgorithmUnavailableError) as e:
         collective(
-            sc(cluster__n_gpus=131072, fabric__vendor="spectrum-x"), "alltoall", "direct", [GIB]
+            # a degraded NIC breaks the symmetry: every class of 2,049 groups
+            sc(
+                cluster__n_gpus=131072,
+                fabric__vendor="spectrum-x",
+                what_if__degraded_link_factor=0.5,
+            ),
+            "alltoall",
+            "direct",
+            [GIB],
         )
     text = str(e.value)
     assert "more flow classes than this model version solves" in text

@@ -46,6 +46,7 @@ __all__ = [
     "EFFECT_CASES",
     "EFFECT_SIZE_BYTES",
     "MOE_SKIPPED_REASON",
+    "MOE_SWEEP_MAX_GPUS",
     "OP_ALGORITHMS",
     "SCALING_SIZES",
     "SUMMARY_SIZES",
@@ -376,7 +377,11 @@ def collective_summary(scenario: Scenario) -> CollectiveSummary:
 # --------------------------------------------------------------------------- training
 
 #: Cluster sizes the Scaling page offers: powers of two, 8 to 131,072.
-SCALING_SIZES = tuple(2**i for i in range(3, 18))
+#: The Scaling page's GPU counts, 8 to 1,048,576 (issue 17: designs beyond 131,072 build on
+#: multi-plane fat-trees and dragonfly+; the page's default range stops at 131,072).
+SCALING_SIZES = tuple(2**i for i in range(3, 21))
+#: The MoE page's dense-vs-MoE sweep sizes: up to 131,072 (its expert all-to-all per size).
+MOE_SWEEP_MAX_GPUS = 131_072
 
 
 @st.cache_resource(max_entries=128, show_spinner=False)

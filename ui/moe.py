@@ -138,7 +138,9 @@ def dense_vs_moe_lines(
         if scenario.model.kind == "moe"
         else scenario
     )
-    gpus = tuple(n for n in facade.SCALING_SIZES if n >= SWEEP_MIN_GPUS)
+    gpus = tuple(
+        n for n in facade.SCALING_SIZES if SWEEP_MIN_GPUS <= n <= facade.MOE_SWEEP_MAX_GPUS
+    )
     moe_ep = apply_overrides(moe.moe, {"parallel.ep": ep})
     f = scenario.fabric
     return {

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 
 from fabric_model.catalog import Catalog
-from fabric_model.collectives.algorithms import MODELS
+from fabric_model.collectives.algorithms import MODELS, ModelLimitError
 from fabric_model.collectives.context import FabricContext, nccl_constants
 from fabric_model.collectives.model import (
     ALGOS,
@@ -33,10 +33,12 @@ __all__ = [
     "AlgorithmUnavailableError",
     "CollectiveTime",
     "FabricContext",
+    "ModelLimitError",
     "algo_models",
     "collective",
     "nccl_constants",
     "times_from_models",
+    "unavailable_message",
 ]
 
 #: Algorithms ``auto`` considers per operation (SHARP only when ``fabric.sharp`` is on).
@@ -56,7 +58,10 @@ def algo_models(ctx: FabricContext, op: str, algo: str) -> list[AlgoModel]:
     ScenarioError
         Unknown ``op`` or ``algo``.
     AlgorithmUnavailableError
-        An explicitly requested algorithm that cannot run here (the message says why).
+        An explicitly requested algorithm that cannot run here (the message says why), or
+        ``auto`` with no candidate that can: one message with each candidate's reason, a
+        limit of the model (:class:`ModelLimitError`) told apart from what the design cannot
+        run.
     """
     if op not in OPS:
         raise ScenarioError("op", op, "must be one of " + ", ".join(OPS))
@@ -68,7 +73,7 @@ def algo_models(ctx: FabricContext, op: str, algo: str) -> list[AlgoModel]:
         )
     if algo != "auto":
         return [MODELS[algo](ctx, op)]
-    out = []
+    out, reasons = [], []
     for name in AUTO_CANDIDATES[op]:
         if name == "sharp" and not ctx.scenario.fabric.sharp:
             continue
@@ -76,9 +81,34 @@ def algo_models(ctx: FabricContext, op: str, algo: str) -> list[AlgoModel]:
             continue
         try:
             out.append(MODELS[name](ctx, op))
-        except AlgorithmUnavailableError:
-            continue
+        except AlgorithmUnavailableError as exc:
+            reasons.append((name, exc))
+    if not out:
+        raise AlgorithmUnavailableError(unavailable_message(op, reasons))
     return out
+
+
+def unavailable_message(op: str, reasons: Sequence[tuple[str, Exception]]) -> str:
+    """One line saying why no ``auto`` candidate runs ``op``: each candidate and its reason.
+
+    A :class:`ModelLimitError` is called a limit of the model (the collective runs on the
+    design; this model version cannot solve it), any other reason what the design cannot run.
+    """
+    if not reasons:
+        return f"no algorithm can run {op} on this design"
+    limits = [isinstance(exc, ModelLimitError) for _, exc in reasons]
+    why = (
+        "a limit of the model, not of the design"
+        if all(limits)
+        else "the design cannot run it"
+        if not any(limits)
+        else "limits of the model and of the design"
+    )
+    parts = [
+        f"{name} ({'model limit' if limit else 'cannot run here'}: {exc})"
+        for (name, exc), limit in zip(reasons, limits, strict=True)
+    ]
+    return f"no algorithm of auto can run {op} ({why}): " + "; ".join(parts)
 
 
 def times_from_models(

@@ -40,7 +40,15 @@ from fabric_model.collectives import switchless
 from fabric_model.collectives.context import FabricContext, PatternResult
 from fabric_model.collectives.model import AlgoModel, AlgorithmUnavailableError, bus_factor
 
-__all__ = ["ALLTOALL_MAX_CONNECTIONS", "MODELS"]
+__all__ = ["ALLTOALL_MAX_CONNECTIONS", "MODELS", "ModelLimitError"]
+
+
+class ModelLimitError(AlgorithmUnavailableError):
+    """The algorithm runs on this design, but this model version cannot solve it.
+
+    The message says why and gives the closed-form bounds.
+    """
+
 
 #: All-to-all is solved per connection up to this many concurrent flows (connections, times
 #: the queue pairs ECMP hashes separately), and by flow classes (uniform traffic, see
@@ -561,7 +569,7 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
             # (half of a uniform all-to-all crosses the bisection: busbw <= 4 B_bis / N)
             bis_GBps = 4.0 * ctx.topology.bisection_GBps / n
             nic_GBps = ctx.nics * ctx.nic_Bps / 1e9
-            raise AlgorithmUnavailableError(
+            raise ModelLimitError(
                 f"{name} all-to-all on {n:,} GPUs: {exc} is more flow classes than this model "
                 f"version solves (a limit of the model, not of the design: an all-to-all always "
                 f"runs). Closed-form bounds per GPU: bisection 4 B_bis / N = {bis_GBps:,.2f} "

@@ -10,17 +10,16 @@ pattern once; every message size reuses it (the phases of a ring repeat the same
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property, lru_cache, partial
 from typing import Any
 
 import numpy as np
-import yaml
 
 from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.design import Hardware, resolve_hardware, topology_request
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet, solve_maxmin
-from fabric_model.resources import asset
+from fabric_model.resources import asset, load_yaml
 from fabric_model.routing import POLICIES, degraded_capacities, route
 from fabric_model.scenario import Scenario
 from fabric_model.topology import Topology, build_topology_from_request
@@ -51,8 +50,30 @@ CLASS_FAMILIES = ("fat-tree", "rail-only", "dragonfly-plus")
 @lru_cache(maxsize=1)
 def nccl_constants() -> dict[str, Any]:
     """Load the versioned NCCL-like constants (``assets/nccl_constants.yaml``)."""
-    data: dict[str, Any] = yaml.safe_load(CONSTANTS_PATH.read_text(encoding="utf-8"))
+    data: dict[str, Any] = load_yaml(CONSTANTS_PATH)
     return data
+
+
+def _link_name(rf: Any, link: int) -> str:
+    """Name of the class of link ``link`` of a routed pattern (``nic`` when it has none)."""
+    cls = int(rf.link_class[link]) if link >= 0 else -1
+    return str(rf.class_names[cls]) if 0 <= cls < len(rf.class_names) else "nic"
+
+
+def _slowest(
+    flows: FlowSet,
+    capacity_Bps: np.ndarray,
+    flow_fraction: np.ndarray,
+    name: Any,
+    need_name: bool = True,
+) -> tuple[float, str] | None:
+    """Return the slowest connection's rate and bottleneck name, or None (solve in full).
+
+    See :mod:`fabric_model.collectives.first_round` (imported here: it builds on this module).
+    """
+    from fabric_model.collectives.first_round import slowest
+
+    return slowest(flows, capacity_Bps, flow_fraction, name, need_name)
 
 
 def same_domain_group_pairs(group: np.ndarray, domain: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -438,15 +459,23 @@ class FabricContext:
         cached = self._solved.get(key)
         if cached is not None:
             return cached
+        # views on the key's bytes: a result that solves its mean later keeps no extra copy
+        src, dst = np.frombuffer(key[0], np.int64), np.frombuffer(key[1], np.int64)
         result = None
-        if demand is None and np.asarray(src).size >= CLASS_MIN_CONNECTIONS:
-            result = self._solve_by_class(np.asarray(src, np.int64), np.asarray(dst, np.int64))
+        if demand is None and src.size >= CLASS_MIN_CONNECTIONS:
+            result = self._solve_by_class(src, dst)
+        if result is None and demand is None:  # k copies over NIC slots: one (symmetry.py)
+            from fabric_model.collectives import symmetry
+
+            result = symmetry.solve_slot_copies(self, src, dst)
         if result is None:
             result = self._solve(src, dst, demand)
         self._solved[key] = result
         return result
 
-    def _solve_by_class(self, src: np.ndarray, dst: np.ndarray) -> PatternResult | None:
+    def _solve_by_class(
+        self, src: np.ndarray, dst: np.ndarray, *, full: bool = False
+    ) -> PatternResult | None:
         """Solve a one-connection-per-NIC pattern by (source leaf, destination leaf) classes.
 
         On a fat-tree, rail-only or dragonfly+ fabric with adaptive routing a connection's
@@ -482,37 +511,35 @@ class FabricContext:
         rep_s, rep_d = src[first], dst[first]
         n_cls = rep_s.size
         rf = route(topo, rep_s, rep_d, "adaptive", cap)
-        fl = rf.flows
-        lengths = np.diff(fl.flow_link_indptr)
-        row = np.repeat(np.arange(lengths.size), lengths)
-        conn = rf.flow_of_connection[row]
-        idx = fl.flow_link_indices.astype(np.int64).copy()
         n_base = rf.link_capacity_Bps.size
-        is_up = idx == up[rep_s][conn]
-        is_dn = idx == down[rep_d][conn]
-        idx[is_up] = n_base + conn[is_up]
-        idx[is_dn] = n_base + n_cls + conn[is_dn]
         capacity = np.concatenate(
             [rf.link_capacity_Bps, members * cap[up[rep_s]], members * cap[down[rep_d]]]
         )
-        flows = FlowSet(
-            fl.flow_link_indptr,
-            idx,
-            fl.flow_link_weights * members[conn],
-            capacity.size,
-            max_weight=np.inf,
-        )
-        sol = solve_maxmin(flows, capacity)
+        from fabric_model.collectives.first_round import class_flows
+
+        # each class's NIC links become its members' summed links, its weights x members
+        flows = class_flows(rf, up[rep_s], down[rep_d], members, capacity.size)
+        hops = rf.switch_hops
+
+        def name(link: int) -> str:
+            return "nic-leaf" if link >= n_base or link < 0 else _link_name(rf, link)
+
+        fast = None if full else _slowest(flows, capacity, rf.flow_fraction, name)
+        if fast is not None:  # the slowest class from the first round (first_round.py)
+            from fabric_model.collectives.first_round import DeferredMean
+
+            return DeferredMean(
+                np.array([fast[0]]),
+                fast[1],
+                float(np.average(hops, weights=members)),
+                int(hops.max()),
+                lambda: self._solve_by_class(src, dst, full=True),
+            )
+        sol = solve_maxmin(getattr(flows, "flows", flows), capacity)
         rate = np.full(n_cls, np.inf)
         np.minimum.at(rate, rf.flow_of_connection, sol.rate_Bps / rf.flow_fraction)
         worst = int(np.argmin(sol.rate_Bps))
-        link = int(sol.bottleneck_link[worst])
-        if link >= n_base or link < 0:
-            bottleneck = "nic-leaf"
-        else:
-            cls = int(rf.link_class[link])
-            bottleneck = rf.class_names[cls] if 0 <= cls < len(rf.class_names) else "nic"
-        hops = rf.switch_hops
+        bottleneck = name(int(sol.bottleneck_link[worst]))
         return PatternResult(
             np.array([rate.min()]),
             float(np.average(rate, weights=members)),
@@ -525,7 +552,11 @@ class FabricContext:
     def _solved(self) -> dict[tuple[bytes, bytes, bytes | None], PatternResult]:
         return {}
 
-    def _solve(self, src: np.ndarray, dst: np.ndarray, demand: np.ndarray | None) -> PatternResult:
+    def _solve(
+        self, src: np.ndarray, dst: np.ndarray, demand: np.ndarray | None, *, full: bool = False
+    ) -> PatternResult:
+        from fabric_model.collectives import first_round  # it builds on this module
+
         policy = self.policy
         seeds = range(ECMP_SEEDS) if policy == "ecmp" else range(1)
         mins, means = [], []
@@ -540,29 +571,32 @@ class FabricContext:
                 qps=self.scenario.fabric.qps_per_connection,
                 rng=np.random.default_rng(seed),
             )
-            flows = rf.flows
-            if demand is not None:
-                fl = flows
-                lengths = np.diff(fl.flow_link_indptr)
-                per_flow = demand[rf.flow_of_connection]
-                flows = FlowSet(
-                    fl.flow_link_indptr,
-                    fl.flow_link_indices,
-                    fl.flow_link_weights * np.repeat(per_flow, lengths),
-                    fl.n_links,
-                    max_weight=np.inf,
-                )
+            name = partial(_link_name, rf)
+            # the slowest connection from the first round (first_round.py); the bottleneck's
+            # name only on the first seed
+            fast = None if full else first_round.slowest_routed(rf, demand, name, not bottleneck)
+            if fast is not None:
+                mins.append(fast[0])
+                if not bottleneck:
+                    bottleneck, hops = fast[1], rf.switch_hops
+                continue
+            flows = first_round.weighted_flows(rf, demand)  # progress-fair with demands
             sol = solve_maxmin(flows, rf.link_capacity_Bps)
             conn = np.full(rf.n_connections, np.inf)
             np.minimum.at(conn, rf.flow_of_connection, sol.rate_Bps / rf.flow_fraction)
             mins.append(conn.min())
             means.append(conn.mean())
             if not bottleneck:
-                worst = int(np.argmin(sol.rate_Bps))
-                link = int(sol.bottleneck_link[worst])
-                cls = int(rf.link_class[link]) if link >= 0 else -1
-                bottleneck = rf.class_names[cls] if 0 <= cls < len(rf.class_names) else "nic"
+                bottleneck = name(int(sol.bottleneck_link[int(np.argmin(sol.rate_Bps))]))
                 hops = rf.switch_hops
+        if len(means) < len(mins):
+            return first_round.DeferredMean(
+                np.asarray(mins),
+                bottleneck,
+                float(hops.mean()) if hops.size else 0.0,
+                int(hops.max()) if hops.size else 0,
+                lambda: self._solve(src, dst, demand, full=True),
+            )
         return PatternResult(
             np.asarray(mins),
             float(np.mean(means)),
@@ -582,7 +616,11 @@ class FabricContext:
         return up, up ^ 1, g.link_dst[up].astype(np.int64)
 
     def solve_all_to_all(
-        self, components: list[np.ndarray], dst_weight: np.ndarray | None = None
+        self,
+        components: list[np.ndarray],
+        dst_weight: np.ndarray | None = None,
+        *,
+        full: bool = False,
     ) -> tuple[PatternResult, int]:
         """Solve a uniform all-to-all by flow classes, without listing its connections.
 
@@ -607,8 +645,17 @@ class FabricContext:
         solve_all_to_all_by_symmetry`, exact; off with ``symmetry.ENABLED = False``); where
         the symmetry does not hold, every class is solved.
 
+        With ``full`` the slowest class comes from the full max-min solve, not its first
+        round (:mod:`fabric_model.collectives.first_round`; the tests compare the two).
+
         Returns the result and the number of classes.
         """
+        return self._solve_all_to_all(components, dst_weight, full)
+
+    def _solve_all_to_all(
+        self, components: list[np.ndarray], dst_weight: np.ndarray | None, full: bool = False
+    ) -> tuple[PatternResult, int]:
+        """:meth:`solve_all_to_all`; with ``full`` the slowest class is found by a full solve."""
         if dst_weight is None:
             from fabric_model.collectives import symmetry
 
@@ -675,15 +722,28 @@ class FabricContext:
             capacity.size,
             max_weight=np.inf,
         )
+        hops = rf.switch_hops
+
+        def name(link: int) -> str:
+            if link >= n_base or link < 0:
+                return "nic-leaf" if self.topology.tiers else "nic"
+            return _link_name(rf, link)
+
+        fast = None if full else _slowest(flows, capacity, np.ones(1), name)
+        if fast is not None:  # the slowest class from the first round (first_round.py)
+            from fabric_model.collectives.first_round import DeferredMean
+
+            deferred = DeferredMean(
+                np.array([fast[0]]),
+                fast[1],
+                float(np.average(hops, weights=n_members)),
+                int(hops.max()),
+                lambda: FabricContext._solve_all_to_all(self, components, dst_weight, True)[0],
+            )
+            return deferred, int(rep_s.size)
         sol = solve_maxmin(flows, capacity)
         rate = sol.rate_Bps
-        link = int(sol.bottleneck_link[int(np.argmin(rate))])
-        if link >= n_base or link < 0:
-            bottleneck = "nic-leaf" if self.topology.tiers else "nic"
-        else:
-            cls = int(rf.link_class[link])
-            bottleneck = rf.class_names[cls] if 0 <= cls < len(rf.class_names) else "nic"
-        hops = rf.switch_hops
+        bottleneck = name(int(sol.bottleneck_link[int(np.argmin(rate))]))
         return (
             PatternResult(
                 np.array([rate.min()]),

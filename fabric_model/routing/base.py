@@ -27,6 +27,7 @@ their family's router.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 import numpy as np
@@ -37,6 +38,7 @@ from fabric_model.topology import Topology
 
 __all__ = [
     "DEGRADED_CLASS",
+    "ColumnRouted",
     "RoutedFlows",
     "Router",
     "check_policy",
@@ -87,6 +89,113 @@ class RoutedFlows:
     def n_connections(self) -> int:
         """Pattern connections (before splitting into queue pairs)."""
         return int(self.switch_hops.shape[0])
+
+
+class ColumnRouted(RoutedFlows):
+    """Flows that cross at most one link per path slot, the slots' link ids disjoint.
+
+    ``columns[k][f]`` is the ``k``-th link of flow ``f`` (``-1``: none), weight 1; no link id
+    appears in two slots (NIC up links, bundles up, ..., NIC down links), so a link's load is
+    the weights of one slot's flows summed in flow order: :meth:`link_loads` adds them as the
+    solver's kernel adds a flow set's weights, bit for bit, without building the flow set.
+    ``flows`` (the CSR, slots in order per flow, as a path matrix's rows give them) is built
+    on first use. One flow per connection (fraction 1). With ``flow_weight`` every link of
+    flow ``f`` carries that weight instead of 1 (a class of identical flows solved as one:
+    ``FlowSet(max_weight=inf)``).
+    """
+
+    uniform_fraction: float
+    _columns: list[np.ndarray]
+    _n_links: int
+    _flow_weight: np.ndarray | None
+
+    def __init__(
+        self,
+        columns: list[np.ndarray],
+        n_links: int,
+        *,
+        link_capacity_Bps: np.ndarray,
+        link_class: np.ndarray,
+        class_names: tuple[str, ...],
+        switch_hops: np.ndarray,
+        policy: str,
+        flow_weight: np.ndarray | None = None,
+    ) -> None:
+        for key, value in (
+            ("_flow_weight", flow_weight),
+            ("link_capacity_Bps", link_capacity_Bps),
+            ("link_class", link_class),
+            ("class_names", class_names),
+            ("switch_hops", switch_hops),
+            ("policy", policy),
+            ("notes", ()),
+            ("uniform_fraction", 1.0),
+            ("_columns", columns),
+            ("_n_links", int(n_links)),
+        ):
+            object.__setattr__(self, key, value)
+
+    def __repr__(self) -> str:
+        return f"ColumnRouted({self.n_flows:,} flows, {len(self._columns)} slots)"
+
+    @property
+    def n_flows(self) -> int:
+        """Flows routed."""
+        return int(self._columns[0].size) if self._columns else 0
+
+    @property
+    def columns(self) -> list[np.ndarray]:
+        """The link of each flow in each path slot (``-1``: none), slots in path order."""
+        return list(self._columns)
+
+    def link_loads(self, flow_weight: np.ndarray | None = None) -> np.ndarray:
+        """Return the summed weight of the flows on every link (times ``flow_weight``).
+
+        The solver multiplies a flow's link weights by ``flow_weight`` first; so does this.
+        """
+        base = self._flow_weight
+        weight = (
+            base if flow_weight is None else (flow_weight if base is None else base * flow_weight)
+        )
+        loads = np.zeros(self._n_links)
+        for col in self._columns:
+            on = col >= 0
+            w = None if weight is None else weight[on]
+            loads += np.bincount(col[on], weights=w, minlength=self._n_links)
+        return loads
+
+    def first_flow_on(self, marked: np.ndarray) -> tuple[int, np.ndarray]:
+        """Return the first flow that crosses a ``marked`` link, and its links."""
+        hit = np.zeros(self.n_flows, dtype=bool)
+        for col in self._columns:
+            on = col >= 0
+            hit[on] |= marked[col[on]]
+        f = int(np.argmax(hit)) if hit.any() else -1
+        links = np.array([int(c[f]) for c in self._columns if c[f] >= 0], np.int64)
+        return f, links
+
+    @cached_property
+    def flows(self) -> FlowSet:  # type: ignore[override]
+        """The solver's flow set (built on first use)."""
+        paths = np.stack(self._columns, axis=1)
+        valid = paths >= 0
+        indptr = np.zeros(paths.shape[0] + 1, dtype=np.int64)
+        np.cumsum(valid.sum(axis=1), out=indptr[1:])
+        indices = paths[valid]
+        if self._flow_weight is None:
+            return FlowSet(indptr, indices, np.ones(indices.size), self._n_links)
+        weights = np.repeat(self._flow_weight, np.diff(indptr))
+        return FlowSet(indptr, indices, weights, self._n_links, max_weight=np.inf)
+
+    @cached_property
+    def flow_of_connection(self) -> np.ndarray:  # type: ignore[override]
+        """One flow per connection."""
+        return np.arange(self.n_flows, dtype=np.int64)
+
+    @cached_property
+    def flow_fraction(self) -> np.ndarray:  # type: ignore[override]
+        """1 for every flow."""
+        return np.ones(self.n_flows)
 
 
 def degraded_capacities(

@@ -31,22 +31,46 @@ joined by one cable and the paths are the textbook ones.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable
+from functools import cached_property
+from typing import Any
 
 import numpy as np
 
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet
-from fabric_model.routing.base import RoutedFlows, hash_choices
+from fabric_model.routing import _kernels
+from fabric_model.routing.base import ColumnRouted, RoutedFlows, hash_choices
 from fabric_model.topology import Topology
 from fabric_model.topology.fat_tree import PodLayout, pod_layout
 
-__all__ = ["route_fat_tree"]
+__all__ = ["EcmpWalk", "route_fat_tree"]
 
 _ADAPTIVE_CLASSES = ("leaf-up bundle", "pod-up bundle", "pod-down bundle", "leaf-down bundle")
 
+#: Off: ``ecmp`` always routes through the vectorised reference (the tests compare both).
+KERNEL_ENABLED = True
+
+#: The routing layout of each built topology (keyed by its graph, dropped with it): every
+#: pattern routed on one fabric (each ECMP seed, each collective) reuses it.
+_LAYOUTS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+_LAYOUTS_LOCK = threading.Lock()
+
 
 def _layout(topo: Topology) -> dict[str, np.ndarray | int | PodLayout]:
+    g = topo.graph
+    with _LAYOUTS_LOCK:
+        cached = _LAYOUTS.get(g)
+    if cached is None:
+        cached = _build_layout(topo)
+        with _LAYOUTS_LOCK:
+            _LAYOUTS[g] = cached
+    return cached
+
+
+def _build_layout(topo: Topology) -> dict[str, Any]:
     g = topo.graph
     p = topo.params
     n_e = topo.n_endpoints
@@ -69,6 +93,10 @@ def _layout(topo: Topology) -> dict[str, np.ndarray | int | PodLayout]:
         n_leaves = int(p["n_leaves"])
         pods = pod_layout(n_leaves, u, lpp, topo.request.spine_oversubscription, int(p["radix"]))
         out.update(lpp=lpp, pods=pods, base3=n_e + n_leaves * u)
+        out["spine_by_cable"] = pods.spine_of_cable(np.arange(pods.n_uplinks, dtype=np.int64))
+    for value in out.values():
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False  # shared by every pattern routed on the fabric
     return out
 
 
@@ -145,11 +173,49 @@ def _adaptive(
     hops: np.ndarray,
     cap: np.ndarray,
 ) -> RoutedFlows:
+    space = _bundle_space(topo, lay, cap)
+    leaf_of_e = lay["leaf_of_e"]
+    a, b = leaf_of_e[src], leaf_of_e[dst]
+    off = ~same_leaf
+    none = np.int64(-1)
+    # one link per path slot, slots in path order: NIC up, leaf up, pod up, pod down, leaf
+    # down, NIC down (each slot its own range of link ids)
+    columns = [2 * src, np.where(off, space["b_lu"] + a, none)]
+    if topo.tiers == 3:
+        lpp = int(lay["lpp"])
+        columns += [
+            np.where(cross_pod, space["b_pu"] + a // lpp, none),
+            np.where(cross_pod, space["b_pd"] + b // lpp, none),
+        ]
+    columns += [np.where(off, space["b_ld"] + b, none), 2 * dst + 1]
+    keep = space["keep"]
+    if not all(keep[col[col >= 0]].all() for col in columns):
+        # a bundle with no cables cannot be on a path
+        raise AssertionError("fat-tree adaptive routing used an empty bundle")
+    return ColumnRouted(
+        columns,
+        space["total"],
+        link_capacity_Bps=space["capacity"],
+        link_class=space["link_class"],
+        class_names=space["names"],
+        switch_hops=hops,
+        policy="adaptive",
+    )
+
+
+def _bundle_space(topo: Topology, lay: dict, cap: np.ndarray) -> dict[str, Any]:
+    """Return the adaptive link space of ``cap``: cables, then leaf and pod bundles.
+
+    Kept per fabric for the few capacity arrays last routed on (by identity: a fabric's
+    context passes the same array to every pattern it routes).
+    """
+    with _LAYOUTS_LOCK:
+        for held, space in lay.get("_bundle_spaces", ()):
+            if held is cap:
+                return space  # type: ignore[no-any-return]
     g = topo.graph
     n_links = g.n_links
     n_leaves = int(lay["L"])
-    leaf_of_e = lay["leaf_of_e"]
-    a, b = leaf_of_e[src], leaf_of_e[dst]
     # bundle capacities: sum of member cable capacities (capacity-aware spraying)
     up_cls = 1
     leaf_up_cap: np.ndarray = np.zeros(n_leaves)
@@ -185,16 +251,6 @@ def _adaptive(
     capacity = np.concatenate(
         [cap, leaf_up_cap, *(pod_caps or [np.zeros(0), np.zeros(0)]), leaf_down_cap]
     )
-    paths = np.full((src.size, 6), -1, dtype=np.int64)
-    paths[:, 0] = 2 * src
-    paths[:, 5] = 2 * dst + 1
-    off = ~same_leaf
-    paths[off, 1] = b_lu + a[off]
-    paths[off, 4] = b_ld + b[off]
-    if topo.tiers == 3:
-        lpp = int(lay["lpp"])
-        paths[cross_pod, 2] = b_pu + a[cross_pod] // lpp
-        paths[cross_pod, 3] = b_pd + b[cross_pod] // lpp
     labels, names = _class_labels(topo, _ADAPTIVE_CLASSES)
     base = len(names) - len(_ADAPTIVE_CLASSES)
     link_class = np.concatenate(
@@ -207,18 +263,24 @@ def _adaptive(
         ]
     )
     keep = capacity > 0
-    if not keep[paths[paths >= 0]].all():  # a bundle with no cables cannot be on a path
-        raise AssertionError("fat-tree adaptive routing used an empty bundle")
-    return RoutedFlows(
-        flows=_csr(paths, total),
-        link_capacity_Bps=np.where(keep, capacity, 1.0),
-        link_class=link_class,
-        class_names=names,
-        flow_of_connection=np.arange(src.size, dtype=np.int64),
-        flow_fraction=np.ones(src.size),
-        switch_hops=hops,
-        policy="adaptive",
-    )
+    space = {
+        "b_lu": b_lu,
+        "b_pu": b_pu,
+        "b_pd": b_pd,
+        "b_ld": b_ld,
+        "total": total,
+        "capacity": np.where(keep, capacity, 1.0),
+        "link_class": link_class,
+        "names": names,
+        "keep": keep,
+    }
+    for value in space.values():
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    with _LAYOUTS_LOCK:
+        held = [e for e in lay.get("_bundle_spaces", ()) if e[0] is not cap][-3:]
+        lay["_bundle_spaces"] = (*held, (cap, space))
+    return space
 
 
 def _per_path(
@@ -234,6 +296,10 @@ def _per_path(
     qps: int,
     rng: np.random.Generator | None,
 ) -> RoutedFlows:
+    if policy == "ecmp" and KERNEL_ENABLED and src.size:
+        walk = EcmpWalk.route(topo, lay, src, dst, hops, cap, qps, rng)
+        if walk is not None:
+            return walk
     n_conn = src.size
     conn = np.repeat(np.arange(n_conn, dtype=np.int64), qps)
     s, d = src[conn], dst[conn]
@@ -335,3 +401,266 @@ def _per_path(
         switch_hops=hops,
         policy=policy,
     )
+
+
+#: Connections walked per kernel call: their uniforms are drawn into a buffer of
+#: ``draws x CHUNK_CONNECTIONS x qps`` doubles, never the pattern's whole (a fresh array of
+#: tens of MB costs more in page faults than the walk itself).
+CHUNK_CONNECTIONS = 16384
+
+
+class EcmpWalk(RoutedFlows):
+    """ECMP hashing on a 2- or 3-tier fat-tree, walked by a kernel when asked; no path matrix.
+
+    The same flows as the vectorised reference (:func:`_per_path`, ``ecmp``): it draws one
+    ``rng.random(n)`` per hashing step (``n`` queue pairs); here the ``r``-th is regenerated
+    in chunks from the generator's state advanced by ``r n`` draws (PCG64 draws one 64-bit
+    word per double, so the numbers are the reference's), and
+    :func:`fabric_model.routing._kernels.fat_tree_ecmp_walk` follows its arithmetic queue
+    pair by queue pair. ``flows`` (the solver's CSR), ``paths``, ``flow_of_connection`` and
+    ``flow_fraction`` are built on first use; :meth:`link_loads` and :meth:`first_flow_on`
+    give what the max-min solve's first round needs
+    (:mod:`fabric_model.collectives.first_round`) without them.
+    """
+
+    uniform_fraction: float
+    _n_links: int
+    _qps: int
+    _src: np.ndarray
+    _dst: np.ndarray
+    _state: Any  # the PCG64 state before the first draw
+    _rows: int
+    _use_down_draw: bool
+    _lay: dict[str, Any]
+    _tiers: int
+    _unit_loads: np.ndarray | None
+    _first_touch: np.ndarray | None  # per link, the first queue pair crossing it (-1: none)
+
+    @classmethod
+    def route(
+        cls,
+        topo: Topology,
+        lay: dict[str, Any],
+        src: np.ndarray,
+        dst: np.ndarray,
+        hops: np.ndarray,
+        cap: np.ndarray,
+        qps: int,
+        rng: np.random.Generator | None,
+    ) -> EcmpWalk | None:
+        """Route on the kernel; None (``rng`` untouched) where the reference must route.
+
+        Afterwards ``rng`` stands where the reference leaves it.
+        """
+        rng = rng or np.random.default_rng(0)
+        state: Any = rng.bit_generator.state
+        if not isinstance(rng.bit_generator, np.random.PCG64) or state["has_uint32"]:
+            return None
+        n = src.size * qps
+        three = topo.tiers == 3
+        # 3 tiers: the reference draws the down cables only where some leaf is reached by
+        # several (UNEVEN_DOWN); walked with that draw always, the paths are the same when
+        # none is (one cable: pick 0 whatever the draw), so one walk serves both
+        rows = 5 if three else 2
+        walk = cls(topo, lay, src, dst, hops, cap, qps, state, rows, three)
+        flags = walk._unit_walk()
+        if flags & _kernels.NEEDS_REFERENCE:
+            return None
+        drawn = rows if not three or flags & _kernels.UNEVEN_DOWN else rows - 1
+        rng.bit_generator.advance(drawn * n)
+        return walk
+
+    def _unit_walk(self) -> int:
+        """Walk every queue pair once: the unit loads and each link's first queue pair."""
+        loads = np.zeros(self._n_links)
+        first = np.full(self._n_links, -1, np.int64)
+        flags = self._walk(_kernels.ADD_LOADS, np.zeros(0), out_loads=loads, out_first=first)
+        loads.flags.writeable = False
+        first.flags.writeable = False
+        object.__setattr__(self, "_unit_loads", loads)
+        object.__setattr__(self, "_first_touch", first)
+        return flags
+
+    def __init__(
+        self,
+        topo: Topology,
+        lay: dict[str, Any],
+        src: np.ndarray,
+        dst: np.ndarray,
+        hops: np.ndarray,
+        cap: np.ndarray,
+        qps: int,
+        state: Any,
+        rows: int,
+        use_down_draw: bool,
+    ) -> None:
+        labels, names = _class_labels(topo, ())
+        for key, value in (
+            ("link_capacity_Bps", cap),
+            ("link_class", labels),
+            ("class_names", names),
+            ("switch_hops", hops),
+            ("policy", "ecmp"),
+            ("notes", ()),
+            ("uniform_fraction", 1.0 / qps),
+            ("_n_links", topo.graph.n_links),
+            ("_qps", qps),
+            ("_src", np.ascontiguousarray(src, np.int64)),
+            ("_dst", np.ascontiguousarray(dst, np.int64)),
+            ("_state", state),
+            ("_rows", rows),
+            ("_use_down_draw", use_down_draw),
+            ("_lay", lay),
+            ("_tiers", topo.tiers),
+            ("_unit_loads", None),
+            ("_first_touch", None),
+        ):
+            object.__setattr__(self, key, value)
+
+    def __repr__(self) -> str:
+        return f"EcmpWalk({self._src.size:,} connections x {self._qps} queue pairs)"
+
+    @property
+    def n_flows(self) -> int:
+        """Queue pairs routed."""
+        return int(self._src.size * self._qps)
+
+    def _walk(
+        self,
+        mode: int,
+        flow_weight: np.ndarray,
+        *,
+        out_paths: np.ndarray | None = None,
+        out_loads: np.ndarray | None = None,
+        out_first: np.ndarray | None = None,
+        connections: tuple[int, int] | None = None,
+    ) -> int:
+        """Run the kernel over the connections chunk by chunk (see the kernel's ``mode``).
+
+        ``connections`` (first, stop) walks only those; flow indices (``flow_weight``,
+        ``out_paths``) count from the first.
+        """
+        lay, qps, n = self._lay, self._qps, self.n_flows
+        c_first, c_stop = connections or (0, self._src.size)
+        i64 = np.zeros(0, np.int64)
+        i64_2d = np.zeros((1, 1), np.int64)
+        three = self._tiers == 3
+        pods = lay["pods"] if three else None
+        tables = (
+            lay["leaf_of_e"],
+            int(lay["E"]),
+            int(lay["u"]),
+            self._tiers,
+            0 if three else int(lay["S"]),
+            int(lay["lpp"]) if three else 1,
+            int(lay["base3"]) if three else 0,
+            pods.spines_in_pod if pods else i64,
+            pods.pod_first_spine if pods else i64,
+            pods.spine_up if pods else i64,
+            pods.spine_first_uplink if pods else i64,
+            pods.cable_group if pods else i64,
+            pods.group_cores if pods else i64,
+            pods.block_start if pods else i64_2d,
+            pods.block_size if pods else i64_2d,
+            pods.cable_position if pods else i64,
+            pods.group_first_cable if pods else i64,
+            pods.cable_by_position if pods else i64,
+            pods.pod_first_uplink if pods else i64,
+            pods.pod_uplinks if pods else i64,
+            lay["spine_by_cable"] if three else i64,
+        )
+        gens = []
+        for r in range(self._rows):
+            bg = np.random.PCG64()
+            bg.state = self._state
+            bg.advance(r * n + c_first * qps)
+            gens.append(np.random.Generator(bg))
+        weight = np.ascontiguousarray(flow_weight, np.float64)
+        loads = np.zeros(0) if out_loads is None else out_loads
+        first = np.zeros(0, np.int64) if out_first is None else out_first
+        one_path = np.zeros((1, 6), np.int64)
+        buf = np.empty((self._rows, min(c_stop - c_first, CHUNK_CONNECTIONS) * qps))
+        flags = 0
+        for c0 in range(c_first, c_stop, CHUNK_CONNECTIONS):
+            c1 = min(c0 + CHUNK_CONNECTIONS, c_stop)
+            f0, f1 = (c0 - c_first) * qps, (c1 - c_first) * qps
+            uni = buf[:, : f1 - f0]
+            for r, g in enumerate(gens):
+                g.random(out=uni[r])
+            paths = out_paths[f0:f1] if out_paths is not None else one_path
+            got = int(
+                _kernels.fat_tree_ecmp_walk(
+                    mode,
+                    self._src[c0:c1],
+                    self._dst[c0:c1],
+                    qps,
+                    np.ascontiguousarray(uni),
+                    self._use_down_draw,
+                    *tables,
+                    weight[f0:f1] if weight.size else weight,
+                    paths,
+                    loads,
+                    c0 * qps,
+                    first,
+                )
+            )
+            flags |= got
+        return flags
+
+    def link_loads(self, flow_weight: np.ndarray | None = None) -> np.ndarray:
+        """Return the summed weight of the queue pairs on every link (or ``flow_weight``).
+
+        Added queue pair by queue pair, in the order the solver's kernel adds a flow set's
+        weights, so the sums are the kernel's bit for bit.
+        """
+        if flow_weight is None:
+            if self._unit_loads is None:
+                self._unit_walk()
+            assert self._unit_loads is not None
+            return self._unit_loads
+        loads = np.zeros(self._n_links)
+        weight = np.zeros(0) if flow_weight is None else flow_weight
+        self._walk(_kernels.ADD_LOADS, weight, out_loads=loads)
+        return loads
+
+    def first_flow_on(self, marked: np.ndarray) -> tuple[int, np.ndarray]:
+        """Return the first queue pair that crosses a ``marked`` link, and its links.
+
+        The first queue pair of each link was noted while walking the unit loads, so only
+        that queue pair's connection is walked again.
+        """
+        if self._first_touch is None:
+            self._unit_walk()
+        assert self._first_touch is not None
+        touch = self._first_touch[np.asarray(marked, bool)]
+        touch = touch[touch >= 0]
+        if touch.size == 0:
+            return -1, np.zeros(0, np.int64)
+        f = int(touch.min())
+        c = f // self._qps
+        paths = np.full((self._qps, 6), -1, np.int64)
+        self._walk(_kernels.WRITE_PATHS, np.zeros(0), out_paths=paths, connections=(c, c + 1))
+        path = paths[f - c * self._qps]
+        return f, path[path >= 0]
+
+    @cached_property
+    def paths(self) -> np.ndarray:
+        """Every queue pair's six path slots (``-1`` = none), as the reference lays them."""
+        out = np.empty((self.n_flows, 6), np.int64)
+        self._walk(_kernels.WRITE_PATHS, np.zeros(0), out_paths=out)
+        return out
+
+    @cached_property
+    def flows(self) -> FlowSet:  # type: ignore[override]
+        """The solver's flow set (built on first use)."""
+        return _csr(self.paths, self._n_links)
+
+    @cached_property
+    def flow_of_connection(self) -> np.ndarray:  # type: ignore[override]
+        """Connection of each queue pair."""
+        return np.repeat(np.arange(self._src.size, dtype=np.int64), self._qps)
+
+    @cached_property
+    def flow_fraction(self) -> np.ndarray:  # type: ignore[override]
+        """``1 / qps`` for every queue pair."""
+        return np.full(self.n_flows, self.uniform_fraction)

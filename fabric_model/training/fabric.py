@@ -2,8 +2,10 @@
 
 A training step asks for a handful of (dimension, operation, size) times; a sweep or a plan
 search asks for the same ones many times. Built fabrics and solved algorithm models are kept
-in small LRU caches keyed by what they depend on (the cluster, fabric and what-if sections,
-the MoE skew, and the rank layout), so a repeated evaluation costs arithmetic only. The
+in small LRU caches keyed by what they depend on: a communicator by the cluster, fabric and
+what-if sections and its group's shape (:func:`group_shape`), the expert all-to-all also by
+the MoE skew, so plans and models that share a TP, EP, PP or DP group share its solves
+(not the whole scenario or rank layout), and a repeated evaluation costs arithmetic only. The
 caches are shared by every thread (each Streamlit session runs in its own) and locked.
 """
 
@@ -14,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, TypeVar
 
 import numpy as np
@@ -26,9 +29,9 @@ from fabric_model.collectives import (
     times_from_models,
 )
 from fabric_model.scenario import Scenario
-from fabric_model.training.layout import GroupContext, Layout
+from fabric_model.training.layout import DIMENSIONS, GroupContext, Layout
 
-__all__ = ["CommTime", "DimensionFabric", "clear_caches"]
+__all__ = ["CommTime", "DimensionFabric", "clear_caches", "group_shape"]
 
 T = TypeVar("T")
 
@@ -106,6 +109,36 @@ def _fabric_key(s: Scenario) -> tuple[Hashable, ...]:
     return (s.cluster, s.fabric, s.what_if)
 
 
+@lru_cache(maxsize=4096)
+def group_shape(layout: Layout, dim: str) -> tuple[tuple[int, bool], ...]:
+    """Return what fixes ``dim``'s communicators in ``layout``: runs of (degree, in the group).
+
+    The coordinates of a rank, innermost first (:data:`~fabric_model.training.layout.
+    DIMENSIONS`), with degree-1 coordinates dropped and neighbours on the same side (inside
+    the group or not) merged into one coordinate of their product: a merged run enumerates
+    the same ranks in the same order, so two layouts of one shape have the same group
+    members and offsets, and so the same communicator (``TP8 PP4`` and ``TP8 PP2 CP2``
+    share their TP groups on 1,024 GPUs).
+
+    >>> group_shape(Layout(tp=8, cp=1, ep=1, pp=4, edp=32), "tp")
+    ((8, True), (128, False))
+    >>> group_shape(Layout(tp=8, cp=2, ep=1, pp=2, edp=32), "tp")
+    ((8, True), (128, False))
+    """
+    inside = DIMENSIONS[dim]
+    runs: list[list[Any]] = []
+    for coord in ("tp", "cp", "ep", "pp", "edp"):
+        degree = getattr(layout, coord)
+        if degree == 1:
+            continue
+        flag = coord in inside
+        if runs and runs[-1][1] == flag:
+            runs[-1][0] *= degree
+        else:
+            runs.append([degree, flag])
+    return tuple((int(d), bool(f)) for d, f in runs)
+
+
 @dataclass(frozen=True)
 class CommTime:
     """One collective's time and how it was run.
@@ -135,12 +168,18 @@ class DimensionFabric:
     def __init__(self, scenario: Scenario, layout: Layout) -> None:
         self.scenario = scenario
         self.layout = layout
-        self._key = (
-            _fabric_key(scenario),
-            scenario.model.routing_skew,
-            scenario.model.hot_fraction,
-            layout,
-        )
+        self._fabric = _fabric_key(scenario)
+        # the all-to-all alone reads the model (its hot-expert skew): see _dim_key
+        self._skew = (scenario.model.routing_skew, scenario.model.hot_fraction)
+
+    def _dim_key(self, dim: str) -> tuple[Hashable, ...]:
+        """Return the cache key of ``dim``'s communicator.
+
+        The fabric and the group's shape; for the expert all-to-all (the only collective
+        that reads the model) also the hot-expert skew.
+        """
+        extra = self._skew if dim == "ep" else ()
+        return (self._fabric, dim, group_shape(self.layout, dim), extra)
 
     @property
     def base(self) -> FabricContext:
@@ -152,7 +191,7 @@ class DimensionFabric:
     def group(self, dim: str) -> GroupContext:
         """Return the communicator context of ``dim`` (cached with its solved patterns)."""
         return _MODELS.get(
-            (*self._key, dim),
+            self._dim_key(dim),
             lambda: GroupContext.for_dimension(self.base, self.layout, dim, self.scenario),
         )
 
@@ -160,7 +199,7 @@ class DimensionFabric:
         def make() -> list[AlgoModel]:
             return algo_models(self.group(dim), op, "auto")
 
-        return _MODELS.get((*self._key, dim, op), make)
+        return _MODELS.get((*self._dim_key(dim), op), make)
 
     def collective(self, dim: str, op: str, size_bytes: float) -> CommTime:
         """Time of one ``op`` of ``size_bytes`` (nccl-tests size) in every group of ``dim``."""
@@ -208,7 +247,7 @@ class DimensionFabric:
                 return net_Bps, lat_net, res.bottleneck
             return nvl_Bps, lat_nvl, "nvlink"
 
-        rate, lat_us, bottleneck = _MODELS.get((*self._key, "pp", "p2p"), make)
+        rate, lat_us, bottleneck = _MODELS.get((*self._dim_key("pp"), "p2p"), make)
         if size_bytes <= 0:
             return CommTime(0.0, "-", "-", 0.0, "-")
         t = lat_us * 1e-6 + size_bytes / rate

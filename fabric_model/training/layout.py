@@ -281,7 +281,11 @@ class GroupContext(FabricContext):
         return super().solve(ps, pd_, rep_demand)
 
     def solve_all_to_all(
-        self, components: list[np.ndarray], dst_weight: np.ndarray | None = None
+        self,
+        components: list[np.ndarray],
+        dst_weight: np.ndarray | None = None,
+        *,
+        full: bool = False,
     ) -> tuple[PatternResult, int]:
         """Flow-class all-to-all of group 0 alone (a group this large fills the fabric)."""
         zero = self.group_offsets[:1]
@@ -291,4 +295,4 @@ class GroupContext(FabricContext):
             weight = np.zeros(self.topology.n_endpoints)
             ep = self.endpoints()
             weight[self._physical(ep, zero)] = dst_weight[ep]
-        return super().solve_all_to_all(phys, weight)
+        return super().solve_all_to_all(phys, weight, full=full)

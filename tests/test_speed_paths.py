@@ -1,0 +1,397 @@
+"""The model's fast paths give the reference paths' results, exactly (issue 13, model speed).
+
+- ECMP on a fat-tree: the numba walk (``routing/_kernels.py``) against the vectorised
+  reference (``fat_tree._per_path``): the same flows, the same generator state after.
+- Adaptive fat-tree routing by path slots (``ColumnRouted``) against the path matrix.
+- The max-min solve's first round (``collectives/first_round.py``): the smallest rate, the
+  flow ``argmin`` picks and the link that froze it, against the full solve (hypothesis).
+- Whole collectives and training steps with every fast path on and off, and the
+  communicator cache shared between layouts of one group shape (``training/fabric.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabric_model.collectives import collective, first_round
+from fabric_model.collectives.context import FabricContext
+from fabric_model.flows import FlowSet, solve_maxmin
+from fabric_model.presets import load_preset
+from fabric_model.routing import fat_tree, route
+from fabric_model.routing.base import ColumnRouted, RoutedFlows
+from fabric_model.scenario import Scenario, apply_overrides
+from fabric_model.training import training_step
+from fabric_model.training.fabric import clear_caches, group_shape
+from fabric_model.training.layout import DIMENSIONS, Layout
+
+#: Designs that reach every branch: 2 tiers, 3 tiers with uneven down cables, and a
+#: partial pod whose paths need the reference's re-pick (NEEDS_REFERENCE).
+ECMP_DESIGNS = {
+    "2-tier roce": ("dgx-h100-roce-ecmp", {}),
+    "3-tier roce 7:1": (
+        "meta-24k-roce",
+        {"cluster.n_gpus": 2048, "fabric.tiers": 3, "fabric.spine_oversubscription": 7},
+    ),
+    "3-tier ib partial pod": (
+        "dgx-h100-ib-ndr",
+        {
+            "cluster.n_gpus": 6152,
+            "fabric.tiers": 3,
+            "fabric.spine_oversubscription": 7,
+            "fabric.routing": "ecmp",
+        },
+    ),
+}
+
+
+def _ctx(preset: str, over: dict[str, Any]) -> FabricContext:
+    return FabricContext.from_scenario(apply_overrides(load_preset(preset), over))
+
+
+_CTXS: dict[str, FabricContext] = {}
+
+
+def _design(name: str) -> FabricContext:
+    if name not in _CTXS:
+        _CTXS[name] = _ctx(*ECMP_DESIGNS[name])
+    return _CTXS[name]
+
+
+def _same_flows(a: Any, b: Any) -> None:
+    fa, fb = a.flows, b.flows
+    assert np.array_equal(fa.flow_link_indptr, fb.flow_link_indptr)
+    assert np.array_equal(fa.flow_link_indices, fb.flow_link_indices)
+    assert np.array_equal(fa.flow_link_weights, fb.flow_link_weights)
+    assert fa.n_links == fb.n_links
+    assert np.array_equal(a.flow_of_connection, b.flow_of_connection)
+    assert np.array_equal(a.flow_fraction, b.flow_fraction)
+    assert np.array_equal(a.link_class, b.link_class)
+    assert a.class_names == b.class_names
+    assert np.array_equal(a.switch_hops, b.switch_hops)
+    assert np.array_equal(a.link_capacity_Bps, b.link_capacity_Bps)
+
+
+@pytest.mark.parametrize("design", list(ECMP_DESIGNS))
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(
+    n=st.integers(1, 3000),
+    qps=st.integers(1, 4),
+    seed=st.integers(0, 2**32 - 1),
+    pattern_seed=st.integers(0, 2**32 - 1),
+)
+def test_ecmp_walk_equals_the_reference(
+    design: str, n: int, qps: int, seed: int, pattern_seed: int
+) -> None:
+    ctx = _design(design)
+    topo = ctx.topology
+    pick = np.random.default_rng(pattern_seed)
+    src = pick.integers(0, topo.n_endpoints, n)
+    dst = pick.integers(0, topo.n_endpoints, n)
+    rng_fast, rng_ref = np.random.default_rng(seed), np.random.default_rng(seed)
+    fast = route(topo, src, dst, "ecmp", ctx.capacity_Bps, qps=qps, rng=rng_fast)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fat_tree, "KERNEL_ENABLED", False)
+        ref = route(topo, src, dst, "ecmp", ctx.capacity_Bps, qps=qps, rng=rng_ref)
+    _same_flows(fast, ref)
+    assert rng_fast.bit_generator.state == rng_ref.bit_generator.state  # rng left alike
+    if isinstance(fast, fat_tree.EcmpWalk):
+        fl = ref.flows
+        unit = np.bincount(fl.flow_link_indices, weights=fl.flow_link_weights, minlength=fl.n_links)
+        assert np.array_equal(fast.link_loads(), unit)
+        w = pick.random(fl.n_flows) + 0.5
+        per_entry = fl.flow_link_weights * np.repeat(w, np.diff(fl.flow_link_indptr))
+        weighted = np.bincount(fl.flow_link_indices, weights=per_entry, minlength=fl.n_links)
+        assert np.array_equal(fast.link_loads(w), weighted)
+        marked = np.zeros(fl.n_links, bool)
+        marked[pick.choice(fl.n_links, 5)] = True
+        f, links = fast.first_flow_on(marked)
+        hit = np.flatnonzero(
+            np.add.reduceat(marked[fl.flow_link_indices], fl.flow_link_indptr[:-1])
+        )
+        assert f == (int(hit[0]) if hit.size else -1)
+        if f >= 0:
+            assert (
+                links.tolist()
+                == fl.flow_link_indices[
+                    fl.flow_link_indptr[f] : fl.flow_link_indptr[f + 1]
+                ].tolist()
+            )
+
+
+def test_every_ecmp_branch_is_reached() -> None:
+    """The designs above take the kernel, its extra down-cable draw, and the reference."""
+    from fabric_model.routing import _kernels
+
+    seen = set()
+    for name in ECMP_DESIGNS:
+        ctx = _design(name)
+        topo = ctx.topology
+        pick = np.random.default_rng(0)
+        src = pick.integers(0, topo.n_endpoints, 20000)
+        dst = pick.integers(0, topo.n_endpoints, 20000)
+        walk = fat_tree.EcmpWalk(
+            topo,
+            fat_tree._layout(topo),
+            src,
+            dst,
+            np.zeros(src.size, np.int64),
+            ctx.capacity_Bps,
+            2,
+            np.random.default_rng(0).bit_generator.state,
+            2 if topo.tiers == 2 else 4,
+            False,
+        )
+        seen.add(
+            walk._walk(_kernels.ADD_LOADS, np.zeros(0), out_loads=np.zeros(topo.graph.n_links))
+        )
+    assert {0, _kernels.UNEVEN_DOWN} <= seen
+    assert any(flags & _kernels.NEEDS_REFERENCE for flags in seen)
+
+
+def _adaptive_reference(topo: Any, src: np.ndarray, dst: np.ndarray, cap: np.ndarray) -> FlowSet:
+    """The adaptive fat-tree's flows as a path matrix, the way the router laid them before."""
+    lay = fat_tree._layout(topo)
+    space = fat_tree._bundle_space(topo, lay, cap)
+    leaf = lay["leaf_of_e"]
+    a, b = leaf[src], leaf[dst]
+    off = a != b
+    paths = np.full((src.size, 6), -1, dtype=np.int64)
+    paths[:, 0] = 2 * src
+    paths[:, 5] = 2 * dst + 1
+    paths[off, 1] = space["b_lu"] + a[off]
+    paths[off, 4] = space["b_ld"] + b[off]
+    if topo.tiers == 3:
+        lpp = int(lay["lpp"])
+        xp = off & (a // lpp != b // lpp)
+        paths[xp, 2] = space["b_pu"] + a[xp] // lpp
+        paths[xp, 3] = space["b_pd"] + b[xp] // lpp
+    return fat_tree._csr(paths, space["total"])
+
+
+@pytest.mark.parametrize(
+    ("preset", "over"),
+    [
+        ("dgx-h100-ib-ndr", {}),
+        ("dgx-h100-spectrum-x", {"cluster.n_gpus": 4096, "fabric.tiers": 3}),
+        ("dgx-h100-ib-ndr", {"cluster.n_gpus": 6152, "fabric.tiers": 3}),
+    ],
+)
+def test_adaptive_slots_equal_the_path_matrix(preset: str, over: dict[str, Any]) -> None:
+    ctx = _ctx(preset, over)
+    topo = ctx.topology
+    pick = np.random.default_rng(3)
+    src = pick.integers(0, topo.n_endpoints, 5000)
+    dst = pick.integers(0, topo.n_endpoints, 5000)
+    rf = route(topo, src, dst, "adaptive", ctx.capacity_Bps)
+    assert isinstance(rf, ColumnRouted)
+    ref = _adaptive_reference(topo, src, dst, ctx.capacity_Bps)
+    fl = rf.flows
+    assert np.array_equal(fl.flow_link_indptr, ref.flow_link_indptr)
+    assert np.array_equal(fl.flow_link_indices, ref.flow_link_indices)
+    assert np.array_equal(fl.flow_link_weights, ref.flow_link_weights)
+    w = pick.random(src.size) + 0.1
+    per_entry = ref.flow_link_weights * np.repeat(w, np.diff(ref.flow_link_indptr))
+    assert np.array_equal(
+        rf.link_loads(w),
+        np.bincount(ref.flow_link_indices, weights=per_entry, minlength=ref.n_links),
+    )
+
+
+# ------------------------------------------------------------------ the first round
+
+
+@st.composite
+def flow_sets(draw: st.DrawFn) -> tuple[FlowSet, np.ndarray]:
+    """Small flow sets with many exact ties (few distinct capacities and weights)."""
+    n_links = draw(st.integers(1, 12))
+    n_flows = draw(st.integers(1, 25))
+    caps = draw(
+        st.lists(st.sampled_from([1.0, 2.0, 3.0, 4.0, 7.5]), min_size=n_links, max_size=n_links)
+    )
+    indptr, indices, weights = [0], [], []
+    for _ in range(n_flows):
+        links = draw(st.lists(st.integers(0, n_links - 1), min_size=1, max_size=4, unique=True))
+        indices += links
+        weights += [draw(st.sampled_from([1.0, 0.5, 0.25, 1.0 / 3.0, 3.0])) for _ in links]
+        indptr.append(len(indices))
+    fs = FlowSet(np.array(indptr), np.array(indices), np.array(weights), n_links, max_weight=np.inf)
+    return fs, np.array(caps)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(flow_sets())
+def test_first_round_is_the_full_solves_slowest_flow(inputs: tuple[FlowSet, np.ndarray]) -> None:
+    fs, cap = inputs
+    sol = solve_maxmin(fs, cap)
+    first = first_round.first_round(fs, cap)
+    assert first is not None
+    worst = int(np.argmin(sol.rate_Bps))
+    assert first.level_Bps == sol.rate_Bps.min()  # bit for bit
+    assert first.worst_flow == worst
+    assert first.bottleneck_link() == int(sol.bottleneck_link[worst])
+    fast = first_round.slowest(fs, cap, 0.25, str)
+    assert fast == (sol.rate_Bps.min() / 0.25, str(int(sol.bottleneck_link[worst])))
+
+
+def test_first_round_declines_what_it_cannot_shortcut() -> None:
+    fs = FlowSet(np.array([0, 1]), np.array([0]), np.array([1.0]), 1, np.array([5.0]))
+    assert first_round.first_round(fs, np.array([10.0])) is None  # a demand
+    assert first_round.slowest(fs, np.array([10.0]), np.array([1.0, 0.5]), str) is None
+
+
+# ------------------------------------------------------------- whole results, both ways
+
+SCENARIOS = {
+    "roce ecmp 2-tier": ("dgx-h100-roce-ecmp", {}),
+    "roce ecmp 3-tier, MoE skew": (
+        "meta-24k-roce",
+        {
+            "cluster.n_gpus": 2048,
+            "model.name": "deepseek-v3",
+            "parallel.ep": 8,
+            "model.routing_skew": 2.0,
+        },
+    ),
+    "ib ecmp partial pod": (
+        "dgx-h100-ib-ndr",
+        {**ECMP_DESIGNS["3-tier ib partial pod"][1], "parallel.pp": 1},
+    ),
+    "spectrum-x 3-tier": ("dgx-h100-spectrum-x", {"cluster.n_gpus": 4096, "fabric.tiers": 3}),
+    "rail-only": ("dgx-h100-ib-ndr", {"fabric.topology": "rail-only", "fabric.tiers": "auto"}),
+    "dragonfly+": ("dragonfly-plus-16k", {"cluster.n_gpus": 2048}),
+    "torus": ("torus-3d-4k", {}),
+    "degraded nic": ("dgx-h100-ib-ndr", {"what_if.degraded_link_factor": 0.5}),
+}
+
+
+def _results(s: Scenario) -> Any:
+    clear_caches()
+    rows = [
+        dataclasses.asdict(r)
+        for op in ("allreduce", "alltoall", "allgather")
+        for r in collective(s, op, "auto", [2**20, 2**30])
+    ]
+    step = training_step(s).to_dict()
+    return rows, step
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """Equal, NaN equal to NaN (infeasible steps carry NaN figures)."""
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a):
+        return math.isnan(b)
+    return bool(a == b)
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_fast_paths_give_the_reference_results(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    preset, over = SCENARIOS[name]
+    s = apply_overrides(load_preset(preset), over)
+    fast = _results(s)
+    monkeypatch.setattr(first_round, "ENABLED", False)
+    monkeypatch.setattr(fat_tree, "KERNEL_ENABLED", False)
+    reference = _results(s)
+    clear_caches()
+    assert _equal(fast, reference)
+
+
+def test_a_deferred_mean_is_the_full_solves() -> None:
+    ctx = _design("2-tier roce")
+    pick = np.random.default_rng(5)
+    src = pick.integers(0, ctx.topology.n_endpoints, 4000)
+    dst = pick.integers(0, ctx.topology.n_endpoints, 4000)
+    fast = ctx._solve(src, dst, None)
+    full = ctx._solve(src, dst, None, full=True)
+    assert isinstance(fast, first_round.DeferredMean)
+    assert "deferred" in repr(fast)
+    assert np.array_equal(fast.min_rate_Bps, full.min_rate_Bps)
+    assert (fast.bottleneck, fast.mean_switch_hops, fast.max_switch_hops) == (
+        full.bottleneck,
+        full.mean_switch_hops,
+        full.max_switch_hops,
+    )
+    assert fast.mean_rate_Bps == full.mean_rate_Bps
+    assert fast == full
+
+
+# ------------------------------------------------------------ communicator cache keys
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    st.lists(st.sampled_from([1, 2, 3, 4, 8]), min_size=5, max_size=5),
+    st.lists(st.sampled_from([1, 2, 3, 4, 8]), min_size=5, max_size=5),
+    st.sampled_from(sorted(DIMENSIONS)),
+)
+def test_one_group_shape_is_one_communicator(a: list[int], b: list[int], dim: str) -> None:
+    """Layouts of one shape have the same members and offsets (so share the solves)."""
+    la, lb = Layout(*a), Layout(*b)
+    if la.n_gpus != lb.n_gpus or group_shape(la, dim) != group_shape(lb, dim):
+        return
+    assert np.array_equal(la.members(dim), lb.members(dim))
+    assert np.array_equal(la.offsets(dim), lb.offsets(dim))
+
+
+def test_shared_communicators_do_not_change_a_step() -> None:
+    """A plan evaluated after others that share its groups equals the plan evaluated alone."""
+    base = load_preset("dgx-h100-roce-ecmp")
+    plans = [
+        {"parallel.tp": 8, "parallel.pp": 4},
+        {"parallel.tp": 8, "parallel.pp": 2, "parallel.cp": 2},
+        {"parallel.tp": 4, "parallel.pp": 4, "training.micro_batch": 2},
+        {"model.name": "llama3-8b", "parallel.tp": 8, "parallel.pp": 4},
+    ]
+    scenarios = [apply_overrides(base, {**p, "parallel.dp": "auto"}) for p in plans]
+    alone = []
+    for s in scenarios:
+        clear_caches()
+        alone.append(training_step(s).to_dict())
+    clear_caches()
+    together = [training_step(s).to_dict() for s in scenarios]
+    clear_caches()
+    assert _equal(alone, together)
+
+
+def test_class_flows_by_slots_equal_the_flow_set() -> None:
+    """The class solve's renumbered NIC links and member weights, by slots and by CSR."""
+    ctx = _ctx("dgx-h100-spectrum-x", {"cluster.n_gpus": 4096, "fabric.tiers": 3})
+    topo = ctx.topology
+    pick = np.random.default_rng(11)
+    src = pick.permutation(topo.n_endpoints)[:3000]
+    dst = pick.permutation(topo.n_endpoints)[:3000]
+    rf = route(topo, src, dst, "adaptive", ctx.capacity_Bps)
+    assert isinstance(rf, ColumnRouted)
+    plain = RoutedFlows(  # the same flows as a CSR
+        flows=rf.flows,
+        link_capacity_Bps=rf.link_capacity_Bps,
+        link_class=rf.link_class,
+        class_names=rf.class_names,
+        flow_of_connection=rf.flow_of_connection,
+        flow_fraction=rf.flow_fraction,
+        switch_hops=rf.switch_hops,
+        policy=rf.policy,
+    )
+    up, down, _ = ctx._endpoint_links
+    members = pick.integers(1, 9, src.size)
+    n_links = rf.link_capacity_Bps.size + 2 * src.size
+    by_slots = first_round.class_flows(rf, up[src], down[dst], members, n_links)
+    by_csr = first_round.class_flows(plain, up[src], down[dst], members, n_links)
+    assert isinstance(by_slots, ColumnRouted) and isinstance(by_csr, FlowSet)
+    fl = by_slots.flows
+    assert np.array_equal(fl.flow_link_indptr, by_csr.flow_link_indptr)
+    assert np.array_equal(fl.flow_link_indices, by_csr.flow_link_indices)
+    assert np.array_equal(fl.flow_link_weights, by_csr.flow_link_weights)
+    loads = np.bincount(
+        by_csr.flow_link_indices, weights=by_csr.flow_link_weights, minlength=n_links
+    )
+    assert np.array_equal(by_slots.link_loads(), loads)
