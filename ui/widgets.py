@@ -8,6 +8,7 @@ Chromium on the server the row offers HTML only and says why.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 import pandas as pd
@@ -55,7 +56,7 @@ def chart(fig: go.Figure, *, key: str, name: str) -> None:
     st.plotly_chart(fig, width="stretch", key=key)
     preset = current_preset()
     # the callables run on the server only when a button is clicked, in a worker thread
-    formats: list[tuple[str, str, object, str]] = []
+    formats: list[tuple[str, str, Callable[[], bytes | str], str]] = []
     if static_export_available():
         formats += [
             (
