@@ -11,6 +11,7 @@ measurements follow ("this matches a ring-only run") when it is not NCCL's own c
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,8 +102,7 @@ class LogComparison:
         ratios = sorted(r.ratio for r in self.rows if r.regime == "bandwidth-bound") or sorted(
             r.ratio for r in self.rows
         )
-        mid = len(ratios) // 2
-        return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+        return statistics.median(ratios)
 
 
 def _verdict(ratio: float, regime: str, bottleneck: str, tol: float) -> str:
@@ -155,12 +155,6 @@ def _alternatives(scenario: Scenario, op: str, sizes: list[int]) -> dict[str, li
     return out
 
 
-def _median(values: list[float]) -> float:
-    v = sorted(values)
-    mid = len(v) // 2
-    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
-
-
 def _advice(
     rows: list[SizeComparison],
     alternatives: dict[str, list[CollectiveTime]],
@@ -169,10 +163,10 @@ def _advice(
 ) -> tuple[str, ...]:
     """Say which algorithm the bandwidth-bound sizes follow, when it is not NCCL's choice."""
     idx = [i for i, r in enumerate(rows) if r.regime == "bandwidth-bound"] or list(range(len(rows)))
-    auto_ratio = _median([rows[i].ratio for i in idx])
+    auto_ratio = statistics.median([rows[i].ratio for i in idx])
     picked = sorted({rows[i].model_algo.split("/")[0] for i in idx})
     fits = {
-        algo: _median([curve[i].time_us / measured_us[i] for i in idx])
+        algo: statistics.median([curve[i].time_us / measured_us[i] for i in idx])
         for algo, curve in alternatives.items()
     }
     if not fits:
