@@ -28,10 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fabric_model.collectives.context import clear_route_cache
 from fabric_model.presets import load_preset
 from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.training import sweep, training_step
-from fabric_model.training.fabric import clear_caches
+from fabric_model.training.fabric import clear_caches as _clear_fabric_caches
 from fabric_model.training.sweep import plan_search
 
 GPUS = [2**i for i in range(3, 18)]
@@ -40,6 +41,12 @@ DESIGNS = [
     for t in ("fat-tree", "rail-only", "dragonfly-plus")
     for v in ("infiniband", "spectrum-x")
 ]
+
+
+def clear_caches() -> None:
+    """Forget every fabric, model and kept routed pattern (a cold start)."""
+    _clear_fabric_caches()
+    clear_route_cache()
 
 
 def _time(fn, repeat: int = 1) -> float:  # type: ignore[no-untyped-def]

@@ -71,6 +71,9 @@ def _clear_caches() -> None:
     except ImportError:  # the model moved its caches; the UI caches are the ones that count
         return
     clear_caches()
+    from fabric_model.collectives.context import clear_route_cache
+
+    clear_route_cache()  # routed patterns kept across communicators (issue 13)
 
 
 # ------------------------------------------------------------------------------ AppTest

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric_model.collectives import collective, first_round
+from fabric_model.collectives import collective, context, first_round
 from fabric_model.collectives.context import FabricContext
 from fabric_model.flows import FlowSet, solve_maxmin
 from fabric_model.presets import load_preset
@@ -31,8 +31,9 @@ from fabric_model.training import training_step
 from fabric_model.training.fabric import clear_caches, group_shape
 from fabric_model.training.layout import DIMENSIONS, Layout
 
-#: Designs that reach every branch: 2 tiers, 3 tiers with uneven down cables, and a
-#: partial pod whose paths need the reference's re-pick (NEEDS_REFERENCE).
+#: Designs that reach every branch: 2 tiers, 3 tiers with uneven down cables, a partial
+#: pod whose paths need the reference's re-pick (NEEDS_REFERENCE), and full pods (draw rows
+#: no path reads are left zero, ``fat_tree._walk_tables``).
 ECMP_DESIGNS = {
     "2-tier roce": ("dgx-h100-roce-ecmp", {}),
     "3-tier roce 7:1": (
@@ -47,6 +48,11 @@ ECMP_DESIGNS = {
             "fabric.spine_oversubscription": 7,
             "fabric.routing": "ecmp",
         },
+    ),
+    # full pods, one down cable per spine: the walk leaves the down-cable draws unread
+    "3-tier ib full pods": (
+        "dgx-h100-ib-ndr",
+        {"cluster.n_gpus": 8192, "fabric.tiers": 3, "fabric.routing": "ecmp"},
     ),
 }
 
@@ -238,6 +244,31 @@ def test_first_round_is_the_full_solves_slowest_flow(inputs: tuple[FlowSet, np.n
     assert first.bottleneck_link() == int(sol.bottleneck_link[worst])
     fast = first_round.slowest(fs, cap, 0.25, str)
     assert fast == (sol.rate_Bps.min() / 0.25, str(int(sol.bottleneck_link[worst])))
+    # per-flow weights (progress-fair demands) summed in place: the weighted flow set's round
+    demand = np.linspace(0.5, 3.0, fs.n_flows)
+    rf = RoutedFlows(
+        fs,
+        cap,
+        np.zeros(fs.n_links, np.int16),
+        (),
+        np.arange(fs.n_flows),
+        np.ones(fs.n_flows),
+        np.ones(fs.n_flows, np.int64),
+        "adaptive",
+    )
+    weighted = first_round.weighted_flows(rf, demand)
+    ref, got = first_round.first_round(weighted, cap), first_round.first_round(fs, cap, demand)
+    assert ref is not None and got is not None
+    fl = weighted  # the loop's sums are bincount's, bit for bit
+    loads = np.bincount(fl.flow_link_indices, fl.flow_link_weights, minlength=fs.n_links)
+    used = loads > 0
+    assert np.array_equal(got.fill_Bps[used], cap[used] / loads[used])
+    assert np.all(np.isinf(got.fill_Bps[~used]))
+    assert (got.level_Bps, got.worst_flow, got.bottleneck_link()) == (
+        ref.level_Bps,
+        ref.worst_flow,
+        ref.bottleneck_link(),
+    )
 
 
 def test_first_round_declines_what_it_cannot_shortcut() -> None:
@@ -300,9 +331,58 @@ def test_fast_paths_give_the_reference_results(monkeypatch: pytest.MonkeyPatch, 
     fast = _results(s)
     monkeypatch.setattr(first_round, "ENABLED", False)
     monkeypatch.setattr(fat_tree, "KERNEL_ENABLED", False)
+    monkeypatch.setattr(context, "SEED_SHORTCUT", False)
+    monkeypatch.setattr(context, "ROUTE_CACHE_MIN_CONNECTIONS", 2**62)
     reference = _results(s)
     clear_caches()
     assert _equal(fast, reference)
+
+
+def test_kept_routes_and_seed_free_patterns_give_the_reference_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """MoE skews re-solve kept routed patterns; same-leaf patterns solve one ECMP seed."""
+    base = apply_overrides(
+        load_preset(SCENARIOS["roce ecmp 3-tier, MoE skew"][0]),
+        {**SCENARIOS["roce ecmp 3-tier, MoE skew"][1], "model.routing_skew": 1.0},
+    )
+    skews = [apply_overrides(base, {"model.routing_skew": k}) for k in (1.0, 2.0, 4.0)]
+    monkeypatch.setattr(context, "ROUTE_CACHE_MIN_CONNECTIONS", 0)  # keep every pattern
+    clear_caches()
+    context.clear_route_cache()
+    fast = [training_step(s).to_dict() for s in skews]  # the skews reuse the uniform's routes
+    assert context._ROUTES
+    monkeypatch.setattr(context, "ROUTE_CACHE_MIN_CONNECTIONS", 2**62)
+    monkeypatch.setattr(context, "SEED_SHORTCUT", False)
+    reference = []
+    for s in skews:
+        clear_caches()
+        reference.append(training_step(s).to_dict())
+    context.clear_route_cache()
+    clear_caches()
+    assert _equal(fast, reference)
+
+
+def test_a_same_leaf_pattern_solves_alike_for_every_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = _design("3-tier roce 7:1")
+    leaf = fat_tree._layout(ctx.topology)["leaf_of_e"]
+    ep = np.flatnonzero(leaf == leaf[0])
+    src, dst = np.repeat(ep, ep.size), np.tile(ep, ep.size)
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    demand = np.linspace(0.5, 2.0, src.size)
+    fast = [ctx._solve(src, dst, d) for d in (None, demand)]
+    full = ctx._solve(src, dst, None, full=True)
+    monkeypatch.setattr(context, "SEED_SHORTCUT", False)
+    reference = [ctx._solve(src, dst, d) for d in (None, demand)]
+    assert fast == reference  # deferred means, solved in full on comparing
+    ref_full = ctx._solve(src, dst, None, full=True)
+    assert np.array_equal(full.min_rate_Bps, ref_full.min_rate_Bps)
+    assert (full.mean_rate_Bps, full.bottleneck, full.mean_switch_hops) == (
+        ref_full.mean_rate_Bps,
+        ref_full.bottleneck,
+        ref_full.mean_switch_hops,
+    )
 
 
 def test_a_deferred_mean_is_the_full_solves() -> None:
@@ -395,3 +475,56 @@ def test_class_flows_by_slots_equal_the_flow_set() -> None:
         by_csr.flow_link_indices, weights=by_csr.flow_link_weights, minlength=n_links
     )
     assert np.array_equal(by_slots.link_loads(), loads)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(n_rows=st.integers(1, 40), widths=st.lists(st.integers(1, 5), min_size=1, max_size=6))
+def test_the_csr_block_fill_equals_numpys(n_rows: int, widths: list[int]) -> None:
+    """routing/_kernels.fill_rows (the dragonfly+ bundled router) against the index form."""
+    from fabric_model.routing import _kernels
+
+    pick = np.random.default_rng(n_rows * 31 + len(widths))
+    blocks = []
+    for w in widths:
+        rows = np.flatnonzero(pick.random(n_rows) < 0.7)
+        ids = pick.integers(0, 1000, (rows.size, w))
+        blocks.append((rows, ids, np.broadcast_to(pick.random(), ids.shape)))
+    lengths = np.zeros(n_rows, np.int64)
+    for rows, ids, _ in blocks:
+        lengths[rows] += ids.shape[1]
+    start = np.r_[0, np.cumsum(lengths)[:-1]]
+    ref_i, ref_w = np.zeros(int(lengths.sum()), np.int64), np.zeros(int(lengths.sum()))
+    got_i, got_w = ref_i.copy(), ref_w.copy()
+    filled = start.copy()
+    for rows, ids, w in blocks:  # the router's former NumPy form
+        pos = filled[rows, None] + np.arange(ids.shape[1])
+        ref_i[pos], ref_w[pos] = ids, w
+        filled[rows] += ids.shape[1]
+    filled_k = start.copy()
+    for rows, ids, w in blocks:
+        _kernels.fill_rows(filled_k, rows, ids, w, got_i, got_w)
+    assert np.array_equal(filled_k, filled)
+    assert np.array_equal(got_i, ref_i) and np.array_equal(got_w, ref_w)
+
+
+@pytest.mark.parametrize("policy", ["adaptive", "valiant", "ugal"])
+def test_the_dragonfly_routers_unchecked_flow_sets_pass_the_checks(
+    monkeypatch: pytest.MonkeyPatch, policy: str
+) -> None:
+    """``FlowSet.built`` skips the checks for the bundled router's output: it passes them."""
+    from fabric_model.flows import solver
+
+    ctx = _ctx("dragonfly-plus-16k", {"cluster.n_gpus": 2048})
+    topo = ctx.topology
+    pick = np.random.default_rng(11)
+    src = pick.integers(0, topo.n_endpoints, 6000)
+    dst = pick.integers(0, topo.n_endpoints, 6000)
+    rf = route(topo, src, dst, policy, ctx.capacity_Bps, rng=np.random.default_rng(2))
+    fl = rf.flows
+    checked = FlowSet(
+        fl.flow_link_indptr, fl.flow_link_indices, fl.flow_link_weights, fl.n_links
+    )  # raises on any malformed field
+    assert checked.nnz == fl.nnz and fl.flow_link_indices.dtype == np.int32
+    monkeypatch.setattr(solver, "CHECK_BUILT", True)
+    again = route(topo, src, dst, policy, ctx.capacity_Bps, rng=np.random.default_rng(2))
+    assert np.array_equal(again.flows.flow_link_weights, fl.flow_link_weights)

@@ -9,6 +9,9 @@ pattern once; every message size reuses it (the phases of a ring repeat the same
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache, partial
 from typing import Any
@@ -18,6 +21,7 @@ import numpy as np
 from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.design import Hardware, resolve_hardware, topology_request
 from fabric_model.errors import InfeasibleDesignError
+from fabric_model.families import family_names
 from fabric_model.flows import FlowSet, solve_maxmin
 from fabric_model.resources import asset, load_yaml
 from fabric_model.routing import POLICIES, degraded_capacities, route
@@ -44,7 +48,86 @@ MAX_CLASSES = 1_500_000
 CLASS_MIN_CONNECTIONS = 2048
 #: Families whose adaptive routes depend only on the two ends' first-hop switches (the
 #: class solve's condition; ``tests/test_training.py`` checks each against the full solve).
-CLASS_FAMILIES = ("fat-tree", "rail-only", "dragonfly-plus")
+CLASS_FAMILIES = family_names(lambda f: f.class_solve)
+
+
+#: Routed patterns kept across the communicators of a fabric: the MoE page's routing skews
+#: (and a skewed step after its uniform twin) solve the same connections with other
+#: demands, and routing does not depend on demands. Patterns of at least
+#: ``ROUTE_CACHE_MIN_CONNECTIONS`` are kept, least recently used first out past
+#: ``ROUTE_CACHE_BYTES`` (estimated from their arrays).
+ROUTE_CACHE_BYTES = 256 * 2**20
+ROUTE_CACHE_MIN_CONNECTIONS = 16_384
+#: Off: every ECMP seed is routed and solved even where no hash can move a path (tests).
+SEED_SHORTCUT = True
+_ROUTES: OrderedDict[tuple[Any, ...], tuple[Any, ...]] = OrderedDict()
+_ROUTES_LOCK = threading.Lock()
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a is b or (a.shape == b.shape and bool(np.array_equal(a, b)))
+
+
+def _routed_bytes(rf: Any) -> int:
+    """Estimated bytes a routed pattern holds (without building what it builds lazily)."""
+    n = int(np.asarray(rf.switch_hops).size)
+    held = 24 * n + 16 * int(np.asarray(rf.link_capacity_Bps).size)
+    state = getattr(rf, "__dict__", {})
+    flows = state.get("flows") if "flows" in state else None
+    if flows is None and not hasattr(rf, "link_loads"):
+        flows = rf.flows
+    if flows is not None:
+        held += 16 * int(flows.flow_link_indices.size)
+    return held
+
+
+def _route_cached(
+    topo: Topology,
+    src: np.ndarray,
+    dst: np.ndarray,
+    policy: str,
+    cap: np.ndarray,
+    qps: int,
+    seed: int,
+    *,
+    keep: bool = True,
+) -> Any:
+    """``route(topo, src, dst, policy, cap, qps=qps, rng=default_rng(seed))``, kept a while.
+
+    Patterns of at least :data:`ROUTE_CACHE_MIN_CONNECTIONS` are kept: the same arguments
+    route the same way, so a kept pattern (found by its ends' first and last entries, then
+    compared in full) is the one routing would return.
+    """
+    key: tuple[Any, ...] | None = None
+    if keep and src.size >= ROUTE_CACHE_MIN_CONNECTIONS and src.size:
+        mid = src.size // 2
+        ends = (int(src[0]), int(src[mid]), int(src[-1]), int(dst[0]), int(dst[mid]))
+        key = (id(topo), policy, qps, seed, src.size, *ends, int(dst[-1]))
+        with _ROUTES_LOCK:
+            hit = _ROUTES.get(key)
+        if hit is not None and hit[0]() is topo:
+            if _same(hit[1], src) and _same(hit[2], dst) and _same(hit[3], cap):
+                with _ROUTES_LOCK:
+                    if key in _ROUTES:
+                        _ROUTES.move_to_end(key)
+                return hit[4]
+    rf = route(topo, src, dst, policy, cap, qps=qps, rng=np.random.default_rng(seed))
+    if key is not None:
+        size = _routed_bytes(rf) + src.nbytes + dst.nbytes
+        with _ROUTES_LOCK:
+            for k in [k for k, v in _ROUTES.items() if v[0]() is None]:  # fabric dropped
+                del _ROUTES[k]
+            _ROUTES[key] = (weakref.ref(topo), src, dst, cap, rf, size)
+            total = sum(v[5] for v in _ROUTES.values())
+            while total > ROUTE_CACHE_BYTES and len(_ROUTES) > 1:
+                total -= _ROUTES.popitem(last=False)[1][5]
+    return rf
+
+
+def clear_route_cache() -> None:
+    """Drop every kept routed pattern (:func:`_route_cached`)."""
+    with _ROUTES_LOCK:
+        _ROUTES.clear()
 
 
 @lru_cache(maxsize=1)
@@ -149,6 +232,10 @@ class FabricContext:
     def from_scenario(cls, scenario: Scenario, catalog: Catalog | None = None) -> FabricContext:
         """Build the topology and capacities (with the what-if degradation) for a scenario."""
         cat = catalog or load_catalog()
+        if scenario.fabric.topology == "hybrid":  # hybrid.job: one partition, or both
+            from fabric_model.hybrid import job_scenario
+
+            scenario = job_scenario(scenario)
         hw = resolve_hardware(scenario, cat)
         topo = build_topology_from_request(scenario.fabric.topology, topology_request(scenario, hw))
         allowed = POLICIES.get(topo.family)
@@ -561,34 +648,36 @@ class FabricContext:
         seeds = range(ECMP_SEEDS) if policy == "ecmp" else range(1)
         mins, means = [], []
         bottleneck, hops = "", np.zeros(0)
+        cap = self.capacity_Bps
+        qps = self.scenario.fabric.qps_per_connection
         for seed in seeds:
-            rf = route(
-                self.topology,
-                src,
-                dst,
-                policy,
-                self.capacity_Bps,
-                qps=self.scenario.fabric.qps_per_connection,
-                rng=np.random.default_rng(seed),
-            )
+            # a full solve builds the pattern's flow set: not kept (the cache counts no such)
+            rf = _route_cached(self.topology, src, dst, policy, cap, qps, seed, keep=not full)
             name = partial(_link_name, rf)
             # the slowest connection from the first round (first_round.py); the bottleneck's
             # name only on the first seed
             fast = None if full else first_round.slowest_routed(rf, demand, name, not bottleneck)
+            # a pattern no hash can move (every connection under one leaf) routes alike for
+            # every seed: the first seed's solve stands for all
+            alike = len(seeds) - 1 if SEED_SHORTCUT and getattr(rf, "seed_free", False) else 0
             if fast is not None:
-                mins.append(fast[0])
+                mins += [fast[0]] * (1 + alike)
                 if not bottleneck:
                     bottleneck, hops = fast[1], rf.switch_hops
+                if alike:
+                    break
                 continue
             flows = first_round.weighted_flows(rf, demand)  # progress-fair with demands
             sol = solve_maxmin(flows, rf.link_capacity_Bps)
             conn = np.full(rf.n_connections, np.inf)
             np.minimum.at(conn, rf.flow_of_connection, sol.rate_Bps / rf.flow_fraction)
-            mins.append(conn.min())
-            means.append(conn.mean())
+            mins += [conn.min()] * (1 + alike)
+            means += [conn.mean()] * (1 + alike)
             if not bottleneck:
                 bottleneck = name(int(sol.bottleneck_link[int(np.argmin(sol.rate_Bps))]))
                 hops = rf.switch_hops
+            if alike:
+                break
         if len(means) < len(mins):
             return first_round.DeferredMean(
                 np.asarray(mins),

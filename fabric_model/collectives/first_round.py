@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from fabric_model.collectives import _kernels
 from fabric_model.collectives.context import PatternResult
 from fabric_model.flows import FlowSet
 from fabric_model.flows._kernels import REL_TOL
@@ -118,10 +119,14 @@ def first_round(
         weight = flows.link_loads(flow_weight)
     else:
         idx = flows.flow_link_indices
-        if flows.flow_demand_Bps is not None or flow_weight is not None or idx.size == 0:
+        if flows.flow_demand_Bps is not None or idx.size == 0:
             return None
-        # the kernel's unfrozen weight per link: a sequential sum in entry order, as bincount's
-        weight = np.bincount(idx, weights=flows.flow_link_weights, minlength=cap.size)
+        # the kernel's unfrozen weight per link: a sequential sum in entry order, as
+        # bincount's, each entry times its flow's weight (weighted_flows' entries, unbuilt)
+        weight = np.zeros(max(cap.size, flows.n_links))
+        fw = np.zeros(0) if flow_weight is None else np.ascontiguousarray(flow_weight, float)
+        _kernels.link_weights(flows.flow_link_indptr, idx, flows.flow_link_weights, fw, weight)
+        weight = weight[: cap.size] if flows.n_links <= cap.size else weight
     if weight.size != cap.size:
         return None
     used = weight > 0.0  # every weight is > 0: a link carries weight iff a flow crosses it
@@ -134,7 +139,7 @@ def first_round(
     if walked:
         worst, links = flows.first_flow_on(saturated)
     else:
-        entry = int(np.argmax(saturated[idx]))  # first entry on a saturated link
+        entry = int(_kernels.first_entry_on(idx, saturated))  # first on a saturated link
         worst = int(np.searchsorted(flows.flow_link_indptr, entry, side="right")) - 1
         links = idx[flows.flow_link_indptr[worst] : flows.flow_link_indptr[worst + 1]]
     links = links[saturated[links]].astype(np.int64)
@@ -252,12 +257,11 @@ def slowest_routed(
     """
     if not ENABLED:
         return None
+    per_flow = None if demand is None else demand[rf.flow_of_connection]
     if hasattr(rf, "link_loads"):
-        per_flow = None if demand is None else demand[rf.flow_of_connection]
         return slowest(rf, rf.link_capacity_Bps, rf.uniform_fraction, name, need_name, per_flow)
-    return slowest(
-        weighted_flows(rf, demand), rf.link_capacity_Bps, rf.flow_fraction, name, need_name
-    )
+    # weighted_flows(rf, demand)'s entries, summed without building (and checking) its flow set
+    return slowest(rf.flows, rf.link_capacity_Bps, rf.flow_fraction, name, need_name, per_flow)
 
 
 class DeferredMean(PatternResult):

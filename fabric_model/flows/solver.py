@@ -21,6 +21,9 @@ from fabric_model.flows import _kernels, _reference
 
 __all__ = ["FlowSet", "FlowSolution", "flowset_from_paths", "solve_maxmin"]
 
+#: On: :meth:`FlowSet.built` checks its arrays as the constructor does (the tests turn it on).
+CHECK_BUILT = False
+
 #: Weights may exceed 1 by this much, so fractions such as 3 x (1/3) that round past 1 pass.
 WEIGHT_SLACK = 1e-9
 
@@ -193,6 +196,42 @@ class FlowSet:
         object.__setattr__(self, "flow_link_indices", _readonly(indices))
         object.__setattr__(self, "flow_link_weights", _readonly(weights))
         object.__setattr__(self, "flow_demand_Bps", None if demand is None else _readonly(demand))
+
+    @classmethod
+    def built(
+        cls,
+        flow_link_indptr: np.ndarray,
+        flow_link_indices: np.ndarray,
+        flow_link_weights: np.ndarray,
+        n_links: int,
+        max_weight: float = 1.0,
+    ) -> FlowSet:
+        """Return a flow set a router built in the stored dtypes, without the field checks.
+
+        For arrays made by construction (link ids from the router's own numbering, weights
+        from fixed fractions), where the checks cost as much as routing (a dragonfly+
+        all-to-all: 5M entries). The arrays must already be int64, int32 and float64;
+        with :data:`CHECK_BUILT` (the tests) every check runs as for a new flow set.
+        """
+        if CHECK_BUILT:
+            return cls(
+                flow_link_indptr,
+                flow_link_indices,
+                flow_link_weights,
+                n_links,
+                max_weight=max_weight,
+            )
+        fs = object.__new__(cls)
+        for name, value in (
+            ("n_links", int(n_links)),
+            ("flow_link_indptr", _readonly(np.ascontiguousarray(flow_link_indptr, np.int64))),
+            ("flow_link_indices", _readonly(np.ascontiguousarray(flow_link_indices, np.int32))),
+            ("flow_link_weights", _readonly(np.ascontiguousarray(flow_link_weights, np.float64))),
+            ("flow_demand_Bps", None),
+            ("max_weight", max_weight),
+        ):
+            object.__setattr__(fs, name, value)
+        return fs
 
     @staticmethod
     def _flow_of_entry(indptr: np.ndarray, entry: int) -> int:
