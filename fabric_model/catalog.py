@@ -53,6 +53,7 @@ __all__ = [
     "Switch",
     "Vendor",
     "load_catalog",
+    "vendor_colors",
 ]
 
 #: The shipped catalog, found relative to the package.
@@ -485,6 +486,16 @@ class Vendor(_Entry):
         Whether the fabric runs lossless (PFC / credit flow control) or lossy with packet
         trimming and endpoint retransmission (UEC 1.0, OCP MRC 1.0); a lossy fabric's
         goodput fraction is ``nccl_constants.yaml`` ``net_efficiency_lossy``.
+    label, short_label
+        Display names on the pages (legends, captions) and in compact labels (pinned
+        scenarios); empty = ``name`` (and ``label`` for the short one).
+    color
+        ``#rrggbb`` of its lines and bars on every page; empty = the next Okabe-Ito colour no
+        other vendor takes, in catalog order (:func:`vendor_colors`).
+    compared
+        Whether the side-by-side vendor comparisons (Cost, Overview, fabric effects) include it.
+
+    The vendors of the catalog are the vendor registry: a new vendor is a data entry.
     """
 
     protocol: str
@@ -494,6 +505,20 @@ class Vendor(_Entry):
     sharp_available: bool
     requires_spectrum_x_nic: bool
     lossless: bool = True
+    label: str = ""
+    short_label: str = ""
+    color: str = ""
+    compared: bool = True
+
+    @property
+    def display_label(self) -> str:
+        """Return the label pages show (``label``, else ``name``)."""
+        return self.label or self.name
+
+    @property
+    def display_short_label(self) -> str:
+        """Return the compact label (``short_label``, else :attr:`display_label`)."""
+        return self.short_label or self.display_label
 
     @property
     def link_speeds_gbps(self) -> tuple[int, ...]:
@@ -1001,6 +1026,10 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "sharp_available": _FieldSpec("bool"),
             "requires_spectrum_x_nic": _FieldSpec("bool"),
             "lossless": _FieldSpec("bool", default=True),
+            "label": _FieldSpec("str", default=""),
+            "short_label": _FieldSpec("str", default=""),
+            "color": _FieldSpec("str", default=""),
+            "compared": _FieldSpec("bool", default=True),
         },
     ),
 }
@@ -1352,6 +1381,8 @@ def _check_cables(cat: Catalog, where: str) -> None:
 def _check_vendors(cat: Catalog, where: str) -> None:
     for v in cat.vendors.values():
         here = f"{where}: vendors.{v.key}"
+        if v.color and not _HEX_COLOR.fullmatch(v.color):
+            raise CatalogError(f'{here}.color: must be "#rrggbb" (hex); got {v.color!r}')
         if set(v.switch_by_gbps) != set(v.nic_by_gbps):
             raise CatalogError(
                 f"{here}.nic_by_gbps: must offer the same speeds as switch_by_gbps "
@@ -1387,6 +1418,31 @@ def _check_vendors(cat: Catalog, where: str) -> None:
                 )
             if v.requires_spectrum_x_nic and not nic.spectrum_x_endpoint:
                 raise CatalogError(f"{here}.nic_by_gbps: {nkey} is not a Spectrum-X endpoint")
+
+
+_HEX_COLOR: Final = re.compile(r"#[0-9A-Fa-f]{6}")
+
+
+def vendor_colors(cat: Catalog, palette: Iterable[str]) -> dict[str, str]:
+    """Return one colour per vendor: its ``color``, else the next unused one of ``palette``.
+
+    Vendors without a colour take, in catalog order, the colours of ``palette`` that no
+    vendor names (cycling when they run out).
+
+    >>> cols = vendor_colors(load_catalog(), ["#000000"])
+    >>> cols["infiniband"]
+    '#0072B2'
+    """
+    named = {v.color.upper() for v in cat.vendors.values() if v.color}
+    free = [c for c in palette if c.upper() not in named] or list(palette)
+    out, i = {}, 0
+    for v in cat.vendors.values():
+        if v.color:
+            out[v.key] = v.color
+        else:
+            out[v.key] = free[i % len(free)]
+            i += 1
+    return out
 
 
 _CROSS_CHECKS: Final[tuple[Callable[[Catalog, str], None], ...]] = (

@@ -23,7 +23,7 @@ from fabric_model.scenario import SHAPE_KEYS, Scenario, apply_overrides, dump_sc
 from ui import facade
 from ui.compare_figures import ScenarioMetrics, unique_labels
 from ui.state import page_params, shown_name, url_value, write_page_params
-from ui.theme import TOPOLOGY_LABELS
+from ui.theme import TOPOLOGY_LABELS, VENDOR_SHORT_LABELS
 
 __all__ = [
     "CURRENT",
@@ -58,13 +58,6 @@ _NEW_LABEL = "cmp_new_label"
 _NEW_LABEL_AUTO = "cmp_new_label_auto"
 _MAX_LABEL_CHARS = 40
 
-_VENDOR_SHORT = {
-    "infiniband": "IB",
-    "spectrum-x": "Spectrum-X",
-    "roce": "RoCE",
-    "lossy-ethernet": "lossy Eth",
-}
-
 
 @dataclass(frozen=True)
 class Pin:
@@ -83,7 +76,7 @@ def default_label(scenario: Scenario) -> str:
     """Return a short label such as ``1024 H100 IB fat-tree`` (plus what sets it apart)."""
     c, f = scenario.cluster, scenario.fabric
     text = (
-        f"{c.n_gpus} {c.gpu.upper()} {_VENDOR_SHORT.get(f.vendor, f.vendor)} "
+        f"{c.n_gpus} {c.gpu.upper()} {VENDOR_SHORT_LABELS.get(f.vendor, f.vendor)} "
         f"{TOPOLOGY_LABELS.get(f.topology, f.topology).lower()}"
     )
     extras = []

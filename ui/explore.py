@@ -35,6 +35,7 @@ from fabric_model.explore import (
     parse_vary,
     sensitivity,
 )
+from fabric_model.families import FAMILIES
 from fabric_model.scenario import Scenario, field_spec
 from ui import facade
 from ui.state import (
@@ -90,13 +91,7 @@ DIMENSIONS = {
 #: The most designs the page evaluates (the command line goes to 10,000, on Dask).
 MAX_PAGE_DESIGNS = 200
 #: One marker symbol per topology (colour is the vendor's).
-TOPOLOGY_SYMBOLS = {
-    "fat-tree": "circle",
-    "rail-only": "square",
-    "dragonfly-plus": "diamond",
-    "torus-3d": "triangle-up",
-    "hypercube": "x",
-}
+TOPOLOGY_SYMBOLS = {n: f.marker for n, f in FAMILIES.items()}
 _SEL = "ex_selection"  # plain session keys: they survive page switches
 _PLAN_ON = "ex_plan_search"
 _URL_READ = "ex_url_read"

@@ -29,6 +29,7 @@ from fabric_model.errors import (
     ScenarioFileError,
     shown_value,
 )
+from fabric_model.families import family_names
 from fabric_model.presets import DEFAULT_PRESET, list_presets, load_preset
 from fabric_model.scenario import (
     MAX_SCENARIO_BYTES,
@@ -421,7 +422,8 @@ _LABELS = {
     "fabric.vendor": "Fabric vendor",
     "fabric.link_gbps": "Link speed per NIC",
     "fabric.topology": "Topology",
-    "fabric.tiers": "Switch tiers (fat-tree, rail-only)",
+    # the families whose builder reads the key (the family registry's Family.keys)
+    "fabric.tiers": f"Switch tiers ({', '.join(family_names(lambda f: 'fabric.tiers' in f.keys))})",
     "fabric.oversubscription": "Leaf oversubscription (down:up)",
     "fabric.rail_optimized": "Rail-optimized wiring",
     "cluster.nics_per_gpu": "NICs (rails) per GPU",

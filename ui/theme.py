@@ -1,5 +1,10 @@
 """One colour per vendor, topology and cost category, the same on every page.
 
+The vendor, topology and algorithm tables are views of the registries (the catalog's
+vendors, ``fabric_model.families``, ``fabric_model.collectives.registry``); look a name up
+with :func:`vendor_label` / :func:`topology_label` (or ``.get``) so an unregistered one shows
+as itself instead of raising.
+
 Okabe-Ito palette (Okabe & Ito, "Color Universal Design", 2008): distinguishable with the
 common colour-vision deficiencies, and readable on light and dark backgrounds.
 """
@@ -8,6 +13,10 @@ from __future__ import annotations
 
 import plotly.io as pio
 
+from fabric_model.catalog import Catalog, load_catalog, vendor_colors
+from fabric_model.collectives.registry import ALGORITHMS
+from fabric_model.families import FAMILIES, OKABE_ITO
+
 #: The plotly template of every figure. Set as plotly's default once here rather than per
 #: figure: ``update_layout(template=...)`` validates and deep-copies the whole template,
 #: 20-50 ms per figure on every rerun, while the default is attached to a new figure as a
@@ -15,44 +24,39 @@ import plotly.io as pio
 FIGURE_TEMPLATE = "plotly_white"
 pio.templates.default = FIGURE_TEMPLATE
 
-OKABE_ITO = {
-    "orange": "#E69F00",
-    "sky": "#56B4E9",
-    "green": "#009E73",
-    "yellow": "#F0E442",
-    "blue": "#0072B2",
-    "vermillion": "#D55E00",
-    "purple": "#CC79A7",
-    "grey": "#999999",
-}
+#: Line dashes given to the vendors in catalog order (where colour encodes the topology).
+_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
-VENDOR_COLORS = {
-    "infiniband": OKABE_ITO["blue"],
-    "spectrum-x": OKABE_ITO["green"],
-    "roce": OKABE_ITO["vermillion"],
-    "lossy-ethernet": OKABE_ITO["purple"],
-}
-VENDOR_LABELS = {
-    "infiniband": "InfiniBand",
-    "spectrum-x": "Spectrum-X",
-    "roce": "RoCE (ECMP)",
-    "lossy-ethernet": "Lossy spraying Ethernet (UEC/MRC)",
-}
 
-TOPOLOGY_COLORS = {
-    "fat-tree": OKABE_ITO["blue"],
-    "rail-only": OKABE_ITO["orange"],
-    "dragonfly-plus": OKABE_ITO["purple"],
-    "torus-3d": OKABE_ITO["sky"],
-    "hypercube": OKABE_ITO["yellow"],
-}
-TOPOLOGY_LABELS = {
-    "fat-tree": "Fat-tree",
-    "rail-only": "Rail-only",
-    "dragonfly-plus": "Dragonfly+",
-    "torus-3d": "3D torus",
-    "hypercube": "Hypercube",
-}
+def vendor_styles(catalog: Catalog) -> dict[str, dict[str, str]]:
+    """Return per vendor of ``catalog`` its ``label``, ``short_label``, ``color`` and ``dash``.
+
+    The catalog's vendors are the vendor registry: labels are their data (else their
+    name), a vendor without a ``color`` takes the next Okabe-Ito colour no other vendor
+    names, dashes go in catalog order.
+    """
+    colors = vendor_colors(catalog, OKABE_ITO.values())
+    return {
+        k: {
+            "label": v.display_label,
+            "short_label": v.display_short_label,
+            "color": colors[k],
+            "dash": _DASHES[i % len(_DASHES)],
+        }
+        for i, (k, v) in enumerate(catalog.vendors.items())
+    }
+
+
+_VENDOR_STYLES = vendor_styles(load_catalog())
+#: Views of the vendor registry (the shipped catalog's ``vendors``, ``assets/catalog.yaml``).
+VENDOR_COLORS = {k: s["color"] for k, s in _VENDOR_STYLES.items()}
+VENDOR_LABELS = {k: s["label"] for k, s in _VENDOR_STYLES.items()}
+#: Compact vendor labels (pinned scenarios' default names).
+VENDOR_SHORT_LABELS = {k: s["short_label"] for k, s in _VENDOR_STYLES.items()}
+
+#: Views of the family registry (``fabric_model.families``): label and colour per family.
+TOPOLOGY_COLORS = {n: f.color for n, f in FAMILIES.items()}
+TOPOLOGY_LABELS = {n: f.label for n, f in FAMILIES.items()}
 
 CATEGORY_COLORS = {
     "switches": OKABE_ITO["blue"],
@@ -79,23 +83,11 @@ BASE_LAYOUT = {
 }
 
 #: One colour per collective algorithm (the Collectives page's lines, bars and table).
-ALGO_COLORS = {
-    "ring": OKABE_ITO["blue"],
-    "tree": OKABE_ITO["orange"],
-    "nvls": OKABE_ITO["green"],
-    "nvls-tree": OKABE_ITO["green"],
-    "sharp": OKABE_ITO["purple"],
-    "hierarchical": OKABE_ITO["sky"],
-    "direct": OKABE_ITO["vermillion"],
-}
+#: (Views of the algorithm registry, ``fabric_model.collectives.registry``; an alias such as
+#: ``nvls-tree`` takes its algorithm's colour.)
+ALGO_COLORS = {name: a.color for a in ALGORITHMS.values() for name in (a.name, *dict(a.aliases))}
 ALGO_LABELS = {
-    "ring": "ring",
-    "tree": "tree (double binary)",
-    "nvls": "NVLS",
-    "nvls-tree": "NVLS-Tree (NVLS in the domain, tree across)",
-    "sharp": "SHARP",
-    "hierarchical": "hierarchical",
-    "direct": "direct",
+    **{name: label for a in ALGORITHMS.values() for name, label in ((a.name, a.label), *a.aliases)},
     "auto": "auto (NCCL-like choice)",
 }
 #: ``auto`` is drawn as a wide neutral halo under the algorithm it picks, so it reads on
@@ -130,10 +122,15 @@ STEP_TERM_LABELS = {
     "ep": "expert all-to-all (exposed)",
     "cp": "context-parallel comm (exposed)",
 }
-#: Line dash per vendor where colour already encodes the topology.
-VENDOR_DASHES = {
-    "infiniband": "solid",
-    "spectrum-x": "dash",
-    "roce": "dot",
-    "lossy-ethernet": "dashdot",
-}
+#: Line dash per vendor where colour already encodes the topology (catalog order).
+VENDOR_DASHES = {k: s["dash"] for k, s in _VENDOR_STYLES.items()}
+
+
+def vendor_label(key: str) -> str:
+    """Return the display label of vendor ``key`` (``key`` itself for one not in the catalog)."""
+    return VENDOR_LABELS.get(key, key)
+
+
+def topology_label(family: str) -> str:
+    """Return the display label of topology ``family`` (itself for one not registered)."""
+    return TOPOLOGY_LABELS.get(family, family)

@@ -12,42 +12,45 @@ import math
 from collections.abc import Sequence
 
 from fabric_model.catalog import Catalog
-from fabric_model.collectives.algorithms import MODELS, ModelLimitError
+from fabric_model.collectives.algorithms import ModelLimitError
 from fabric_model.collectives.context import FabricContext, nccl_constants
 from fabric_model.collectives.model import (
-    ALGOS,
     OPS,
     AlgoModel,
     AlgorithmUnavailableError,
     CollectiveTime,
     bus_factor,
 )
+from fabric_model.collectives.registry import (
+    ALGORITHMS,
+    ALGOS,
+    AUTO_CANDIDATES,
+    MODELS,
+    Algorithm,
+    auto_candidates,
+    check_op,
+)
 from fabric_model.errors import ScenarioError
 from fabric_model.scenario import Scenario
 
 __all__ = [
+    "ALGORITHMS",
     "ALGOS",
     "AUTO_CANDIDATES",
     "OPS",
     "AlgoModel",
+    "Algorithm",
     "AlgorithmUnavailableError",
     "CollectiveTime",
     "FabricContext",
     "ModelLimitError",
     "algo_models",
+    "auto_candidates",
     "collective",
     "nccl_constants",
     "times_from_models",
     "unavailable_message",
 ]
-
-#: Algorithms ``auto`` considers per operation (SHARP only when ``fabric.sharp`` is on).
-AUTO_CANDIDATES = {
-    "allreduce": ("ring", "tree", "nvls", "sharp"),
-    "allgather": ("ring", "nvls"),
-    "reducescatter": ("ring", "nvls"),
-    "alltoall": ("direct", "hierarchical"),
-}
 
 
 def algo_models(ctx: FabricContext, op: str, algo: str) -> list[AlgoModel]:
@@ -72,13 +75,11 @@ def algo_models(ctx: FabricContext, op: str, algo: str) -> list[AlgoModel]:
             "nvls is disabled (fabric.nvls = false, as NCCL_NVLS_ENABLE=0); use ring or tree"
         )
     if algo != "auto":
+        check_op(algo, op)
         return [MODELS[algo](ctx, op)]
     out, reasons = [], []
-    for name in AUTO_CANDIDATES[op]:
-        if name == "sharp" and not ctx.scenario.fabric.sharp:
-            continue
-        if name == "nvls" and not ctx.scenario.fabric.nvls:
-            continue
+    # the registry's switches: SHARP only with fabric.sharp, NVLS only with fabric.nvls
+    for name in auto_candidates(ctx.scenario.fabric, op):
         try:
             out.append(MODELS[name](ctx, op))
         except AlgorithmUnavailableError as exc:

@@ -40,7 +40,17 @@ from fabric_model.collectives import switchless
 from fabric_model.collectives.context import FabricContext, PatternResult
 from fabric_model.collectives.model import AlgoModel, AlgorithmUnavailableError, bus_factor
 
-__all__ = ["ALLTOALL_MAX_CONNECTIONS", "MODELS", "ModelLimitError"]
+__all__ = [
+    "ALLTOALL_MAX_CONNECTIONS",
+    "ModelLimitError",
+    "direct_model",
+    "hierarchical_model",
+    "hierarchical_or_pxn_model",
+    "nvls_model",
+    "ring_model",
+    "sharp_model",
+    "tree_model",
+]
 
 
 class ModelLimitError(AlgorithmUnavailableError):
@@ -518,7 +528,9 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
         raise AlgorithmUnavailableError(f"{name} runs alltoall only here, not {op}")
     n, d, m = ctx.n_ranks, ctx.domain, ctx.n_domains
     c = ctx.constants
-    if not rail_aligned and ctx.topology.family == "rail-only" and m > 1:
+    topo = ctx.topology
+    parts = (topo.params.get("a_family"), topo.params.get("b_family"))  # a hybrid's partitions
+    if not rail_aligned and "rail-only" in (topo.family, *parts) and m > 1:
         raise AlgorithmUnavailableError(
             "rail-only has no path between rails: all-to-all must move data onto the "
             "destination's rail over NVLink first (algo hierarchical)"
@@ -612,13 +624,17 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
     return _common(ctx, op, name, intra, res, scale, lat)
 
 
-MODELS = {
-    "ring": ring_model,
-    "tree": tree_model,
-    "hierarchical": lambda ctx, op: (
-        alltoall_model(ctx, op, True) if op == "alltoall" else hierarchical_model(ctx, op)
-    ),
-    "nvls": nvls_model,
-    "sharp": sharp_model,
-    "direct": lambda ctx, op: alltoall_model(ctx, op, False),
-}
+def hierarchical_or_pxn_model(ctx: FabricContext, op: str) -> AlgoModel:
+    """Hierarchical all-reduce, or the rail-aligned (PXN) all-to-all."""
+    if op == "alltoall":
+        return alltoall_model(ctx, op, True)
+    return hierarchical_model(ctx, op)
+
+
+def direct_model(ctx: FabricContext, op: str) -> AlgoModel:
+    """Direct NIC-to-NIC all-to-all."""
+    return alltoall_model(ctx, op, False)
+
+
+# The registry of algorithms (which operations each runs, its label, where it is valid):
+# fabric_model.collectives.registry; MODELS there is the view of these functions.

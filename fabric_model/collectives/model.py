@@ -21,7 +21,6 @@ from typing import Any
 from fabric_model.errors import FabricModelError
 
 __all__ = [
-    "ALGOS",
     "OPS",
     "AlgoModel",
     "AlgorithmUnavailableError",
@@ -30,7 +29,7 @@ __all__ = [
 ]
 
 OPS = ("allreduce", "allgather", "reducescatter", "alltoall")
-ALGOS = ("ring", "tree", "nvls", "sharp", "hierarchical", "direct", "auto")
+# the algorithms (ALGOS, which operations each runs): fabric_model.collectives.registry
 
 
 class AlgorithmUnavailableError(FabricModelError):

@@ -82,14 +82,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fabric_model.families import FAMILIES
 from fabric_model.flows import FlowSet
+from fabric_model.routing import _kernels
 from fabric_model.routing.base import RoutedFlows, check_policy, hash_choices
 from fabric_model.topology import Topology
 from fabric_model.units import gbps_to_Bps
 
 __all__ = ["DRAGONFLY_PLUS_POLICIES", "bundle_members", "route_dragonfly_plus"]
 
-DRAGONFLY_PLUS_POLICIES = ("minimal", "valiant", "ugal", "adaptive", "ecmp")
+#: The policies of the family registry's entry.
+DRAGONFLY_PLUS_POLICIES = FAMILIES["dragonfly-plus"].policies
 
 _BUNDLE_CLASSES = ("leaf-up part bundle", "global bundle", "leaf-down part bundle")
 
@@ -413,13 +416,11 @@ def _bundled(
         lengths[rows] += ids.shape[1]
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=indptr[1:])
-    indices = np.empty(int(indptr[-1]), dtype=np.int64)
+    indices = np.empty(int(indptr[-1]), dtype=np.int32)  # the flow set's dtype: no copy
     weights = np.empty(indices.size)
     filled = indptr[:-1].copy()
-    for rows, ids, w in blocks:
-        pos = filled[rows, None] + np.arange(ids.shape[1])
-        indices[pos], weights[pos] = ids, w
-        filled[rows] += ids.shape[1]
+    for rows, ids, w in blocks:  # each row's entries in block order (a numba loop)
+        _kernels.fill_rows(filled, rows, ids, w, indices, weights)
     hops = hops.copy()
     hops[vr] = 5
     hops[br] = 7
@@ -434,7 +435,7 @@ def _bundled(
         ]
     )
     return RoutedFlows(
-        flows=FlowSet(indptr, indices, weights, n_space),
+        flows=FlowSet.built(indptr, indices, weights, n_space),  # checked in the tests
         link_capacity_Bps=capacity,
         link_class=labels,
         class_names=names + _BUNDLE_CLASSES,

@@ -39,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from fabric_model._jit import jit
+from fabric_model.families import FAMILIES
 from fabric_model.flows import FlowSet
 from fabric_model.routing.base import RoutedFlows, check_policy, hash_choices
 from fabric_model.routing.torus3d import _result, _switchless_labels
@@ -46,7 +47,8 @@ from fabric_model.topology import Topology
 
 __all__ = ["HYPERCUBE_POLICIES", "bundle_members", "route_hypercube"]
 
-HYPERCUBE_POLICIES = ("dor", "adaptive", "ecmp")
+#: The policies of the family registry's entry.
+HYPERCUBE_POLICIES = FAMILIES["hypercube"].policies
 
 
 def _shape(topo: Topology) -> tuple[int, int, int, int]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fabric_model.families import FAMILIES
 from fabric_model.flows import FlowSet
 from fabric_model.routing.base import RoutedFlows, check_policy
 from fabric_model.routing.fat_tree import _ADAPTIVE_CLASSES, route_fat_tree
@@ -40,7 +41,8 @@ from fabric_model.topology.rail_only import _rail_request
 
 __all__ = ["RAIL_ONLY_POLICIES", "bundle_members", "rail_and_port", "route_rail_only"]
 
-RAIL_ONLY_POLICIES = ("adaptive", "ecmp", "dmodk")
+#: The policies of the family registry's entry.
+RAIL_ONLY_POLICIES = FAMILIES["rail-only"].policies
 
 
 @dataclass(frozen=True)

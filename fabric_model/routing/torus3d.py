@@ -44,13 +44,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabric_model._jit import jit
+from fabric_model.families import FAMILIES
 from fabric_model.flows import FlowSet
 from fabric_model.routing.base import RoutedFlows, check_policy, hash_choices
 from fabric_model.topology import Topology
 
 __all__ = ["TORUS_POLICIES", "bundle_members", "route_torus3d"]
 
-TORUS_POLICIES = ("dor", "adaptive", "ecmp")
+#: The policies of the family registry's entry.
+TORUS_POLICIES = FAMILIES["torus-3d"].policies
 
 #: Class name of the internal endpoint-to-domain links (``link_class = -1`` in the graph).
 INTERNAL_CLASS_NAME = "internal"

@@ -1,11 +1,16 @@
-"""Topology builders, one module per family, behind :func:`build_topology_from_request`."""
+"""Topology builders, one module per family, behind :func:`build_topology_from_request`.
+
+The builders are named in the family registry (:data:`fabric_model.families.FAMILIES`);
+:data:`BUILDERS` is a view of it that imports a family's module when that family is built.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from fabric_model.errors import InfeasibleDesignError
+from fabric_model.families import FamilyView
 from fabric_model.topology.base import (
     FabricGraph,
     LinkClass,
@@ -13,12 +18,7 @@ from fabric_model.topology.base import (
     Topology,
     TopologyRequest,
 )
-from fabric_model.topology.dragonfly_plus import build_dragonfly_plus
-from fabric_model.topology.fat_tree import build_fat_tree
-from fabric_model.topology.hypercube import build_hypercube
 from fabric_model.topology.planes import PLANE_FAMILIES, stack_planes
-from fabric_model.topology.rail_only import build_rail_only
-from fabric_model.topology.torus3d import build_torus3d
 
 __all__ = [
     "BUILDERS",
@@ -31,13 +31,8 @@ __all__ = [
     "build_topology_from_request",
 ]
 
-BUILDERS: dict[str, Callable[[TopologyRequest], Topology]] = {
-    "fat-tree": build_fat_tree,
-    "rail-only": build_rail_only,
-    "dragonfly-plus": build_dragonfly_plus,
-    "torus-3d": build_torus3d,
-    "hypercube": build_hypercube,
-}
+#: One builder per family (a view of the family registry).
+BUILDERS: Mapping[str, Callable[[TopologyRequest], Topology]] = FamilyView("builder")
 
 
 def build_topology_from_request(family: str, req: TopologyRequest) -> Topology:

@@ -23,12 +23,14 @@ import dataclasses
 
 import numpy as np
 
+from fabric_model.families import family_names
 from fabric_model.topology.base import FabricGraph, LinkClass, PortGroup, Topology
 
 __all__ = ["PLANE_FAMILIES", "failed_switch_capacities", "plane_share", "stack_planes"]
 
-#: Families built as independent planes; the others take ``fabric.planes = 1`` only.
-PLANE_FAMILIES = ("fat-tree", "rail-only")
+#: Families built as independent planes; the others take ``fabric.planes = 1`` only
+#: (``Family.plane_capable`` in the family registry).
+PLANE_FAMILIES = family_names(lambda f: f.plane_capable)
 
 
 def _stack_link(lc: LinkClass, planes: int) -> LinkClass:

@@ -15,7 +15,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from fabric_model.collectives import ALGOS, CollectiveTime, collective
+from fabric_model.collectives import ALGORITHMS, ALGOS, CollectiveTime, collective
 from fabric_model.errors import FabricModelError
 from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.validate.nccl_log import NcclTestsLog
@@ -131,15 +131,8 @@ def _verdict(ratio: float, regime: str, bottleneck: str, tol: float) -> str:
     )
 
 
-#: How a job makes NCCL run each algorithm, for the advice.
-_HOW_TO_RUN = {
-    "ring": "NCCL_ALGO=Ring",
-    "tree": "NCCL_ALGO=Tree",
-    "nvls": "NCCL_ALGO=NVLS / NVLSTree",
-    "sharp": "CollNet / SHARP (NCCL_COLLNET_ENABLE=1)",
-    "hierarchical": "a hierarchical (intra-node, then inter-node) schedule",
-    "direct": "direct peer-to-peer sends",
-}
+#: How a job makes NCCL run each algorithm, for the advice (the algorithm registry's).
+_HOW_TO_RUN = {name: a.nccl for name, a in ALGORITHMS.items()}
 
 
 def _alternatives(scenario: Scenario, op: str, sizes: list[int]) -> dict[str, list[CollectiveTime]]:

@@ -1,0 +1,220 @@
+"""The registry of collective algorithms: one :class:`Algorithm` entry per ``--algo`` value.
+
+Each entry says which operations the algorithm runs (and which only inside one NVLink
+domain), its cost model (``(FabricContext, op) -> AlgoModel``, in
+:mod:`fabric_model.collectives.algorithms`), whether NCCL-like ``auto`` and the Collectives
+page consider it, its label and colour, and how a job makes NCCL run it. The front door
+(:func:`fabric_model.collectives.algo_models`), the CLI's ``--algo`` choices, the pages and the
+nccl-tests advice read this table; ``ALGOS``, ``AUTO_CANDIDATES``, ``MODELS`` and the UI's
+``OP_ALGORITHMS``, ``DEFAULT_ALGORITHMS`` and ``ALGO_LABELS`` are views of it.
+
+A new algorithm is its model function (a module or a function in ``algorithms.py``) plus one
+entry in :data:`ALGORITHMS`.
+
+>>> ALGORITHMS["tree"].ops
+('allreduce',)
+>>> OP_ALGORITHMS["alltoall"]
+('direct', 'hierarchical')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fabric_model.collectives import algorithms as _a
+from fabric_model.collectives.context import FabricContext
+from fabric_model.collectives.model import OPS, AlgoModel, AlgorithmUnavailableError
+from fabric_model.families import OKABE_ITO
+from fabric_model.scenario import FabricSpec
+
+__all__ = [
+    "ALGORITHMS",
+    "ALGOS",
+    "AUTO_CANDIDATES",
+    "DEFAULT_ALGORITHMS",
+    "MODELS",
+    "OP_ALGORITHMS",
+    "Algorithm",
+    "auto_candidates",
+    "check_op",
+]
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One collective algorithm: what it runs, its cost model, where it is valid, its label.
+
+    Attributes
+    ----------
+    name : str
+        The ``--algo`` value and ``CollectiveTime.algo``.
+    label : str
+        Display name (legends, tables).
+    model : Callable[[FabricContext, str], AlgoModel]
+        The cost model; raises :class:`AlgorithmUnavailableError` where the design cannot run
+        it (the message says why).
+    ops : tuple[str, ...]
+        Operations it runs on any job; the first is the one it is built for (the views list,
+        per operation, the algorithms built for it first).
+    one_domain_ops : tuple[str, ...]
+        Operations it runs only inside one NVLink domain (refused across domains).
+    auto_ops : tuple[str, ...]
+        Operations for which NCCL-like ``auto`` considers it (and, those of ``ops``, the
+        Collectives page plots it before the user picks).
+    auto_flag : str
+        A boolean ``fabric.*`` field that must be on for ``auto`` to consider it (empty: none).
+    valid : str
+        Where it is valid, one line (docs and the ``keys``-style listings).
+    nccl : str
+        How a job makes NCCL run it (the nccl-tests advice).
+    color : str
+        Hex colour (Okabe-Ito) of its lines and bars.
+    aliases : tuple[tuple[str, str], ...]
+        Other names its results may carry, with their labels (``nvls`` across NVLink domains
+        runs NCCL's NVLS-Tree and reports ``nvls-tree``).
+    """
+
+    name: str
+    label: str
+    model: Callable[[FabricContext, str], AlgoModel]
+    ops: tuple[str, ...]
+    one_domain_ops: tuple[str, ...] = ()
+    auto_ops: tuple[str, ...] = ()
+    auto_flag: str = ""
+    valid: str = ""
+    nccl: str = ""
+    color: str = OKABE_ITO["grey"]
+    aliases: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def all_ops(self) -> tuple[str, ...]:
+        """Return every operation the model accepts (some only inside one NVLink domain)."""
+        return self.ops + self.one_domain_ops
+
+
+_RING_OPS = ("allreduce", "allgather", "reducescatter")
+
+#: Every algorithm, in the order of the CLI's ``--algo`` choices (architecture section 3.2).
+ALGORITHMS: dict[str, Algorithm] = {
+    a.name: a
+    for a in (
+        Algorithm(
+            "ring",
+            "ring",
+            _a.ring_model,
+            _RING_OPS,
+            auto_ops=_RING_OPS,
+            valid="every fabric; on a torus or hypercube the multi-colour rings of every trunk",
+            nccl="NCCL_ALGO=Ring",
+            color=OKABE_ITO["blue"],
+        ),
+        Algorithm(
+            "tree",
+            "tree (double binary)",
+            _a.tree_model,
+            ("allreduce",),
+            auto_ops=("allreduce",),
+            valid="every fabric (NCCL's double binary tree over NVLink domains)",
+            nccl="NCCL_ALGO=Tree",
+            color=OKABE_ITO["orange"],
+        ),
+        Algorithm(
+            "nvls",
+            "NVLS",
+            _a.nvls_model,
+            ("allreduce",),
+            one_domain_ops=("allgather", "reducescatter"),
+            auto_ops=_RING_OPS,
+            auto_flag="nvls",
+            valid="NVSwitch domains of 2+ Hopper or newer GPUs with fabric.nvls on; "
+            "all-gather and reduce-scatter inside one domain",
+            nccl="NCCL_ALGO=NVLS / NVLSTree",
+            color=OKABE_ITO["green"],
+            aliases=(("nvls-tree", "NVLS-Tree (NVLS in the domain, tree across)"),),
+        ),
+        Algorithm(
+            "sharp",
+            "SHARP",
+            _a.sharp_model,
+            ("allreduce",),
+            auto_ops=("allreduce",),
+            auto_flag="sharp",
+            valid="switches with SHARP (InfiniBand); auto considers it with fabric.sharp on",
+            nccl="CollNet / SHARP (NCCL_COLLNET_ENABLE=1)",
+            color=OKABE_ITO["purple"],
+        ),
+        Algorithm(
+            "hierarchical",
+            "hierarchical",
+            _a.hierarchical_or_pxn_model,
+            ("allreduce", "alltoall"),
+            auto_ops=("alltoall",),
+            valid="every fabric; all-to-all moves data over NVLink onto the destination's "
+            "rail first (PXN)",
+            nccl="a hierarchical (intra-node, then inter-node) schedule",
+            color=OKABE_ITO["sky"],
+        ),
+        Algorithm(
+            "direct",
+            "direct",
+            _a.direct_model,
+            ("alltoall",),
+            auto_ops=("alltoall",),
+            valid="fabrics with a path between every two NICs (not rail-only across domains)",
+            nccl="direct peer-to-peer sends",
+            color=OKABE_ITO["vermillion"],
+        ),
+    )
+}
+
+#: ``--algo`` values: every algorithm, then ``auto`` (NCCL-like choice).
+ALGOS: tuple[str, ...] = (*ALGORITHMS, "auto")
+
+#: One cost model per algorithm.
+MODELS: dict[str, Callable[[FabricContext, str], AlgoModel]] = {
+    n: a.model for n, a in ALGORITHMS.items()
+}
+
+
+def _per_op(keep: Callable[[Algorithm, str], bool]) -> dict[str, tuple[str, ...]]:
+    """``{op: algorithms}``, those built for ``op`` (their first op) first, else in order."""
+    out = {}
+    for op in OPS:
+        names = [n for n, a in ALGORITHMS.items() if keep(a, op)]
+        out[op] = tuple(sorted(names, key=lambda n: ALGORITHMS[n].all_ops[0] != op))
+    return out
+
+
+#: Algorithms that run each operation on any job, in display order (the Collectives page's
+#: choices); any other pairing is refused with "runs ... only" or, for ``one_domain_ops``,
+#: across NVLink domains.
+OP_ALGORITHMS: dict[str, tuple[str, ...]] = _per_op(lambda a, op: op in a.ops)
+#: Algorithms ``auto`` considers per operation (before the ``auto_flag`` switches).
+AUTO_CANDIDATES: dict[str, tuple[str, ...]] = _per_op(lambda a, op: op in a.auto_ops)
+#: What the Collectives page plots before the user picks.
+DEFAULT_ALGORITHMS: dict[str, tuple[str, ...]] = _per_op(
+    lambda a, op: op in a.auto_ops and op in a.ops
+)
+
+
+def auto_candidates(fabric: FabricSpec, op: str) -> tuple[str, ...]:
+    """Return the algorithms ``auto`` chooses among for ``op`` with these fabric switches."""
+    return tuple(
+        n
+        for n in AUTO_CANDIDATES[op]
+        if not ALGORITHMS[n].auto_flag or getattr(fabric, ALGORITHMS[n].auto_flag)
+    )
+
+
+def check_op(algo: str, op: str) -> None:
+    """Refuse an operation ``algo`` does not run.
+
+    Raises
+    ------
+    AlgorithmUnavailableError
+        ``"<algo> runs <ops> only, not <op>"``.
+    """
+    accepted = ALGORITHMS[algo].all_ops
+    if op not in accepted:
+        raise AlgorithmUnavailableError(f"{algo} runs {', '.join(accepted)} only, not {op}")
