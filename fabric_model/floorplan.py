@@ -49,6 +49,7 @@ from fabric_model.catalog import Catalog
 from fabric_model.cost import BomLine
 from fabric_model.design import Hardware
 from fabric_model.errors import ScenarioError
+from fabric_model.families import FAMILIES
 from fabric_model.scenario import FACILITY_DATA, CostSpec, FabricSpec, Scenario
 from fabric_model.storage_mgmt import (
     MANAGEMENT_AGGREGATION,
@@ -80,11 +81,10 @@ CLASS_KEYS: Mapping[str, str] = {
     "nic-leaf": "nic_leaf_m",
     "leaf-spine": "leaf_spine_m",
     "spine-core": "spine_core_m",
+    "core-super": "spine_core_m",  # a 4-tier fat-tree's top class: centre rows to centre rows
     "global": "spine_core_m",
 }
 _DEFAULT_M = {f.name: f.default for f in dataclasses.fields(FabricSpec) if f.name.endswith("_m")}
-#: Switch tiers that sit with their leaves in the rows (the rest go to the centre rows).
-_ROW_TIERS = {"dragonfly-plus": ("leaf", "spine")}
 
 
 def facility_value(*path: str) -> float:
@@ -281,7 +281,9 @@ def _layout(
     n_crows = -(-n_cracks // row)
 
     # leaf blocks: the rows one leaf group spans, or that share a leaf when leaves are few
-    row_tiers = _ROW_TIERS.get(topo.family, ("leaf",))
+    # switch tiers that sit with their leaves in the rows (the rest go to the centre rows)
+    fam = FAMILIES.get(topo.family)
+    row_tiers = fam.floor_row_tiers if fam is not None else ("leaf",)
     by_tier = dict(topo.switches_by_tier)
     n_row_switches = sum(by_tier.get(t, 0) for t in row_tiers)
     n_leaves = by_tier.get("leaf", 0)
@@ -355,7 +357,7 @@ def _layout(
             lengths[lc.name] = in_rack if n_net <= 1 else (n_net - 1) * width + rise2
         elif lc.name == "leaf-spine":
             lengths[lc.name] = to_center
-        elif lc.name == "spine-core":
+        elif lc.name in ("spine-core", "core-super"):
             lengths[lc.name] = across_center
         elif lc.name == "global":  # block to block, the whole hall deep
             lengths[lc.name] = (

@@ -107,8 +107,8 @@ def test_cli_acceptance(tmp_path):
 
 def test_impossible_design_raises_and_missing_scopes_are_explained():
     s = load_preset("dgx-h100-ib-ndr")
-    with pytest.raises(FabricModelError, match=r"cluster\.n_gpus"):
-        acceptance_expectations(apply_overrides(s, {"cluster.n_gpus": 131072}))
+    with pytest.raises(FabricModelError, match=r"fabric\.tiers"):  # (4 tiers would hold it)
+        acceptance_expectations(apply_overrides(s, {"cluster.n_gpus": 131072, "fabric.tiers": 3}))
     torus = acceptance_expectations(load_preset("torus-3d-4k"))
     assert any("one rail group" in n for n in torus.skipped)
 

@@ -254,7 +254,7 @@ def test_speed_not_offered_is_infeasible(cat: Catalog) -> None:
 
 
 def test_optic_for_picks_by_reach_and_price(cat: Catalog) -> None:
-    short = cat.optic_for("switch", 400, 30.0)
+    short = cat.optic_for("switch", 400, 30.0, cage_gbps=800)
     assert short.media == "mmf" and short.side == "switch"
     long = cat.optic_for("switch", 400, 200.0)
     assert long.media == "smf" and long.reach_m >= 200
@@ -274,7 +274,7 @@ def test_optic_for_respects_the_cage_and_protocol(cat: Catalog) -> None:
     eth = cat.optic_for("switch", 800, 30.0, cage_gbps=sn5600.cage_gbps, protocol="ethernet")
     assert eth.module_gbps == 800 and eth.ports_per_module(800) == 1
     with pytest.raises(InfeasibleDesignError, match="1600 Gb/s cage"):
-        cat.optic_for("switch", 400, 30.0, cage_gbps=1600)
+        cat.optic_for("switch", 200, 30.0, cage_gbps=1600)  # XDR cages: 800G or 400G legs [SL3]
 
 
 def test_every_offered_design_has_optics(cat: Catalog) -> None:

@@ -152,7 +152,10 @@ def test_cli_scenario_file(tmp_path, capsys):
         (["bom", "--set", "fabric.link_gbps=300"], "fabric.link_gbps = '300': must be one of"),
         (["bom", "--set", "fabric.linkgbps=800"], "unknown key"),
         (["bom", "--set", "cluster.n_gpus"], "expected KEY=VALUE"),
-        (["bom", "--set", "cluster.n_gpus=131072"], "cluster.n_gpus: a fat-tree of 3 tiers"),
+        (
+            ["bom", "--set", "cluster.n_gpus=131072", "--set", "fabric.tiers=3"],
+            "fabric.tiers: a fat-tree of 3 tiers",
+        ),
         (["bom", "--preset", "nope"], "preset = 'nope': must be one of"),
         (["bom", "--scenario", "/nonexistent.yaml"], "cannot read scenario file"),
         (["bom", "--frobnicate"], "unrecognized arguments"),

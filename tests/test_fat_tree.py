@@ -122,9 +122,12 @@ def test_balanced_spine_count_is_a_divisor():
 
 
 def test_infeasible_designs_name_the_key_and_maximum():
-    with pytest.raises(InfeasibleDesignError, match=r"cluster\.n_gpus: .*at most 65,536") as e:
-        ft(131072, 64)
+    # past 4 tiers (issue 17 added the fourth: 2 (k/2)^4 = 2,097,152 at k = 64)
+    with pytest.raises(InfeasibleDesignError, match=r"cluster\.n_gpus: .*at most 2,097,152") as e:
+        ft(2**22, 64)
     assert e.value.key == "cluster.n_gpus"
+    with pytest.raises(InfeasibleDesignError, match=r"fabric\.tiers: .*3 tiers.*at most 65,536"):
+        ft(131072, 64, tiers=3)
     with pytest.raises(InfeasibleDesignError, match=r"fabric\.tiers: .*2 tiers.*at most 2,048"):
         ft(4096, 64, tiers=2)
     with pytest.raises(InfeasibleDesignError, match=r"fabric\.tiers: .*1 tier.*at most 64 NIC"):
@@ -300,7 +303,11 @@ def test_minimal_builds_carry_every_uplink_and_grow_with_size(nodes, step, switc
     try:
         t = ft(n_gpus, **kw)
     except InfeasibleDesignError:
-        assert n_gpus > max_endpoints(radix, 3, r)
+        assert n_gpus > max_endpoints(radix, 4, r)
+        return
+    if n_gpus > max_endpoints(radix, 3, r):
+        # past 3 tiers auto builds the fourth (its counts: tests/test_fat_tree_4tier.py)
+        assert t.tiers == 4
         return
     _check_minimal(t, r)
     assert t.n_switches <= _old_switch_count(t)  # never more than the pre-D4 builder

@@ -68,9 +68,10 @@ def test_131072_gpus_on_8_planes_of_100g_is_two_tiers_and_6144_switches() -> Non
 
 def test_one_plane_of_800g_on_the_same_asic_is_refused_at_131072() -> None:
     with pytest.raises(InfeasibleDesignError, match="65,536") as err:
-        build_topology(s(131_072, 1))
-    assert err.value.key == "cluster.n_gpus"
+        build_topology(s(131_072, 1, **{"fabric.tiers": 3}))
+    assert err.value.key == "fabric.tiers"
     assert build_topology(s(65_536, 1)).tiers == 3
+    assert build_topology(s(131_072, 1)).tiers == 4  # auto: 3 tiers cannot hold it
 
 
 @pytest.mark.parametrize("n_endpoints", [2_048, 16_384, 32_768, 65_536, 131_072])

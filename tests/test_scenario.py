@@ -43,7 +43,7 @@ def test_every_key_has_a_default_that_validates():
         ("cluster.n_gpus", True, "integer"),
         ("fabric.link_gbps", "300", "one of 100, 200, 400, 800, 1600"),
         ("fabric.vendor", "cisco", "one of infiniband, spectrum-x, roce"),
-        ("fabric.tiers", 4, "one of auto, 1, 2, 3"),
+        ("fabric.tiers", 5, "one of auto, 1, 2, 3, 4"),
         ("fabric.oversubscription", 0.5, "from 1 to 16"),
         ("fabric.rail_optimized", "maybe", "true or false"),
         ("what_if.degraded_link_factor", 0, "greater than 0"),

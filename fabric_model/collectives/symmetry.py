@@ -96,6 +96,7 @@ from functools import partial
 import numpy as np
 
 from fabric_model.collectives.context import MAX_CLASSES, FabricContext, PatternResult
+from fabric_model.families import family_names
 from fabric_model.flows import FlowSet, solve_maxmin
 from fabric_model.flows._kernels import first_flow_with_duplicate_link
 from fabric_model.routing import route
@@ -108,7 +109,8 @@ __all__ = [
     "solve_slot_copies",
 ]
 
-SYMMETRIC_FAMILIES = ("torus-3d", "hypercube", "dragonfly-plus", "fat-tree", "rail-only")
+#: Families with an orbit solve below (``Family.symmetry`` in the family registry).
+SYMMETRIC_FAMILIES = family_names(lambda f: f.symmetry)
 #: Use the orbit solve where it applies (tests switch it off to compare with every class).
 ENABLED = True
 
@@ -230,10 +232,12 @@ def _fat_tree(ctx: FabricContext) -> list[_Candidate]:
     n_e, n_links = topo.n_endpoints, topo.graph.n_links
     n_leaves = int(p["n_leaves"])
     rails = req.rails if req.rail_optimized else 1
-    per_pod = int(p["leaves_per_pod"]) if topo.tiers == 3 else n_leaves
+    per_pod = int(p["leaves_per_pod"]) if topo.tiers >= 3 else n_leaves
     n_pods = n_leaves // per_pod
     if n_pods * per_pod != n_leaves or per_pod % rails:  # a partial pod, or SUs across pods
         return []
+    if topo.tiers == 4:
+        return _fat_tree_4(ctx, n_leaves, per_pod, n_pods, rails)
     rail, unit, pod = _leaf_shifts(n_e, n_leaves, per_pod, rails, n_pods)
     route_pods = n_pods if topo.tiers == 3 else 0  # the router's pod bundles (3 tiers only)
     end = n_links + 2 * n_leaves + 2 * route_pods
@@ -244,6 +248,52 @@ def _fat_tree(ctx: FabricContext) -> list[_Candidate]:
 
     gens = tuple(g for g, k in ((rail, rails), (unit, per_pod // rails), (pod, n_pods)) if k > 1)
     return [_Candidate(gens, np.zeros_like, link_orbit, 4)]
+
+
+def _fat_tree_4(
+    ctx: FabricContext, n_leaves: int, per_pod: int, n_pods: int, rails: int
+) -> list[_Candidate]:
+    """4 tiers: the 3-tier generators inside every super-pod, and the super-pod shift.
+
+    A path depends only on the two leaves, whether they share a pod and whether they share
+    a super-pod (``routing.fat_tree``), so with every pod and super-pod full the rail shift,
+    the unit shift inside a pod, the pod shift inside a super-pod and the super-pod shift act
+    freely and transitively on the leaves: one source leaf, link orbits = the six bundle
+    kinds (leaf up, pod up, pod down, leaf down, super-pod up, super-pod down).
+    """
+    topo = ctx.topology
+    n_e, n_links = topo.n_endpoints, topo.graph.n_links
+    spp = int(topo.params["pods_per_super_pod"])
+    n_sp = n_pods // spp
+    if n_sp * spp != n_pods:  # a partial super-pod
+        return []
+    span = per_pod * spp
+    rail, unit, pod = _leaf_shifts(n_e, span, per_pod, rails, spp)
+
+    def sp_shift(node: np.ndarray) -> np.ndarray:
+        return n_e + (node - n_e + span) % n_leaves
+
+    end = n_links + 2 * n_leaves + 2 * n_pods + 2 * n_sp
+    edges = np.array(
+        [
+            n_leaves,
+            n_leaves + n_pods,
+            n_leaves + 2 * n_pods,
+            2 * n_leaves + 2 * n_pods,
+            2 * n_leaves + 2 * n_pods + n_sp,
+        ]
+    )
+
+    def link_orbit(idx: np.ndarray) -> np.ndarray:
+        ok = (idx >= n_links) & (idx < end)
+        return np.where(ok, np.searchsorted(edges, idx - n_links, side="right"), -1)
+
+    gens = tuple(
+        g
+        for g, k in ((rail, rails), (unit, per_pod // rails), (pod, spp), (sp_shift, n_sp))
+        if k > 1
+    )
+    return [_Candidate(gens, np.zeros_like, link_orbit, 6)]
 
 
 def _rail_only(ctx: FabricContext) -> list[_Candidate]:
@@ -869,10 +919,13 @@ def solve_slot_copies(
         rails = req.rails if req.rail_optimized else 1
         n_leaves = int(p["n_leaves"])
         if topo.family == "fat-tree":
-            per = int(p["leaves_per_pod"]) if topo.tiers == 3 else n_leaves
-            n_pods = -(-n_leaves // per) if topo.tiers == 3 else 0
-            every = (n_links, n_links + 2 * n_leaves + 2 * n_pods)
+            per = int(p["leaves_per_pod"]) if topo.tiers >= 3 else n_leaves
+            n_pods = -(-n_leaves // per) if topo.tiers >= 3 else 0
+            n_sp = int(p["n_super_pods"]) if topo.tiers == 4 else 0
+            every = (n_links, n_links + 2 * n_leaves + 2 * n_pods + 2 * n_sp)
             pod_bundles = (n_links + n_leaves, n_links + n_leaves + 2 * n_pods)
+            # 4 tiers: every copy also shares the super-pod bundles (empty on 2-3 tiers)
+            sp_bundles = (n_links + 2 * n_leaves + 2 * n_pods, every[1])
         else:
             per, n_g = int(p["leaves_per_group"]), int(p["n_groups"])
             if n_g == 1:  # a lone group's bundles are laid out otherwise
@@ -887,6 +940,8 @@ def solve_slot_copies(
         if how is None:
             return None
         shared.append(every if how[0] == "same" else pod_bundles)
+        if topo.family == "fat-tree" and topo.tiers == 4 and how[0] != "same":
+            shared.append(sp_bundles)
     del node
     rf = route(topo, cols_s[:, 0], cols_d[:, 0], "adaptive", cap)
     capacity = rf.link_capacity_Bps.copy()

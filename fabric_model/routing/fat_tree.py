@@ -27,6 +27,14 @@ reaches every core). The adaptive bundles then hold each leaf's and pod's real c
 single pair of leaves (or pods) is only sure of ``params["leaf_pair_share"]`` (or
 ``"pod_pair_share"``) of it, a limit the bundles do not see. On a full build every pair is
 joined by one cable and the paths are the textbook ones.
+
+4 tiers (:func:`~fabric_model.topology.fat_tree.superpod_layout`): across super-pods a path
+climbs to a super-spine (7 switches: leaf, spine, core, super, core, spine, leaf); inside a
+super-pod, across pods, it turns at a core (5). ``adaptive`` adds two bundle kinds after the
+four above, super-pod up and super-pod down (every core-super cable of the super-pod).
+``ecmp`` and ``dmodk`` walk one explicit path per queue pair (:func:`_per_path_4`, 8 slots,
+no kernel) where every pod is full and every super-pod reaches every super-spine, and are
+refused (naming ``adaptive``) elsewhere.
 """
 
 from __future__ import annotations
@@ -44,11 +52,12 @@ from fabric_model.flows import FlowSet
 from fabric_model.routing import _kernels
 from fabric_model.routing.base import ColumnRouted, RoutedFlows, hash_choices
 from fabric_model.topology import Topology
-from fabric_model.topology.fat_tree import PodLayout, pod_layout
+from fabric_model.topology.fat_tree import PodLayout, pod_layout, superpod_layout
 
 __all__ = ["EcmpWalk", "route_fat_tree"]
 
 _ADAPTIVE_CLASSES = ("leaf-up bundle", "pod-up bundle", "pod-down bundle", "leaf-down bundle")
+_SUPERPOD_CLASSES = ("super-pod-up bundle", "super-pod-down bundle")
 
 #: Off: ``ecmp`` always routes through the vectorised reference (the tests compare both).
 KERNEL_ENABLED = True
@@ -94,6 +103,9 @@ def _build_layout(topo: Topology) -> dict[str, Any]:
         pods = pod_layout(n_leaves, u, lpp, topo.request.spine_oversubscription, int(p["radix"]))
         out.update(lpp=lpp, pods=pods, base3=n_e + n_leaves * u)
         out["spine_by_cable"] = pods.spine_of_cable(np.arange(pods.n_uplinks, dtype=np.int64))
+    if topo.tiers == 4:  # the pods and super-pods of every leaf (their wiring: on first use)
+        lpp = int(p["leaves_per_pod"])
+        out.update(lpp=lpp, spp=int(p["pods_per_super_pod"]))
     for value in out.values():
         if isinstance(value, np.ndarray):
             value.flags.writeable = False  # shared by every pattern routed on the fabric
@@ -122,12 +134,38 @@ def route_fat_tree(
     assert isinstance(leaf_of_e, np.ndarray)
     a, b = leaf_of_e[src], leaf_of_e[dst]
     same_leaf = a == b
-    if topo.tiers == 3:
+    if topo.tiers >= 3:
         lpp = int(lay["lpp"])  # type: ignore[arg-type]
         cross_pod = ~same_leaf & (a // lpp != b // lpp)
     else:
         cross_pod = np.zeros_like(same_leaf)
     hops = np.where(same_leaf, 1, np.where(cross_pod, 5, 3)).astype(np.int64)
+    if topo.tiers == 4:
+        spp = int(lay["spp"])  # type: ignore[arg-type]
+        cross_sp = cross_pod & (a // lpp // spp != b // lpp // spp)
+        hops[cross_sp] = 7
+        if policy == "adaptive":
+            return _adaptive(
+                topo, lay, src, dst, same_leaf, cross_pod, hops, capacity_Bps, cross_sp
+            )
+        if policy not in ("ecmp", "dmodk"):
+            raise InfeasibleDesignError(
+                "fabric.routing", f"a fat-tree routes with adaptive, ecmp or dmodk, not {policy}"
+            )
+        return _per_path_4(
+            topo,
+            lay,
+            src,
+            dst,
+            same_leaf,
+            cross_pod,
+            cross_sp,
+            hops,
+            capacity_Bps,
+            policy,
+            qps if policy == "ecmp" else 1,
+            rng,
+        )
 
     if policy == "adaptive" or topo.tiers == 1:
         return _adaptive(topo, lay, src, dst, same_leaf, cross_pod, hops, capacity_Bps)
@@ -172,6 +210,7 @@ def _adaptive(
     cross_pod: np.ndarray,
     hops: np.ndarray,
     cap: np.ndarray,
+    cross_sp: np.ndarray | None = None,
 ) -> RoutedFlows:
     space = _bundle_space(topo, lay, cap)
     leaf_of_e = lay["leaf_of_e"]
@@ -181,12 +220,16 @@ def _adaptive(
     # one link per path slot, slots in path order: NIC up, leaf up, pod up, pod down, leaf
     # down, NIC down (each slot its own range of link ids)
     columns = [2 * src, np.where(off, space["b_lu"] + a, none)]
-    if topo.tiers == 3:
+    if topo.tiers >= 3:
         lpp = int(lay["lpp"])
-        columns += [
-            np.where(cross_pod, space["b_pu"] + a // lpp, none),
-            np.where(cross_pod, space["b_pd"] + b // lpp, none),
-        ]
+        columns.append(np.where(cross_pod, space["b_pu"] + a // lpp, none))
+        if cross_sp is not None:  # 4 tiers: up to and down from a super-spine
+            spp = int(lay["spp"])
+            columns += [
+                np.where(cross_sp, space["b_su"] + a // lpp // spp, none),
+                np.where(cross_sp, space["b_sd"] + b // lpp // spp, none),
+            ]
+        columns.append(np.where(cross_pod, space["b_pd"] + b // lpp, none))
     columns += [np.where(off, space["b_ld"] + b, none), 2 * dst + 1]
     keep = space["keep"]
     if not all(keep[col[col >= 0]].all() for col in columns):
@@ -231,7 +274,8 @@ def _bundle_space(topo: Topology, lay: dict, cap: np.ndarray) -> dict[str, Any]:
             g.link_src[up_links] - n_e, weights=cap[up_links + 1], minlength=n_leaves
         )
     pod_caps: list[np.ndarray] = []
-    n_pods = 0
+    sp_caps: list[np.ndarray] = []
+    n_pods = n_sp = 0
     if topo.tiers == 3:
         lpp = int(lay["lpp"])
         n_pods = -(-n_leaves // lpp)
@@ -243,16 +287,51 @@ def _bundle_space(topo: Topology, lay: dict, cap: np.ndarray) -> dict[str, Any]:
             np.bincount(spine_pod, weights=cap[sc], minlength=n_pods),
             np.bincount(spine_pod, weights=cap[sc + 1], minlength=n_pods),
         ]
+    if topo.tiers == 4:
+        p = topo.params
+        lpp, spp = int(lay["lpp"]), int(lay["spp"])
+        n_pods, n_sp = -(-n_leaves // lpp), int(p["n_super_pods"])
+        pods = pod_layout(
+            n_leaves,
+            int(p["up_per_leaf"]),
+            lpp,
+            topo.request.spine_oversubscription,
+            int(p["radix"]),
+        )
+        sps = superpod_layout(pods, int(p["radix"]))
+        even = np.arange(n_links) % 2 == 0
+        sc = np.flatnonzero((g.link_class == 2) & even)  # spine-core cables, in cable order
+        cable_pod = np.repeat(np.arange(n_pods, dtype=np.int64), pods.pod_uplinks)
+        cs = np.flatnonzero((g.link_class == 3) & even)  # core-super cables, core by core
+        cable_sp = np.repeat(sps.core_sp, sps.core_down)
+        pod_caps = [
+            np.bincount(cable_pod, weights=cap[sc], minlength=n_pods),
+            np.bincount(cable_pod, weights=cap[sc + 1], minlength=n_pods),
+        ]
+        sp_caps = [
+            np.bincount(cable_sp, weights=cap[cs], minlength=n_sp),
+            np.bincount(cable_sp, weights=cap[cs + 1], minlength=n_sp),
+        ]
+        assert spp == sps.pods_per_sp
     b_lu = n_links
     b_pu = b_lu + n_leaves
     b_pd = b_pu + n_pods
     b_ld = b_pd + n_pods
-    total = b_ld + n_leaves
+    b_su = b_ld + n_leaves  # 4 tiers: the super-pod bundles after the 3-tier layout
+    b_sd = b_su + n_sp
+    total = b_sd + n_sp
     capacity = np.concatenate(
-        [cap, leaf_up_cap, *(pod_caps or [np.zeros(0), np.zeros(0)]), leaf_down_cap]
+        [
+            cap,
+            leaf_up_cap,
+            *(pod_caps or [np.zeros(0), np.zeros(0)]),
+            leaf_down_cap,
+            *(sp_caps or [np.zeros(0), np.zeros(0)]),
+        ]
     )
-    labels, names = _class_labels(topo, _ADAPTIVE_CLASSES)
-    base = len(names) - len(_ADAPTIVE_CLASSES)
+    extra = _ADAPTIVE_CLASSES + (_SUPERPOD_CLASSES if n_sp else ())
+    labels, names = _class_labels(topo, extra)
+    base = len(names) - len(extra)
     link_class = np.concatenate(
         [
             labels,
@@ -260,6 +339,8 @@ def _bundle_space(topo: Topology, lay: dict, cap: np.ndarray) -> dict[str, Any]:
             np.full(n_pods, base + 1, np.int16),
             np.full(n_pods, base + 2, np.int16),
             np.full(n_leaves, base + 3, np.int16),
+            np.full(n_sp, base + 4, np.int16),
+            np.full(n_sp, base + 5, np.int16),
         ]
     )
     keep = capacity > 0
@@ -268,6 +349,8 @@ def _bundle_space(topo: Topology, lay: dict, cap: np.ndarray) -> dict[str, Any]:
         "b_pu": b_pu,
         "b_pd": b_pd,
         "b_ld": b_ld,
+        "b_su": b_su,
+        "b_sd": b_sd,
         "total": total,
         "capacity": np.where(keep, capacity, 1.0),
         "link_class": link_class,
@@ -403,10 +486,241 @@ def _per_path(
     )
 
 
+def _wiring_4(topo: Topology, lay: dict[str, Any]) -> dict[str, Any]:
+    """Return the 4-tier wiring the per-cable policies walk (built once, kept in ``lay``).
+
+    Refuses a build whose per-cable paths would need re-picking (a partial pod, or a
+    super-pod that does not reach every super-spine); adaptive routing has no such limit.
+    """
+    with _LAYOUTS_LOCK:
+        held = lay.get("_wiring_4")
+    if held is not None:
+        return held  # type: ignore[no-any-return]
+    p = topo.params
+    n_e, n_leaves, u, k = (
+        topo.n_endpoints,
+        int(p["n_leaves"]),
+        int(p["up_per_leaf"]),
+        int(p["radix"]),
+    )
+    lpp = int(p["leaves_per_pod"])
+    pods = pod_layout(n_leaves, u, lpp, topo.request.spine_oversubscription, k)
+    sps = superpod_layout(pods, k)
+    full_pods = n_leaves % lpp == 0 and bool(np.all(pods.spines_in_pod == u))
+    if not full_pods or int(sps.sp_uplinks.min()) < sps.n_super:
+        raise InfeasibleDesignError(
+            "fabric.routing",
+            "ecmp and dmodk on a 4-tier fat-tree are modelled where every pod is full and every "
+            "super-pod reaches every super-spine (this build has a partial pod or super-pod); "
+            "allowed: adaptive, spray",
+        )
+    core_first = np.cumsum(sps.core_down) - sps.core_down
+    wiring = {
+        "pods": pods,
+        "sps": sps,
+        "core_first": core_first,
+        "base3": n_e + n_leaves * u,
+        "base4": n_e + n_leaves * u + pods.n_uplinks,
+        "spine_by_cable": pods.spine_of_cable(np.arange(pods.n_uplinks, dtype=np.int64)),
+    }
+    with _LAYOUTS_LOCK:
+        lay["_wiring_4"] = wiring
+    return wiring
+
+
+def _per_path_4(
+    topo: Topology,
+    lay: dict,
+    src: np.ndarray,
+    dst: np.ndarray,
+    same_leaf: np.ndarray,
+    cross_pod: np.ndarray,
+    cross_sp: np.ndarray,
+    hops: np.ndarray,
+    cap: np.ndarray,
+    policy: str,
+    qps: int,
+    rng: np.random.Generator | None,
+) -> RoutedFlows:
+    """ECMP or D-mod-k on a 4-tier fat-tree, one explicit path per queue pair (8 slots).
+
+    Up: the leaf hashes over its uplinks, the spine over its core uplinks, the core over its
+    super-spine uplinks; down: the super-spine over its cables into the destination
+    super-pod (cables ``u = s mod T``), then the one cable of that core to the destination
+    pod (core ``i`` of a super-pod takes cable ``i`` of every pod) and the spine's cables to
+    the destination leaf. Same arithmetic as the 3-tier reference (:func:`_per_path`).
+    """
+    w = _wiring_4(topo, lay)
+    pods, sps = w["pods"], w["sps"]
+    assert isinstance(pods, PodLayout)
+    n_conn = src.size
+    conn = np.repeat(np.arange(n_conn, dtype=np.int64), qps)
+    s, d = src[conn], dst[conn]
+    a, b = lay["leaf_of_e"][s], lay["leaf_of_e"][d]
+    sl, xp, xs = same_leaf[conn], cross_pod[conn], cross_sp[conn]
+    n = conn.size
+    rng = rng or np.random.default_rng(0)
+    d_id = lay["leaf_major"][d]
+    u = int(lay["u"])
+    n_e, lpp, spp = int(lay["E"]), int(lay["lpp"]), int(lay["spp"])
+    n_super = int(sps.n_super)
+
+    def choose(kk: np.ndarray | int, salt: np.ndarray | int) -> np.ndarray:
+        if policy == "ecmp":
+            return hash_choices(rng, n, kk)
+        kb = np.broadcast_to(np.asarray(kk, dtype=np.int64), (n,))
+        return (d_id // np.maximum(1, salt)) % np.maximum(kb, 1)  # destination-mod-k
+
+    pa, pb = a // lpp, b // lpp
+    la, lb = a - pa * lpp, b - pb * lpp
+    sa, sb = pa // spp, pb // spp
+    j = choose(u, 1)  # leaf uplink (every pod full: spine j of the pod)
+    spine_a = pods.pod_first_spine[pa] + (la * u + j) % u
+    t = choose(pods.spine_up[spine_a], u)
+    cab_a = pods.spine_first_uplink[spine_a] + t  # spine-core cable
+    i_a = cab_a - pods.pod_first_uplink[pa]  # its position in the pod
+    core_a = sps.sp_first_core[sa] + i_a // sps.sp_group[sa]
+    v = choose(sps.core_down[core_a], u * pods.spine_up[spine_a])
+    up4 = w["core_first"][core_a] + v  # core-super cable (global index)
+    sup = up4 % n_super
+    # down into the destination super-pod: its cables F + ((s - F) mod T) + T r
+    first_b, count_b = sps.sp_first_uplink[sb], sps.sp_uplinks[sb]
+    off = (sup - first_b) % n_super
+    n_r = np.maximum(1, (count_b - off + n_super - 1) // n_super)
+    dn4 = first_b + off + n_super * choose(n_r, u * n_super)
+    core_b = np.searchsorted(w["core_first"], dn4, side="right") - 1
+    # that core's positions c g .. c g + g - 1 (a partial last super-pod's cores hold several;
+    # every pod full: each has them all)
+    g_b = sps.sp_group[sb]
+    lo_b = (core_b - sps.sp_first_core[sb]) * g_b
+    n_pos = np.minimum(g_b, pods.pod_uplinks[pb] - lo_b)
+    i_b = np.where(xs, lo_b + choose(n_pos, u * n_super * 2), i_a)  # same super-pod: same core
+    cab_b = pods.pod_first_uplink[pb] + i_b  # that core's cable to the destination pod
+    spine_b = np.where(xp, w["spine_by_cable"][np.minimum(cab_b, pods.n_uplinks - 1)], spine_a)
+    y = spine_b - pods.pod_first_spine[pb]
+    j_b = (y - lb * u) % u  # full pods: one cable from each leaf to each spine
+    paths = np.full((n, 8), -1, dtype=np.int64)
+    paths[:, 0] = 2 * s
+    paths[:, 7] = 2 * d + 1
+    offl = ~sl
+    base3, base4 = int(w["base3"]), int(w["base4"])
+    paths[offl, 1] = 2 * (n_e + a * u + j)[offl]
+    paths[xp, 2] = 2 * (base3 + cab_a)[xp]
+    paths[xs, 3] = 2 * (base4 + up4)[xs]
+    paths[xs, 4] = 2 * (base4 + dn4)[xs] + 1
+    paths[xp, 5] = 2 * (base3 + cab_b)[xp] + 1
+    paths[offl, 6] = 2 * (n_e + b * u + j_b)[offl] + 1
+    labels, names = _class_labels(topo, ())
+    return RoutedFlows(
+        flows=_csr(paths, topo.graph.n_links),
+        link_capacity_Bps=cap,
+        link_class=labels,
+        class_names=names,
+        flow_of_connection=conn,
+        flow_fraction=np.full(n, 1.0 / qps),
+        switch_hops=hops,
+        policy=policy,
+    )
+
+
 #: Connections walked per kernel call: their uniforms are drawn into a buffer of
 #: ``draws x CHUNK_CONNECTIONS x qps`` doubles, never the pattern's whole (a fresh array of
 #: tens of MB costs more in page faults than the walk itself).
 CHUNK_CONNECTIONS = 16384
+
+
+def _walk_tables(lay: dict[str, Any], tiers: int) -> tuple[tuple[Any, ...], tuple[bool, ...]]:
+    """Return the ECMP walk kernel's tables for a routing layout, and the draw rows it reads.
+
+    Built once per fabric (kept in the layout). Beyond the layout's own arrays, the kernel
+    takes each leaf's ``local x up mod S_p``, ``j mod S_p`` per pod and uplink, ``up`` as
+    ``quot S_p + rem`` per pod, each core cable's position and each block's start modulo
+    the group's cores, and each block's size as ``quot C + rem``: the reference's modulo
+    and ceiling divisions become table reads (see the kernel). A draw row is needed only
+    where some choice has more than one option; the re-pick row (3 tiers, row 3) never is
+    in a walk that succeeds (a cross-pod re-pick sends the pattern to the reference, and
+    inside a pod the re-picked cable is not used).
+    """
+    cached = lay.get("_walk_tables")
+    if cached is not None and cached[0] == tiers:
+        return cached[1], cached[2]
+    i64 = np.zeros(0, np.int64)
+    i64_2d = np.zeros((1, 1), np.int64)
+    n_e, up = int(lay["E"]), int(lay["u"])
+    leaf_of_e = lay["leaf_of_e"]
+    if tiers == 3:
+        pods = lay["pods"]
+        assert isinstance(pods, PodLayout)
+        lpp = int(lay["lpp"])
+        leaf = np.arange(int(lay["L"]), dtype=np.int64)
+        sp = pods.spines_in_pod
+        leaf_up_mod = (leaf % lpp) * up % sp[leaf // lpp]
+        up_mod = np.arange(up, dtype=np.int64)[None, :] % sp[:, None]
+        up_quot, up_rem = up // sp, up % sp
+        n_c = pods.group_cores
+        cores = np.maximum(n_c, 1)[:, None]  # a group without cores has no cables to walk
+        cable_pos_mod = pods.cable_position % cores[pods.cable_group, 0]
+        block_start_mod = pods.block_start % cores
+        block_quot, block_rem = pods.block_size // cores, pods.block_size % cores
+        block_quot[n_c == 0], block_rem[n_c == 0] = 0, 0
+        tables: tuple[Any, ...] = (
+            leaf_of_e,
+            n_e,
+            up,
+            tiers,
+            0,
+            lpp,
+            int(lay["base3"]),
+            sp,
+            pods.pod_first_spine,
+            pods.spine_up,
+            pods.spine_first_uplink,
+            pods.cable_group,
+            n_c,
+            pods.block_start,
+            pods.group_first_cable,
+            pods.cable_by_position,
+            pods.pod_first_uplink,
+            pods.pod_uplinks,
+            lay["spine_by_cable"],
+        )
+        n_par_max = int((block_quot + (block_rem > 0)).max()) if block_quot.size else 0
+        needed: tuple[bool, ...] = (
+            True,
+            int(pods.spine_up.max()) > 1,
+            n_par_max > 1,
+            False,
+            int((up_quot + (up_rem > 0)).max()) > 1,
+        )
+    else:
+        n_sp = int(lay["S"])
+        leaf = np.arange(int(lay["L"]), dtype=np.int64)
+        leaf_up_mod = leaf * up % n_sp
+        up_mod = (np.arange(up, dtype=np.int64) % n_sp)[None, :]
+        up_quot, up_rem = np.array([up // n_sp]), np.array([up % n_sp])
+        cable_pos_mod, block_start_mod, block_quot, block_rem = i64, i64_2d, i64_2d, i64_2d
+        tables = (leaf_of_e, n_e, up, tiers, n_sp, 1, 0, *([i64] * 4), i64, i64, i64_2d)
+        tables += (i64, i64, i64, i64, i64)
+        needed = (True, int(up_quot[0] + (up_rem[0] > 0)) > 1)
+    extra = [
+        np.ascontiguousarray(x, np.int64)
+        for x in (
+            leaf_up_mod,
+            up_mod,
+            up_quot,
+            up_rem,
+            cable_pos_mod,
+            block_start_mod,
+            block_quot,
+            block_rem,
+        )
+    ]
+    for x in extra:
+        x.flags.writeable = False
+    out = (*tables, *extra)
+    with _LAYOUTS_LOCK:
+        lay["_walk_tables"] = (tiers, out, needed)
+    return out, needed
 
 
 class EcmpWalk(RoutedFlows):
@@ -525,6 +839,15 @@ class EcmpWalk(RoutedFlows):
         """Queue pairs routed."""
         return int(self._src.size * self._qps)
 
+    @cached_property
+    def seed_free(self) -> bool:
+        """Whether every connection stays under one leaf (NIC up, NIC down).
+
+        No draw is then read, so every seed routes the pattern the same way.
+        """
+        leaf = self._lay["leaf_of_e"]
+        return bool(np.array_equal(leaf[self._src], leaf[self._dst]))
+
     def _walk(
         self,
         mode: int,
@@ -542,51 +865,38 @@ class EcmpWalk(RoutedFlows):
         """
         lay, qps, n = self._lay, self._qps, self.n_flows
         c_first, c_stop = connections or (0, self._src.size)
-        i64 = np.zeros(0, np.int64)
-        i64_2d = np.zeros((1, 1), np.int64)
-        three = self._tiers == 3
-        pods = lay["pods"] if three else None
-        tables = (
-            lay["leaf_of_e"],
-            int(lay["E"]),
-            int(lay["u"]),
-            self._tiers,
-            0 if three else int(lay["S"]),
-            int(lay["lpp"]) if three else 1,
-            int(lay["base3"]) if three else 0,
-            pods.spines_in_pod if pods else i64,
-            pods.pod_first_spine if pods else i64,
-            pods.spine_up if pods else i64,
-            pods.spine_first_uplink if pods else i64,
-            pods.cable_group if pods else i64,
-            pods.group_cores if pods else i64,
-            pods.block_start if pods else i64_2d,
-            pods.block_size if pods else i64_2d,
-            pods.cable_position if pods else i64,
-            pods.group_first_cable if pods else i64,
-            pods.cable_by_position if pods else i64,
-            pods.pod_first_uplink if pods else i64,
-            pods.pod_uplinks if pods else i64,
-            lay["spine_by_cable"] if three else i64,
-        )
+        tables, needed = _walk_tables(lay, self._tiers)
         gens = []
         for r in range(self._rows):
+            if not needed[r]:  # no path reads these draws: the row stays zero
+                continue
             bg = np.random.PCG64()
             bg.state = self._state
             bg.advance(r * n + c_first * qps)
-            gens.append(np.random.Generator(bg))
+            gens.append((r, bg, np.random.Generator(bg)))
+        leaf = lay["leaf_of_e"]
+        lpp = int(lay["lpp"]) if self._tiers == 3 else 0
         weight = np.ascontiguousarray(flow_weight, np.float64)
         loads = np.zeros(0) if out_loads is None else out_loads
         first = np.zeros(0, np.int64) if out_first is None else out_first
         one_path = np.zeros((1, 6), np.int64)
-        buf = np.empty((self._rows, min(c_stop - c_first, CHUNK_CONNECTIONS) * qps))
+        buf = np.zeros((self._rows, min(c_stop - c_first, CHUNK_CONNECTIONS) * qps))
         flags = 0
         for c0 in range(c_first, c_stop, CHUNK_CONNECTIONS):
             c1 = min(c0 + CHUNK_CONNECTIONS, c_stop)
             f0, f1 = (c0 - c_first) * qps, (c1 - c_first) * qps
             uni = buf[:, : f1 - f0]
-            for r, g in enumerate(gens):
-                g.random(out=uni[r])
+            # a chunk whose connections all stay under one leaf (or in one pod) reads none of
+            # the draws (or none past the leaf's): those rows skip it, still zero
+            a, b = leaf[self._src[c0:c1]], leaf[self._dst[c0:c1]]
+            off = bool((a != b).any())
+            xp = off and (lpp == 0 or bool((a // lpp != b // lpp).any()))
+            for r, bg, g in gens:
+                if off and (xp or r not in (1, 2)):
+                    g.random(out=uni[r])
+                else:
+                    uni[r] = 0.0
+                    bg.advance(f1 - f0)
             paths = out_paths[f0:f1] if out_paths is not None else one_path
             got = int(
                 _kernels.fat_tree_ecmp_walk(

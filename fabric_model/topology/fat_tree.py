@@ -1,4 +1,4 @@
-"""Folded-Clos (fat-tree) fabrics: 1, 2 or 3 switch tiers, tapered or not, rail-optimized or not.
+"""Folded-Clos (fat-tree) fabrics: 1 to 4 switch tiers, tapered or not, rail-optimized or not.
 
 Sizing (hardware-and-cost-facts sections 6.1-6.2; Al-Fares et al., SIGCOMM 2008):
 
@@ -25,9 +25,25 @@ Sizing (hardware-and-cost-facts sections 6.1-6.2; Al-Fares et al., SIGCOMM 2008)
   consecutive planes share a pool; a group's uplinks, numbered pod by pod, go round-robin to
   its cores, so every full pod reaches every core of every group.
 
-The full non-blocking builds reproduce the textbook counts: ``k^2/2`` endpoints on ``3k/2``
-switches (2 tiers) and ``k^3/4`` endpoints on ``5k^2/4`` switches (3 tiers; the ``(k/2)^2``
-cores each take one cable from every pod).
+- 4 tiers (super-pods; the recursive folded Clos of Leiserson, IEEE Trans. Comput. 1985,
+  with Al-Fares et al.'s pod construction applied one level up): the pods and spines are
+  those of 3 tiers; a core (tier 3) splits its ports 1:1, ``k/2`` down and ``k/2`` up, so a
+  super-pod is ``k/2`` pods. Cable ``i`` of a pod's spine-core cables (numbered spine by
+  spine) goes to core ``i`` of its super-pod (a full pod's ``Q = up x spine uplinks`` cables
+  reach its super-pod's ``Q`` cores once each; a partial last super-pod of ``P_m`` pods puts
+  ``floor((k/2) / P_m)`` positions on each core); a core with ``d`` pod cables has ``d``
+  uplinks. The super-spines (tier 4) are the port minimum ``T = ceil(U4 / k)`` (``U4`` =
+  every core uplink); core uplink ``u`` (numbered core by core over all super-pods) goes to
+  super-spine ``u mod T``, so no super-spine takes more than ``k`` cables and every full
+  super-pod (``>= T`` consecutive uplinks) reaches every super-spine, with
+  ``k / n_super_pods`` parallel cables when that divides. At most ``k`` super-pods.
+
+The full non-blocking builds reproduce the textbook counts, ``2 (k/2)^t`` endpoints on
+``(2t - 1) (k/2)^(t-1)`` switches for ``t`` tiers (tiers 1 to ``t - 1`` have ``2 (k/2)^(t-1)``
+switches each, the top tier ``(k/2)^(t-1)``): ``k^2/2`` endpoints on ``3k/2`` switches
+(2 tiers), ``k^3/4`` on ``5k^2/4`` (3 tiers; the ``(k/2)^2`` cores each take one cable from
+every pod) and ``k^4/8`` on ``7k^3/8`` (4 tiers; k = 64: 2,097,152 endpoints on 229,376
+switches, 65,536 per lower tier and 32,768 super-spines).
 """
 
 from __future__ import annotations
@@ -52,6 +68,7 @@ from fabric_model.topology.base import (
 from fabric_model.units import gbps_to_GBps
 
 __all__ = [
+    "MAX_TIERS",
     "TIER_NAMES",
     "PodLayout",
     "balanced_count",
@@ -62,7 +79,10 @@ __all__ = [
     "pod_layout",
 ]
 
-TIER_NAMES = ("leaf", "spine", "core")
+TIER_NAMES = ("leaf", "spine", "core", "super")
+
+#: Most switch tiers a fat-tree is built with.
+MAX_TIERS = 4
 _PLURAL = {"leaf": "leaves", "pod": "pods"}
 
 
@@ -93,8 +113,9 @@ def leaf_ports(radix: int, oversubscription: float) -> tuple[int, int]:
 def max_endpoints(radix: int, tiers: int, r_leaf: float = 1.0, r_spine: float = 1.0) -> int:
     """Largest endpoint count a fat-tree of this radix and tiers holds.
 
-    ``k`` (1 tier), ``k * down`` (2 tiers), ``k * down_spine * down`` (3 tiers); with
-    ``r = 1`` these are k, k^2/2 and k^3/4.
+    ``k`` (1 tier), ``k * down`` (2 tiers), ``k * down_spine * down`` (3 tiers),
+    ``k * (k // 2) * down_spine * down`` (4 tiers: ``k`` super-pods of ``k // 2`` pods); with
+    ``r = 1`` these are k, k^2/2, k^3/4 and k^4/8 = ``2 (k/2)^t``.
     """
     down, _ = leaf_ports(radix, r_leaf)
     if tiers == 1:
@@ -102,7 +123,9 @@ def max_endpoints(radix: int, tiers: int, r_leaf: float = 1.0, r_spine: float = 
     if tiers == 2:
         return radix * down
     spine_down, _ = leaf_ports(radix, r_spine)
-    return radix * spine_down * down
+    if tiers == 3:
+        return radix * spine_down * down
+    return radix * (radix // 2) * spine_down * down
 
 
 def balanced_count(needed: int, uplinks: int) -> int:
@@ -389,20 +412,24 @@ def build_fat_tree(req: TopologyRequest) -> Topology:
             return n_e <= k
         if t == 2:
             return n_leaves <= k
-        # every core takes a cable from every full pod: at most k pods
-        return -(-n_leaves // spine_down) <= k
+        n_pods = -(-n_leaves // spine_down)
+        if t == 3:
+            # every core takes a cable from every full pod: at most k pods
+            return n_pods <= k
+        # every super-spine takes a cable from every full super-pod of k // 2 pods
+        return k >= 4 and -(-n_pods // (k // 2)) <= k
 
-    fewest = next((t for t in (1, 2, 3) if fits(t)), 0)
+    fewest = next((t for t in range(1, MAX_TIERS + 1) if fits(t)), 0)
     if req.tiers == "auto":
         tiers = fewest
         if not tiers:
-            raise InfeasibleDesignError("cluster.n_gpus", _too_big(req, 3, k, down, up))
+            raise InfeasibleDesignError("cluster.n_gpus", _too_big(req, MAX_TIERS, k, down, up))
     else:
         tiers = int(req.tiers)
         if not fits(tiers):
             raise InfeasibleDesignError("fabric.tiers", _too_big(req, tiers, k, down, up))
 
-    builder = {1: _one_tier, 2: _two_tier, 3: _three_tier}
+    builder = {1: _one_tier, 2: _two_tier, 3: _three_tier, 4: _four_tier}
     topo = builder[tiers](req, k, down, up, spine_down, leaf_of_e, n_leaves)
     if fewest and tiers > fewest:
         smaller = builder[fewest](req, k, down, up, spine_down, leaf_of_e, n_leaves)
@@ -437,7 +464,12 @@ def _forced_tiers_warning(topo: Topology, smaller: Topology) -> str:
         f"({tiers_text(topo)})"
     )
     top = TIER_NAMES[topo.tiers - 1]
-    if topo.tiers == 3 and int(topo.params["n_pods"]) == 1:
+    if topo.tiers == 4 and int(topo.params["n_super_pods"]) == 1:
+        text += (
+            f"; all {int(topo.params['n_pods']):,} pods are in one super-pod, so the "
+            f"{topo.switches_by_tier[top]:,} {top} switches carry no traffic"
+        )
+    elif topo.tiers == 3 and int(topo.params["n_pods"]) == 1:
         text += (
             f"; all {int(topo.params['n_leaves']):,} leaves are in one pod, so the "
             f"{topo.switches_by_tier[top]:,} {top} switches carry no traffic"
@@ -455,9 +487,13 @@ def _forced_tiers_warning(topo: Topology, smaller: Topology) -> str:
 
 
 def _pair_counts(
-    req: TopologyRequest, leaf_of_e: np.ndarray, pod_of_leaf: np.ndarray | None, tiers: int
+    req: TopologyRequest,
+    leaf_of_e: np.ndarray,
+    pod_of_leaf: np.ndarray | None,
+    tiers: int,
+    superpod_of_leaf: np.ndarray | None = None,
 ) -> dict[int, float]:
-    """Count ordered GPU pairs in different NVLink domains by switch hops (1, 3 or 5).
+    """Count ordered GPU pairs in different NVLink domains by switch hops (1, 3, 5 or 7).
 
     Rail-optimized: the pair (i, j) uses rail ``local(j)`` on both servers (PXN), so for each
     local index the count runs over server pairs and is weighted by the GPUs per server.
@@ -479,14 +515,18 @@ def _pair_counts(
         ]
     else:
         passes = [(leaf_of_e[np.arange(n, dtype=np.int64) * nics], domain, 1.0)]
-    same_leaf = same_pod = 0.0
+    same_leaf = same_pod = same_sp = 0.0
     for leaf, dom, weight in passes:
         same_leaf += weight * _pairs_not_same_domain(leaf, dom)
         if pod_of_leaf is not None:
             same_pod += weight * _pairs_not_same_domain(pod_of_leaf[leaf], dom)
+        if superpod_of_leaf is not None:
+            same_sp += weight * _pairs_not_same_domain(superpod_of_leaf[leaf], dom)
     if tiers == 2:
         return {1: same_leaf, 3: total - same_leaf}
-    return {1: same_leaf, 3: same_pod - same_leaf, 5: total - same_pod}
+    if tiers == 3:
+        return {1: same_leaf, 3: same_pod - same_leaf, 5: total - same_pod}
+    return {1: same_leaf, 3: same_pod - same_leaf, 5: same_sp - same_pod, 7: total - same_sp}
 
 
 def _pairs_not_same_domain(keys: np.ndarray, dom: np.ndarray) -> float:
@@ -798,3 +838,263 @@ def _partial_notes(req: TopologyRequest, down: int, n_leaves: int) -> tuple[str,
     if free > 0:
         notes.append(f"{free:,} leaf down-ports left free for growth (partial build)")
     return tuple(notes)
+
+
+# --------------------------------------------------------------------------------------
+# 4 tiers
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class SuperPodLayout:
+    """Super-pods, cores and super-spines of a 4-tier fat-tree, as the builder wires them.
+
+    Cable ``c`` of the spine-core class (numbered spine by spine, as in :class:`PodLayout`)
+    is position ``i = c - pod_first_uplink[p]`` of its pod ``p`` and goes to core
+    ``sp_first_core[m] + i // sp_group[m]`` of the pod's super-pod ``m = p // pods_per_sp``.
+    Core-super cable ``u`` (numbered core by core) is uplink ``j = u - sp_first_uplink[m]`` of its
+    super-pod; it goes to super-spine ``u mod n_super`` (round-robin over all super-pods, as
+    the 3-tier cores take a group's cables pod by pod).
+
+    Attributes
+    ----------
+    pods_per_sp : int
+        Pods of a full super-pod (``k // 2``).
+    sp_group : int64 array, shape (n_sp,)
+        Cable positions per core (1 in a full super-pod).
+    sp_first_core, sp_cores, sp_first_uplink, sp_uplinks : int64 arrays, shape (n_sp,)
+        First core, cores, first core-super cable and core-super cables of each super-pod.
+    core_sp, core_down : int64 arrays, shape (n_cores,)
+        Super-pod and pod cables (= uplinks) of each core.
+    cable_core : int64 array, shape (spine-core cables,)
+        Core of each spine-core cable.
+    n_super : int
+        Super-spines.
+    """
+
+    pods_per_sp: int
+    sp_group: np.ndarray
+    sp_first_core: np.ndarray
+    sp_cores: np.ndarray
+    sp_first_uplink: np.ndarray
+    sp_uplinks: np.ndarray
+    core_sp: np.ndarray
+    core_down: np.ndarray
+    cable_core: np.ndarray
+    n_super: int
+
+    @property
+    def n_sp(self) -> int:
+        """Super-pods."""
+        return int(self.sp_cores.size)
+
+    @property
+    def n_cores(self) -> int:
+        """Cores over all super-pods."""
+        return int(self.core_sp.size)
+
+    @property
+    def n_uplinks(self) -> int:
+        """Core-super cables."""
+        return int(self.core_down.sum())
+
+
+def superpod_layout(pods: PodLayout, radix: int) -> SuperPodLayout:
+    """Group the pods of ``pods`` into super-pods of ``radix // 2`` and wire tiers 3 and 4.
+
+    Notes
+    -----
+    ``M = ceil(P / (k/2))`` super-pods. Cable position ``i`` of a pod is its ``i``-th
+    spine-core cable (``U_p`` of them; ``Q = up x spine uplinks`` for a full pod). A
+    super-pod of ``P_m`` pods groups ``g = floor((k/2) / P_m)`` positions per core (1 for a
+    full super-pod: the textbook core takes one cable from each of ``k/2`` pods; a partial
+    last super-pod fills its cores instead of leaving them half empty), so it has
+    ``ceil(max_p U_p / g)`` cores; core ``c`` takes positions ``c g .. c g + g - 1`` of every
+    pod that has them and has as many uplinks (1:1). ``T = ceil(U4 / k)`` super-spines for
+    ``U4`` core uplinks (the port minimum, as every upper tier of the 2- and 3-tier builds).
+    """
+    per_sp = radix // 2
+    n_pods = pods.n_pods
+    pod_sp = np.arange(n_pods, dtype=np.int64) // per_sp
+    n_sp = int(pod_sp[-1]) + 1
+    pods_in_sp = np.bincount(pod_sp, minlength=n_sp)
+    sp_group = np.maximum(1, per_sp // pods_in_sp).astype(np.int64)
+    sp_positions = np.zeros(n_sp, dtype=np.int64)
+    np.maximum.at(sp_positions, pod_sp, pods.pod_uplinks)
+    sp_cores = -(-sp_positions // sp_group)
+    sp_first_core = np.cumsum(sp_cores) - sp_cores
+    core_sp = np.repeat(np.arange(n_sp, dtype=np.int64), sp_cores)
+    # cables into core c: over the pods of its super-pod, the positions c g .. c g + g - 1
+    # that the pod has (positions < U_p)
+    core_down = np.zeros(core_sp.size, dtype=np.int64)
+    for m in range(n_sp):  # at most k super-pods
+        u_p = pods.pod_uplinks[pod_sp == m]
+        g = int(sp_group[m])
+        lo = np.arange(int(sp_cores[m]), dtype=np.int64)[:, None] * g
+        have = np.clip(np.minimum(u_p[None, :], lo + g) - lo, 0, None)
+        core_down[sp_first_core[m] : sp_first_core[m] + sp_cores[m]] = have.sum(axis=1)
+    n_up = pods.n_uplinks
+    cable_pod = np.repeat(np.arange(n_pods, dtype=np.int64), pods.pod_uplinks)
+    position = np.arange(n_up, dtype=np.int64) - pods.pod_first_uplink[cable_pod]
+    cable_sp = pod_sp[cable_pod]
+    cable_core = sp_first_core[cable_sp] + position // sp_group[cable_sp]
+    sp_uplinks = np.bincount(core_sp, weights=core_down, minlength=n_sp).astype(np.int64)
+    sp_first_uplink = np.cumsum(sp_uplinks) - sp_uplinks
+    n_super = -(-int(sp_uplinks.sum()) // radix)
+    return SuperPodLayout(
+        pods_per_sp=per_sp,
+        sp_group=sp_group,
+        sp_first_core=sp_first_core,
+        sp_cores=sp_cores,
+        sp_first_uplink=sp_first_uplink,
+        sp_uplinks=sp_uplinks,
+        core_sp=core_sp,
+        core_down=core_down,
+        cable_core=cable_core,
+        n_super=n_super,
+    )
+
+
+def _four_tier(
+    req: TopologyRequest,
+    k: int,
+    down: int,
+    up: int,
+    spine_down: int,
+    leaf_of_e: np.ndarray,
+    n_leaves: int,
+) -> Topology:
+    n_e, rate = req.n_endpoints, gbps_to_GBps(req.link_gbps)
+    pods = pod_layout(n_leaves, up, spine_down, req.spine_oversubscription, k)
+    sps = superpod_layout(pods, k)
+    n_pods, n_spines = pods.n_pods, pods.n_spines
+    n_sp, n_cores, n_super = sps.n_sp, sps.n_cores, sps.n_super
+    pod_of_leaf = np.arange(n_leaves, dtype=np.int64) // spine_down
+    sp_of_leaf = pod_of_leaf // sps.pods_per_sp
+    n_ls, n_sc, n_cs = n_leaves * up, pods.n_uplinks, sps.n_uplinks
+    core_super = np.arange(n_cs, dtype=np.int64)
+    cs_super = core_super % n_super  # round-robin over every super-pod: <= k per super-spine
+    links = (
+        _nic_leaf_class(req, leaf_of_e, n_leaves),
+        LinkClass(
+            "leaf-spine",
+            n_ls,
+            req.link_gbps,
+            req.leaf_spine_m,
+            ("leaf", "spine"),
+            (PortGroup("leaf", up, n_leaves), *_groups("spine", pods.spine_down)),
+        ),
+        LinkClass(
+            "spine-core",
+            n_sc,
+            req.link_gbps,
+            req.spine_core_m,
+            ("spine", "core"),
+            (*_groups("spine", pods.spine_up), *_groups("core", sps.core_down)),
+        ),
+        LinkClass(
+            "core-super",
+            n_cs,
+            req.link_gbps,
+            req.spine_core_m,  # fabric.spine_core_m: both upper classes run to the centre rows
+            ("core", "super"),
+            (
+                *_groups("core", sps.core_down),
+                *_groups("super", np.bincount(cs_super, minlength=n_super)),
+            ),
+        ),
+    )
+    hist, hmax, hmean = hop_histogram(_pair_counts(req, leaf_of_e, pod_of_leaf, 4, sp_of_leaf))
+    cut = min(
+        n_e,
+        n_ls,
+        n_sc if n_pods > 1 else n_ls,
+        n_cs if n_sp > 1 else (n_sc if n_pods > 1 else n_ls),
+    )
+    spine_ratio = float(np.max(pods.spine_down / pods.spine_up))
+
+    def graph():  # type: ignore[no-untyped-def]
+        base_sp = n_e + n_leaves
+        base_co = base_sp + n_spines
+        base_su = base_co + n_cores
+        leaf_rep = np.repeat(np.arange(n_leaves, dtype=np.int64), up)
+        j = np.tile(np.arange(up, dtype=np.int64), n_leaves)
+        pod = pod_of_leaf[leaf_rep]
+        local = leaf_rep - pod * spine_down
+        spine = pods.pod_first_spine[pod] + (local * up + j) % pods.spines_in_pod[pod]
+        sc_a = base_sp + np.repeat(np.arange(n_spines, dtype=np.int64), pods.spine_up)
+        cs_a = base_co + np.repeat(np.arange(n_cores, dtype=np.int64), sps.core_down)
+        a = np.concatenate([np.arange(n_e), n_e + leaf_rep, sc_a, cs_a])
+        b = np.concatenate(
+            [n_e + leaf_of_e, base_sp + spine, base_co + sps.cable_core, base_su + cs_super]
+        )
+        cls = np.concatenate([np.zeros(n_e), np.ones(n_ls), np.full(n_sc, 2), np.full(n_cs, 3)])
+        tier = np.concatenate(
+            [
+                np.zeros(n_e),
+                np.ones(n_leaves),
+                np.full(n_spines, 2),
+                np.full(n_cores, 3),
+                np.full(n_super, 4),
+            ]
+        )
+        return graph_from_cables(
+            base_su + n_super, tier, a, b, cls, req.link_gbps, req.n_gpus, req.nics_per_gpu
+        )
+
+    notes = list(_partial_notes(req, down, n_leaves))
+    pods_in_sp = np.bincount(np.arange(n_pods) // sps.pods_per_sp, minlength=n_sp)
+    full_sp = int(np.sum(pods_in_sp == sps.pods_per_sp))
+    notes.append(
+        f"{n_pods:,} pods of up to {spine_down} leaves and {up} spines in {n_sp:,} super-pods "
+        f"of up to {sps.pods_per_sp} pods and {int(sps.sp_cores[0]):,} cores (each core "
+        f"{sps.pods_per_sp} down / {sps.pods_per_sp} up); {n_super:,} super-spines = "
+        f"ceil({n_cs:,} core uplinks / {k} ports)"
+    )
+    if int(sps.sp_group[-1]) > 1:
+        notes.append(
+            f"the partial last super-pod's {int(pods_in_sp[-1])} pods share "
+            f"{int(sps.sp_cores[-1]):,} cores ({int(sps.sp_group[-1])} cable positions of "
+            "every pod per core)"
+        )
+    per_sp_cables = int(sps.sp_uplinks[0])
+    if n_sp > 1 and per_sp_cables % n_super:
+        m, e = divmod(per_sp_cables, n_super)
+        notes.append(
+            f"uneven striping: a full super-pod's {per_sp_cables:,} uplinks give {m + 1} cables "
+            f"to {e:,} of the {n_super:,} super-spines and {m} to the rest"
+        )
+    return Topology(
+        family="fat-tree",
+        request=req,
+        tiers=4,
+        switches_by_tier={"leaf": n_leaves, "spine": n_spines, "core": n_cores, "super": n_super},
+        links=links,
+        max_switch_hops=hmax,
+        mean_switch_hops=hmean,
+        hop_histogram=hist,
+        bisection_GBps=cut / 2 * rate,
+        oversubscription=down / up,
+        params={
+            "radix": k,
+            "down_per_leaf": down,
+            "up_per_leaf": up,
+            "n_leaves": n_leaves,
+            "n_pods": n_pods,
+            "leaves_per_pod": spine_down,
+            "spines_per_pod": up,
+            "spines_last_pod": int(pods.spines_in_pod[-1]),
+            "n_cores": n_cores,
+            "n_super_pods": n_sp,
+            "full_super_pods": full_sp,
+            "pods_per_super_pod": sps.pods_per_sp,
+            "cores_per_super_pod": int(sps.sp_cores[0]),
+            "n_super": n_super,
+            "superpod_pair_share": pair_share(per_sp_cables, n_super) if n_sp > 1 else 1.0,
+            "spine_oversubscription": spine_ratio,
+            "switch_key": req.switch_key,
+            "rail_optimized": req.rail_optimized,
+        },
+        notes=tuple(notes),
+        _graph_builder=graph,
+    )

@@ -182,8 +182,15 @@ def build_rail_only(req: TopologyRequest) -> Topology:
     n_short = (unit - last) * nics if n_units > 1 else 0  # one port fewer (last unit partial)
     n_rails = n_full + n_short
 
+    if req.tiers != "auto" and int(req.tiers) > 3:
+        raise InfeasibleDesignError(
+            "fabric.tiers",
+            f"rail-only builds 1 to 3 tiers per rail, not {req.tiers}; allowed: auto, 1, 2, 3",
+        )
     try:
         full = build_fat_tree(_rail_request(req, n_units, req.tiers))
+        if full.tiers > 3:  # each rail's fat-tree is routed on 1 to 3 tiers
+            raise InfeasibleDesignError("cluster.n_gpus", "more than 3 tiers per rail")
     except InfeasibleDesignError as err:
         raise _rail_too_big(req, err, unit, n_units) from None
     tiers = full.tiers
