@@ -509,7 +509,12 @@ def bill_of_materials(
 
     site = plan_site(scenario, hw, topo, cat)
     topo = site.topology
-    lines = _bom_lines(topo, hw, cat, scenario.costs, own_vendor)
+    if topo.family == "hybrid":  # each partition on its vendor's parts (fabric_model.hybrid)
+        from fabric_model.hybrid import hybrid_bom_lines
+
+        lines = hybrid_bom_lines(scenario, topo, hw, cat, own_vendor)
+    else:
+        lines = _bom_lines(topo, hw, cat, scenario.costs, own_vendor)
     networks, floorplan = site.finish(lines, cat, scenario.costs)
     server = hw.server
     n_servers = -(-scenario.cluster.n_gpus // server.gpus_per_server)
@@ -539,15 +544,19 @@ class VendorComparison:
 
 def compare_vendors(
     scenario: Scenario,
-    vendors: Iterable[str] = ("infiniband", "spectrum-x", "roce"),
+    vendors: Iterable[str] | None = None,
     catalog: Catalog | None = None,
 ) -> list[VendorComparison]:
     """Price the scenario's design (size, topology, speed, tapering) on each vendor's parts.
 
     The switch and NIC become each vendor's default for the link speed, routing its default
     policy; a vendor whose catalog does not offer the speed gets an error entry instead.
+    ``vendors = None`` compares the catalog's vendors marked ``compared`` (InfiniBand,
+    Spectrum-X and RoCE in the shipped one).
     """
     cat = catalog or load_catalog()
+    if vendors is None:
+        vendors = [k for k, v in cat.vendors.items() if v.compared]
     out = []
     for vendor in vendors:
         own = vendor == scenario.fabric.vendor

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from fabric_model.catalog import Catalog, Gpu, Nic, Server, Switch, Vendor, load_catalog
 from fabric_model.errors import InfeasibleDesignError, ScenarioError, UnknownCatalogKeyError
+from fabric_model.families import family_names
 from fabric_model.scenario import Scenario
 from fabric_model.topology import (
     PLANE_FAMILIES,
@@ -22,8 +23,8 @@ from fabric_model.topology import (
 
 __all__ = ["SWITCHLESS", "Hardware", "build_topology", "resolve_hardware", "topology_request"]
 
-#: Families without switches: their links run NIC to NIC.
-SWITCHLESS = frozenset({"torus-3d", "hypercube"})
+#: Families without switches: their links run NIC to NIC (``Family.switchless``).
+SWITCHLESS = frozenset(family_names(lambda f: f.switchless))
 
 
 @dataclass(frozen=True)
@@ -230,7 +231,7 @@ def _check_host_link(scenario: Scenario, hw: Hardware, cat: Catalog) -> None:
 def topology_request(scenario: Scenario, hardware: Hardware) -> TopologyRequest:
     """Translate the scenario and its hardware into a builder request (plain numbers)."""
     c, f = scenario.cluster, scenario.fabric
-    return TopologyRequest(
+    req = TopologyRequest(
         n_gpus=c.n_gpus,
         gpus_per_node=c.gpus_per_node,
         nvlink_domain=c.nvlink_domain,
@@ -248,6 +249,11 @@ def topology_request(scenario: Scenario, hardware: Hardware) -> TopologyRequest:
         direct_link_m=f.direct_link_m,
         planes=f.planes,
     )
+    if f.topology == "hybrid":  # two partitions and a shared tier (fabric_model.hybrid)
+        from fabric_model.hybrid import hybrid_request
+
+        return hybrid_request(scenario, hardware, req)
+    return req
 
 
 def build_topology(scenario: Scenario, catalog: Catalog | None = None) -> Topology:

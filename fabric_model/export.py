@@ -43,7 +43,7 @@ import numpy as np
 from fabric_model import __version__
 from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.cost import BillOfMaterials, LinkMedia, bill_of_materials, link_media
-from fabric_model.errors import FabricModelError
+from fabric_model.errors import FabricModelError, InfeasibleDesignError
 from fabric_model.scenario import Scenario
 from fabric_model.topology import Topology
 
@@ -231,6 +231,8 @@ def deployment_plan(scenario: Scenario, catalog: Catalog | None = None) -> Deplo
             f"one NVLink domain of cluster.nvlink_domain = {req.nvlink_domain}); there is "
             "nothing to export"
         )
+    if topo.family == "hybrid":
+        raise InfeasibleDesignError("fabric.topology", HYBRID_EXPORT)
     media = tuple(link_media(lc, bom.hardware, cat) for lc in topo.links)
     g = topo.graph
     cls_all = g.link_class[0::2].astype(np.int64)
@@ -987,6 +989,14 @@ _WRITERS: dict[str, Callable[[DeploymentPlan], Export]] = {
 }
 
 
+#: Why a hybrid has no deployment files yet (its partitions do, one at a time).
+HYBRID_EXPORT = (
+    "hybrid: deployment files are written per partition (set fabric.topology to "
+    "hybrid.a_topology or hybrid.b_topology and cluster.n_gpus to its size); allowed: "
+    "fat-tree, rail-only, dragonfly-plus, torus-3d, hypercube"
+)
+
+
 def export_unavailable_reason(topo: Topology, fmt: str) -> str | None:
     """Say why ``fmt`` cannot be written for this built topology (None when it can).
 
@@ -996,6 +1006,8 @@ def export_unavailable_reason(topo: Topology, fmt: str) -> str | None:
         return f"unknown format {fmt!r}; one of {', '.join(EXPORT_FORMATS)}"
     if topo.n_links == 0:
         return "no scale-out cables: every GPU is in one NVLink domain"
+    if topo.family == "hybrid":
+        return HYBRID_EXPORT
     req = topo.request
     multi_server_domains = req.nvlink_domain > req.gpus_per_node
     if fmt == "slurm-topology" and topo.tiers == 0:

@@ -20,7 +20,9 @@ from typing import Any
 
 import yaml
 
+from fabric_model.catalog import load_catalog
 from fabric_model.errors import ScenarioError, ScenarioFileError, shown_value
+from fabric_model.families import FAMILIES
 from fabric_model.resources import asset
 
 __all__ = [
@@ -29,11 +31,13 @@ __all__ = [
     "MODEL_SHAPES",
     "SECTIONS",
     "SHAPE_KEYS",
+    "VENDORS",
     "ClusterSpec",
     "CostSpec",
     "FabricSpec",
     "FacilitySpec",
     "FieldSpec",
+    "HybridSpec",
     "ManagementSpec",
     "ModelSpec",
     "ParallelismPlan",
@@ -53,6 +57,11 @@ __all__ = [
 
 #: Largest scenario document accepted (file, upload or URL), bytes.
 MAX_SCENARIO_BYTES = 256 * 1024
+
+
+#: ``fabric.vendor`` values: the shipped catalog's vendors (the vendor registry: a new vendor
+#: is a data entry in ``assets/catalog.yaml``).
+VENDORS: tuple[str, ...] = tuple(load_catalog().vendors)
 
 
 @dataclass(frozen=True)
@@ -175,7 +184,7 @@ class FabricSpec:
         FieldSpec(
             "choice",
             "scale-out fabric: InfiniBand, NVIDIA Spectrum-X Ethernet, or plain RoCE Ethernet",
-            choices=("infiniband", "spectrum-x", "roce", "lossy-ethernet"),
+            choices=VENDORS,
         ),
     )
     link_gbps: int = _f(
@@ -198,7 +207,7 @@ class FabricSpec:
         FieldSpec(
             "choice",
             "topology family",
-            choices=("fat-tree", "rail-only", "dragonfly-plus", "torus-3d", "hypercube"),
+            choices=tuple(FAMILIES),  # the family registry (fabric_model.families)
         ),
     )
     rail_optimized: bool = _f(
@@ -213,7 +222,7 @@ class FabricSpec:
         FieldSpec(
             "choice",
             "switch tiers of a fat-tree; auto picks the fewest that fit",
-            choices=(1, 2, 3),
+            choices=(1, 2, 3, 4),
             auto=True,
         ),
     )
@@ -907,6 +916,102 @@ class FacilitySpec:
     )
 
 
+#: Families a hybrid partition may take: switched fabrics with a top tier to uplink.
+HYBRID_PARTITION_FAMILIES = ("fat-tree", "rail-only", "dragonfly-plus")
+
+
+@dataclass(frozen=True)
+class HybridSpec:
+    """Two partitions joined by a shared core tier (``fabric.topology = hybrid``).
+
+    Partition A holds GPUs ``0 .. a_gpus - 1``, partition B the rest; each is a fabric of its
+    own family and vendor, and the top-tier switches of both uplink into one tier of shared
+    core switches (:mod:`fabric_model.topology.hybrid`).
+    """
+
+    a_topology: str = _f(
+        "fat-tree",
+        FieldSpec(
+            "choice",
+            "hybrid: topology family of partition A (GPUs 0 .. hybrid.a_gpus - 1)",
+            choices=HYBRID_PARTITION_FAMILIES,
+        ),
+    )
+    a_gpus: int | str = _f(
+        "auto",
+        FieldSpec(
+            "int",
+            "hybrid: GPUs in partition A; auto = half of cluster.n_gpus (rounded to whole "
+            "NVLink domains); with hybrid.b_gpus they must add up to cluster.n_gpus",
+            "GPUs",
+            min=1,
+            max=GPU_COUNT_MAX,
+            auto=True,
+        ),
+    )
+    a_vendor: str = _f(
+        "auto",
+        FieldSpec(
+            "choice",
+            "hybrid: vendor of partition A; auto = fabric.vendor (every vendor of a hybrid "
+            "must share one link layer: InfiniBand or Ethernet)",
+            choices=VENDORS,
+            auto=True,
+        ),
+    )
+    b_topology: str = _f(
+        "dragonfly-plus",
+        FieldSpec(
+            "choice",
+            "hybrid: topology family of partition B (the GPUs after partition A's)",
+            choices=HYBRID_PARTITION_FAMILIES,
+        ),
+    )
+    b_gpus: int | str = _f(
+        "auto",
+        FieldSpec(
+            "int",
+            "hybrid: GPUs in partition B; auto = cluster.n_gpus - partition A's GPUs",
+            "GPUs",
+            min=1,
+            max=GPU_COUNT_MAX,
+            auto=True,
+        ),
+    )
+    b_vendor: str = _f(
+        "auto",
+        FieldSpec(
+            "choice",
+            "hybrid: vendor of partition B; auto = fabric.vendor",
+            choices=VENDORS,
+            auto=True,
+        ),
+    )
+    shared_oversubscription: float = _f(
+        7.0,
+        FieldSpec(
+            "float",
+            "hybrid: a partition's injection bandwidth (its NIC ports at line rate) : its "
+            "uplink bandwidth into the shared core tier; 1 = full bandwidth between the "
+            "partitions; default 7, the cross-zone aggregation layer of Meta's RoCE training "
+            "clusters (Gangidi et al., SIGCOMM 2024; Llama 3 paper sec. 3.3.1)",
+            ":1",
+            min=1.0,
+            max=64.0,
+        ),
+    )
+    job: str = _f(
+        "a",
+        FieldSpec(
+            "choice",
+            "hybrid: where the modelled job runs: a = partition A's GPUs only, b = partition "
+            "B's only, both = every GPU (its traffic between the partitions crosses the "
+            "shared core tier)",
+            choices=("a", "b", "both"),
+        ),
+    )
+
+
 @dataclass(frozen=True)
 class StorageSpec:
     """The storage (North/South) Ethernet network to a parallel filesystem."""
@@ -973,6 +1078,7 @@ SECTIONS: dict[str, type] = {
     "facility": FacilitySpec,
     "storage": StorageSpec,
     "management": ManagementSpec,
+    "hybrid": HybridSpec,
 }
 
 
@@ -1180,6 +1286,7 @@ class Scenario:
     facility: FacilitySpec = field(default_factory=FacilitySpec)
     storage: StorageSpec = field(default_factory=StorageSpec)
     management: ManagementSpec = field(default_factory=ManagementSpec)
+    hybrid: HybridSpec = field(default_factory=HybridSpec)
 
     def __post_init__(self) -> None:
         # the name follows the shape: a changed layer count makes it a custom model
@@ -1255,6 +1362,7 @@ def _check_cross_fields(s: Scenario) -> None:
             f"(or fewer GPUs than one server holds)",
         )
     _check_planes(s)
+    _check_hybrid(s)
     if s.model.routing_skew * s.model.hot_fraction > 1.0 + 1e-9:
         raise ScenarioError(
             "model.routing_skew",
@@ -1306,6 +1414,27 @@ def _check_cross_fields(s: Scenario) -> None:
                 m.params_b,
                 f"must agree within 5% with the shape's {counted_b:,.1f} B parameters "
                 f"(model.layers, hidden, ffn_hidden, ...), or be auto",
+            )
+
+
+def _check_hybrid(s: Scenario) -> None:
+    """Refuse partitions that do not add up to the cluster (``fabric.topology = hybrid``)."""
+    h, n = s.hybrid, s.cluster.n_gpus
+    if s.fabric.topology != "hybrid":
+        return
+    if h.a_gpus != "auto" and h.b_gpus != "auto" and int(h.a_gpus) + int(h.b_gpus) != n:
+        raise ScenarioError(
+            "hybrid.b_gpus",
+            h.b_gpus,
+            f"hybrid.a_gpus + hybrid.b_gpus must equal cluster.n_gpus = {n:,} "
+            f"(hybrid.a_gpus = {int(h.a_gpus):,}; set hybrid.b_gpus = auto or "
+            f"{n - int(h.a_gpus):,})",
+        )
+    for key in ("hybrid.a_gpus", "hybrid.b_gpus"):
+        v = s.get(key)
+        if v != "auto" and int(v) >= n:
+            raise ScenarioError(
+                key, v, f"must be less than cluster.n_gpus = {n:,} (both partitions hold GPUs)"
             )
 
 

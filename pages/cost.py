@@ -6,7 +6,7 @@ import streamlit as st
 
 from fabric_model.errors import FabricModelError
 from ui import facade
-from ui.figures import (
+from ui.cost_figures import (
     vendor_capex_figure,
     vendor_power_figure,
     vendor_summary_frame,
@@ -15,7 +15,7 @@ from ui.figures import (
 from ui.floorplan import site_section
 from ui.page_common import current_scenario, show_model_error
 from ui.state import cost_controls
-from ui.theme import VENDOR_LABELS
+from ui.theme import vendor_label
 from ui.widgets import chart
 
 scenario = current_scenario()
@@ -26,7 +26,7 @@ except FabricModelError as exc:
     show_model_error(exc)
     st.stop()
 
-label = VENDOR_LABELS[scenario.fabric.vendor]
+label = vendor_label(scenario.fabric.vendor)
 st.caption(f"Headline figures for {label}; the charts compare all three vendors.")
 cols = st.columns(3)
 cols[0].metric(
@@ -50,6 +50,15 @@ cols[2].metric(
     help="capex + network power x PUE x hours x electricity price",
 )
 
+if scenario.fabric.topology == "hybrid":
+    st.subheader("Hybrid against one fat-tree of the same size")
+    st.caption(
+        f"The same {scenario.cluster.n_gpus:,} GPUs, vendor and link speed built as one "
+        "fat-tree (fabric.topology = fat-tree): what the two partitions and the shared core "
+        "tier cost and give up (bisection, hops); both with the fabric.*_m cable lengths."
+    )
+    st.dataframe(facade.hybrid_comparison(scenario), hide_index=True, width="stretch")
+
 comparisons = facade.vendor_comparison(scenario)
 
 
@@ -67,7 +76,7 @@ def per_vendor_charts() -> None:
 per_vendor_charts()
 for c in comparisons:
     if c.error:
-        st.info(f"{VENDOR_LABELS[c.vendor]} cannot build this design: {c.error}")
+        st.info(f"{vendor_label(c.vendor)} cannot build this design: {c.error}")
 
 st.subheader("Side by side")
 summary = vendor_summary_frame(comparisons)

@@ -8,8 +8,8 @@ from fabric_model.errors import FabricModelError
 from ui import facade
 from ui.deployment import deployment_downloads
 from ui.diagrams import cable_info, topology_diagram
-from ui.figures import hop_histogram_figure, topology_counts_frame
 from ui.page_common import current_scenario, show_model_error
+from ui.topology_figures import hop_histogram_figure, topology_counts_frame
 from ui.widgets import chart
 
 scenario = current_scenario()

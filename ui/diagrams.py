@@ -9,7 +9,8 @@ the cable count, its hover the count, media and length. Large designs merge cont
 traces stays bounded whatever the size, and the cables of the bundles always add up to the
 topology's cables (of one plane, with ``fabric.planes > 1``: the planes are identical).
 
-Styles (the dispatch table :data:`DIAGRAMS`, keyed by family):
+Styles (:data:`STYLES`; each family names its style in the family registry,
+``fabric_model.families``, and :data:`DIAGRAMS` is the view keyed by family):
 
 - ``fat-tree``: scalable units (2 tiers) or pods (3 tiers) as frames holding their servers,
   leaves (coloured by rail on rail-optimized designs) and, in a pod, its spines; spines
@@ -33,7 +34,7 @@ import itertools
 import math
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -41,12 +42,14 @@ import plotly.graph_objects as go
 
 from fabric_model.catalog import load_catalog
 from fabric_model.cost import BillOfMaterials, LinkMedia, link_media
+from fabric_model.families import FAMILIES
 from fabric_model.topology import LinkClass, Topology
 from ui.theme import BASE_LAYOUT, OKABE_ITO, TIER_COLORS, TOPOLOGY_LABELS
 
 __all__ = [
     "DIAGRAMS",
     "MAX_UNITS",
+    "STYLES",
     "Bundle",
     "CableInfo",
     "Sketch",
@@ -333,7 +336,169 @@ def _budget(n_lower: int) -> int:
 # --------------------------------------------------------------------------------------
 
 
+def _fat_tree_4(topo: Topology) -> Sketch:
+    """Draw a 4-tier fat-tree: super-pods as frames of four rows, super-spines on top."""
+    req, p = topo.request, topo.params
+    n_e = req.n_endpoints
+    lo, hi, cls = _cables(topo)
+    names = [lc.name for lc in topo.links]
+    tier = topo.graph.node_tier.astype(np.int64)
+    first = [int(np.flatnonzero(tier == level)[0]) for level in (1, 2, 3, 4)]
+    top_nodes = np.flatnonzero(tier == 4)
+    gpn = req.gpus_per_node
+    n_servers = -(-req.n_gpus // gpn)
+    is_nl = cls == names.index("nic-leaf")
+    leaf_of_e = np.empty(n_e, dtype=np.int64)
+    leaf_of_e[lo[is_nl]] = hi[is_nl] - first[0]
+    per_sp = int(p["leaves_per_pod"]) * int(p["pods_per_super_pod"])
+    n_sp = int(p["n_super_pods"])
+    leaf_unit, n_units, run = _chunk(
+        np.arange(int(p["n_leaves"]), dtype=np.int64) // per_sp, n_sp, MAX_UNITS
+    )
+    # every switch below the top belongs to the super-pod of the leaves cabled under it
+    unit_of: dict[int, np.ndarray] = {1: leaf_unit}
+    for level, cname in ((2, "leaf-spine"), (3, "spine-core")):
+        sel = cls == names.index(cname)
+        here = np.zeros(int(np.sum(tier == level)), dtype=np.int64)
+        here[hi[sel] - first[level - 1]] = unit_of[level - 1][lo[sel] - first[level - 2]]
+        unit_of[level] = here
+    slot = 1.0 / n_units
+    width = slot * 0.84
+    cx = [(k + 0.5) * slot for k in range(n_units)]
+    rows_y: dict[str, tuple[float, float]] = {
+        "servers": (0.0, 0.4),
+        "leaf": (1.1, 1.45),
+        "spine": (2.15, 2.45),
+        "core": (3.15, 3.45),
+    }
+    top0, top1 = 4.2, 4.55
+    unit_names = [_run_label("super-pod", k, run, n_sp) for k in range(n_units)]
+    boxes: list[Box] = []
+    bundles: list[Bundle] = []
+    plural = {"leaf": "leaves"}
+    servers_in_unit = np.bincount(
+        leaf_unit[leaf_of_e[:: max(1, req.nics_per_gpu * gpn)][:n_servers]], minlength=n_units
+    )
+    for k in range(n_units):
+        x0, x1 = cx[k] - width / 2, cx[k] + width / 2
+        per_tier = {
+            tname: int(np.sum(unit_of[level] == k))
+            for level, tname in ((1, "leaf"), (2, "spine"), (3, "core"))
+        }
+        detail = f"{unit_names[k]}: {int(servers_in_unit[k]):,} servers, " + ", ".join(
+            _plural(n, tname, plural.get(tname)) for tname, n in per_tier.items()
+        )
+        boxes.append(
+            Box(
+                x0 - slot * 0.05,
+                -0.12,
+                x1 + slot * 0.05,
+                rows_y["core"][1] + 0.18,
+                "rgba(0,0,0,0)",
+                line="rgba(127,127,127,0.6)",
+                text=unit_names[k].replace(" (x", "<br>(x"),
+                text_at="below",
+                hover=detail,
+            )
+        )
+        y0, y1 = rows_y["servers"]
+        boxes += _endpoint_boxes(topo, x0, x1, y0, y1, int(servers_in_unit[k]), detail)
+        for tname, n in per_tier.items():
+            boxes.append(
+                Box(
+                    x0,
+                    rows_y[tname][0],
+                    x1,
+                    rows_y[tname][1],
+                    TIER_COLORS[tname],
+                    line="rgba(0,0,0,0)",
+                    hover=f"{unit_names[k]}: {_plural(n, tname, plural.get(tname))}",
+                )
+            )
+    n_top_all = top_nodes.size
+    top_unit_of, n_top, top_run = _chunk(
+        np.arange(n_top_all, dtype=np.int64), n_top_all, _budget(n_units)
+    )
+    tslot = 1.0 / n_top
+    twidth = tslot * (0.8 if n_top > 1 else 0.3)
+    tcx = [(j + 0.5) * tslot for j in range(n_top)]
+    top_names = [_run_label("super-spine", j, top_run, n_top_all) for j in range(n_top)]
+    for j in range(n_top):
+        n_t = int(np.sum(top_unit_of == j))
+        boxes.append(
+            Box(
+                tcx[j] - twidth / 2,
+                top0,
+                tcx[j] + twidth / 2,
+                top1,
+                TIER_COLORS.get("super", OKABE_ITO["vermillion"]),
+                line="rgba(0,0,0,0)",
+                text="" if n_top == 1 else f"x{n_t}",
+                text_at="above",
+                hover=f"{top_names[j]}: {_plural(n_t, 'super-spine')}",
+            )
+        )
+    vertical = {
+        "nic-leaf": ("servers", "leaf"),
+        "leaf-spine": ("leaf", "spine"),
+        "spine-core": ("spine", "core"),
+    }
+    lower_level = {"leaf-spine": 1, "spine-core": 2, "core-super": 3}
+    for ci, lc in enumerate(topo.links):
+        sel = cls == ci
+        a, b = lo[sel], hi[sel]
+        color = CLASS_COLORS.get(lc.name, OKABE_ITO["grey"])
+        if lc.name == "nic-leaf":
+            ua = leaf_unit[leaf_of_e[a]]
+        else:
+            level = lower_level[lc.name]
+            ua = unit_of[level][a - first[level - 1]]
+        if lc.name == "core-super":
+            pairs, n_cables = _pairs(ua, top_unit_of[b - int(top_nodes[0])], n_top)
+            for (k, j), n in zip(pairs, n_cables, strict=True):
+                xs, ys = _line(cx[k], rows_y["core"][1], tcx[j], top0)
+                bundles.append(
+                    Bundle(lc.name, int(n), f"{unit_names[k]} cores", top_names[j], xs, ys, color)
+                )
+            continue
+        lo_row, hi_row = vertical[lc.name]
+        pairs, n_cables = _pairs(ua, np.zeros(a.size, np.int64), 1)
+        for (k, _), n in zip(pairs, n_cables, strict=True):
+            xs, ys = _line(cx[k], rows_y[lo_row][1], cx[k], rows_y[hi_row][0])
+            bundles.append(
+                Bundle(
+                    lc.name,
+                    int(n),
+                    f"{unit_names[k]} {lo_row}",
+                    f"{unit_names[k]} {hi_row}",
+                    xs,
+                    ys,
+                    color,
+                )
+            )
+    sub = (
+        f"{n_sp:,} super-pods of up to {int(p['pods_per_super_pod'])} pods of "
+        f"{int(p['leaves_per_pod'])} leaves"
+    )
+    if run > 1:
+        sub += f", drawn {run} per frame"
+    rows = {(y0 + y1) / 2: name for name, (y0, y1) in rows_y.items()}
+    rows[(top0 + top1) / 2] = "super-spine"
+    return Sketch(
+        title=_title(topo, ", 4 tiers"),
+        subtitle=sub,
+        boxes=boxes,
+        bundles=bundles,
+        legend=[],
+        rows=rows,
+        y_range=(-0.75, top1 + 0.45),
+        summary_at={"core-super": (-0.03, (rows_y["core"][1] + top0) / 2, "right")},
+    )
+
+
 def _fat_tree(topo: Topology) -> Sketch:
+    if topo.tiers == 4:
+        return _fat_tree_4(topo)
     req, p = topo.request, topo.params
     g = topo.graph
     n_e = req.n_endpoints
@@ -1235,13 +1400,132 @@ def _hypercube(topo: Topology) -> Sketch:
     )
 
 
-#: One drawing style per topology family (the same keys as the topology builders).
-DIAGRAMS: dict[str, Callable[[Topology], Sketch]] = {
+def _sketch_bounds(s: Sketch) -> tuple[float, float, float, float]:
+    """``(x0, x1, y0, y1)`` around everything a sketch draws."""
+    xs = [v for b in s.boxes for v in (b.x0, b.x1)] + [m.x for m in s.marks]
+    ys = [v for b in s.boxes for v in (b.y0, b.y1)] + [m.y for m in s.marks]
+    for bundle in s.bundles:
+        xs += [v for v in bundle.xs if v is not None]
+        ys += [v for v in bundle.ys if v is not None]
+    xs += list(s.x_range)
+    if s.y_range is not None:
+        ys += list(s.y_range)
+    return min(xs), max(xs), min(ys or [0.0]), max(ys or [1.0])
+
+
+def _placed(s: Sketch, prefix: str, rect: tuple[float, float, float, float], out: Sketch) -> None:
+    """Add sketch ``s`` to ``out`` scaled into ``rect`` with link classes and ends prefixed."""
+    bx0, bx1, by0, by1 = _sketch_bounds(s)
+    rx0, rx1, ry0, ry1 = rect
+    sx, sy = (rx1 - rx0) / max(bx1 - bx0, 1e-9), (ry1 - ry0) / max(by1 - by0, 1e-9)
+
+    def fx(v: float) -> float:
+        return rx0 + (v - bx0) * sx
+
+    def fy(v: float) -> float:
+        return ry0 + (v - by0) * sy
+
+    for b in s.boxes:
+        out.boxes.append(
+            replace(
+                b,
+                x0=fx(b.x0),
+                x1=fx(b.x1),
+                y0=fy(b.y0),
+                y1=fy(b.y1),
+                text=f"{b.text}" if b.text else "",
+                hover=f"partition {prefix}: {b.hover}" if b.hover else "",
+            )
+        )
+    for m in s.marks:
+        out.marks.append(replace(m, x=fx(m.x), y=fy(m.y)))
+    for bundle in s.bundles:
+        out.bundles.append(
+            replace(
+                bundle,
+                link_class=f"{prefix} {bundle.link_class}",
+                a=f"{prefix} {bundle.a}",
+                b=f"{prefix} {bundle.b}",
+                xs=tuple(None if v is None else fx(v) for v in bundle.xs),
+                ys=tuple(None if v is None else fy(v) for v in bundle.ys),
+            )
+        )
+    for name, (x, y, anchor) in s.summary_at.items():
+        out.summary_at[f"{prefix} {name}"] = (fx(x), fy(y), anchor)
+    for item in s.legend:
+        if item not in out.legend:
+            out.legend.append(item)
+
+
+def _hybrid(topo: Topology) -> Sketch:
+    """Two partitions side by side, each in its family's style, under the shared core tier."""
+    parts = getattr(topo, "partitions", ())
+    p = topo.params
+    out = Sketch(
+        _title(topo, ""),
+        f"partition A: {p['a_gpus']:,} GPUs, {p['a_label']} | partition B: "
+        f"{p['b_gpus']:,} GPUs, {p['b_label']} | shared core: "
+        f"{p['n_shared_cores']:,} switches, injection : shared uplink "
+        f"{p['shared_oversubscription']:g} : 1",
+        x_range=(-0.02, 1.02),
+        y_range=(-0.08, 1.22),
+        height=720,
+    )
+    core_y0, core_y1 = 1.08, 1.16
+    core = Box(
+        0.36,
+        core_y0,
+        0.64,
+        core_y1,
+        TIER_COLORS["core"],
+        text=f"shared core x{p['n_shared_cores']:,}",
+        hover=f"{p['n_shared_cores']:,} shared core switches",
+    )
+    out.boxes.append(core)
+    rects = ((0.0, 0.47, 0.0, 0.92), (0.53, 1.0, 0.0, 0.92))
+    for part, rect in zip(parts, rects, strict=True):
+        sub = sketch(part.topology)
+        frame = Box(
+            rect[0] - 0.01,
+            rect[2] - 0.04,
+            rect[1] + 0.01,
+            rect[3] + 0.04,
+            "rgba(0,0,0,0)",
+            text=f"partition {part.name}: {sub.title}",
+            text_at="above",
+        )
+        out.boxes.append(frame)
+        _placed(sub, part.name, rect, out)
+        name = f"{part.name} {part.top_tier}-shared"
+        n = topo.links_by_class.get(name, 0)
+        x_mid = (rect[0] + rect[1]) / 2
+        xs, ys = _line(x_mid, rect[3] + 0.04, (core.x0 + core.x1) / 2, core_y0)
+        out.bundles.append(
+            Bundle(
+                name,
+                n,
+                f"{part.name} {part.top_tier}",
+                "shared core",
+                xs,
+                ys,
+                color=OKABE_ITO["vermillion"],
+            )
+        )
+    return out
+
+
+#: The drawing styles, by the name a family gives as ``Family.diagram``.
+STYLES: dict[str, Callable[[Topology], Sketch]] = {
     "fat-tree": _fat_tree,
     "rail-only": _rail_only,
     "dragonfly-plus": _dragonfly_plus,
     "torus-3d": _torus,
     "hypercube": _hypercube,
+    "hybrid": _hybrid,
+}
+#: One drawing style per topology family (the same keys as the topology builders).
+DIAGRAMS: dict[str, Callable[[Topology], Sketch]] = {
+    n: STYLES[f.diagram] for n, f in FAMILIES.items() if f.diagram in STYLES
 }
 
 

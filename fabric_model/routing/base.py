@@ -225,6 +225,9 @@ def degraded_capacities(
             f"has no cable to degrade; set what_if.degraded_link_factor = 1",
         )
     wanted = DEGRADED_CLASS[which]
+    if topo.family == "hybrid":  # the class of the partition holding the endpoint (A if none)
+        n_a = topo.partitions[0].topology.n_endpoints  # type: ignore[attr-defined]
+        wanted = f"{'B' if endpoint is not None and endpoint >= n_a else 'A'} {wanted}"
     if wanted in names:
         cls = names.index(wanted)
     elif which == "nic" and topo.tiers == 0:

@@ -533,6 +533,10 @@ def training_step(
     design that cannot be built at all.
     """
     s = scenario
+    if s.fabric.topology == "hybrid":  # the job runs where hybrid.job puts it
+        from fabric_model.hybrid import job_scenario
+
+        s = job_scenario(s)
     cat = catalog or load_catalog()
     gpu = cat.gpu(s.cluster.gpu)
     plan, problems = resolve_plan(s)
