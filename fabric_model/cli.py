@@ -278,6 +278,7 @@ def _bom_args(p: argparse.ArgumentParser) -> None:
 )
 def _bom(args: argparse.Namespace) -> int:
     from fabric_model.cost import bill_of_materials, compare_vendors
+    from fabric_model.summaries import vendor_rows
 
     scenario = scenario_from_args(args)
     if not args.compare:
@@ -289,11 +290,11 @@ def _bom(args: argparse.Namespace) -> int:
         {"vendor": r.vendor, **(r.bom.to_dict() if r.bom else {"error": r.error})} for r in results
     ]
     rows: list[dict[str, Any]] = []
-    for r in results:
-        if r.bom is None:
+    for r, v in zip(results, vendor_rows(results), strict=True):
+        if not v.ok:
             rows.append(
                 {
-                    "vendor": r.vendor,
+                    "vendor": v.vendor,
                     "switch": "-",
                     "n_switches": "-",
                     "tiers": "-",
@@ -304,16 +305,15 @@ def _bom(args: argparse.Namespace) -> int:
                 }
             )
             continue
-        b = r.bom
         rows.append(
             {
-                "vendor": r.vendor,
-                "switch": b.hardware.switch.key,
-                "n_switches": b.topology.n_switches,
-                "tiers": b.topology.tiers,
-                "capex_usd": b.capex_usd,
-                "per_gpu_usd": b.capex_per_gpu_usd,
-                "power_kw": b.power_w / 1000,
+                "vendor": v.vendor,
+                "switch": v.switch_key,
+                "n_switches": v.n_switches,
+                "tiers": v.tiers,
+                "capex_usd": v.capex_usd,
+                "per_gpu_usd": v.capex_per_gpu_usd,
+                "power_kw": v.power_kw,
                 "note": "",
             }
         )
@@ -400,7 +400,13 @@ def _collective(args: argparse.Namespace) -> int:
             )
         table.append(row)
     head = (
-        f"# {args.op} across {scenario.cluster.n_gpus:,} GPUs, {scenario.fabric.topology}, "
+        f"# {args.op} across {ctx.n_ranks:,} GPUs, {scenario.fabric.topology}"
+        + (
+            f" (hybrid.job = {scenario.hybrid.job}: {ctx.topology.family})"
+            if scenario.fabric.topology == "hybrid"
+            else ""
+        )
+        + ", "
         f"{scenario.fabric.vendor} {scenario.fabric.link_gbps}G, algo {args.algo}\n"
         + "".join(f"# {note}\n" for note in ctx.notes())
         + (
@@ -546,7 +552,11 @@ def _parse_with_op(path: str, op: str) -> Any:
 # ---------------------------------------------------------------------------- training
 
 
-def _step_text(d: dict[str, Any], plan_label: str) -> str:
+def _step_text(d: dict[str, Any], plan_label: str, comm: Sequence[Any] = ()) -> str:
+    """Describe one step: its terms, the communication per dimension (``comm``), MFU, memory.
+
+    ``comm`` is :func:`fabric_model.summaries.comm_breakdown` of the step.
+    """
     lines = [
         f"# one training step: {plan_label}",
         format_table(
@@ -567,14 +577,8 @@ def _step_text(d: dict[str, Any], plan_label: str) -> str:
         "",
         format_table(
             [
-                {
-                    "dimension": k,
-                    "comm_s": d["comm_s"][k],
-                    "exposed_s": d["exposed_s"][k],
-                    "how": d["comm_detail"].get(k, ""),
-                }
-                for k in d["comm_s"]
-                if d["comm_s"][k] > 0
+                {"dimension": c.dim, "comm_s": c.comm_s, "exposed_s": c.exposed_s, "how": c.detail}
+                for c in comm
             ]
             or [{"dimension": "-", "comm_s": 0.0, "exposed_s": 0.0, "how": ""}]
         ),
@@ -608,6 +612,7 @@ def _step_text(d: dict[str, Any], plan_label: str) -> str:
     "parallel dimension, MFU, memory",
 )
 def _step(args: argparse.Namespace) -> int:
+    from fabric_model.summaries import comm_breakdown
     from fabric_model.training import training_step
 
     result = training_step(scenario_from_args(args), suggest=True)
@@ -617,7 +622,7 @@ def _step(args: argparse.Namespace) -> int:
             print(json.dumps(payload, indent=2, default=str))
         raise FabricModelError("infeasible plan: " + result.reason)
     assert result.plan is not None
-    _emit(args, payload, _step_text(payload, result.plan.label()))
+    _emit(args, payload, _step_text(payload, result.plan.label(), comm_breakdown(result)))
     return 0
 
 

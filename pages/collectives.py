@@ -8,7 +8,7 @@ from fabric_model.collectives import OPS
 from fabric_model.collectives.context import ECMP_SEEDS
 from fabric_model.errors import FabricModelError
 from ui import facade
-from ui.figures import (
+from ui.collective_figures import (
     auto_pick_text,
     auto_summary_text,
     collective_breakdown_figure,
@@ -17,11 +17,11 @@ from ui.figures import (
     collective_curve_frame,
     fabric_effects_figure,
     fabric_effects_notes,
-    size_label,
     unavailable_text,
 )
+from ui.figure_base import size_label
 from ui.page_common import current_scenario, show_model_error
-from ui.theme import OP_LABELS, TOPOLOGY_LABELS, VENDOR_LABELS
+from ui.theme import OP_LABELS, TOPOLOGY_LABELS, vendor_label
 from ui.widgets import chart, csv_download
 
 _CHOSEN = "coll_algos"  # the user's algorithm picks per operation (None = the defaults)
@@ -46,7 +46,7 @@ scenario = current_scenario()
 st.title("Collectives")
 n_gpus = scenario.cluster.n_gpus
 fabric = (
-    f"{VENDOR_LABELS[scenario.fabric.vendor]} "
+    f"{vendor_label(scenario.fabric.vendor)} "
     f"{TOPOLOGY_LABELS.get(scenario.fabric.topology, scenario.fabric.topology)}, "
     f"{scenario.fabric.link_gbps}G"
 )

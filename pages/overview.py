@@ -5,10 +5,12 @@ from __future__ import annotations
 import streamlit as st
 
 from fabric_model.errors import FabricModelError
+from fabric_model.summaries import step_headline
 from ui import facade
-from ui.figures import busbw_curve_figure, vendor_summary_frame
+from ui.collective_figures import busbw_curve_figure
+from ui.cost_figures import vendor_summary_frame
 from ui.page_common import current_scenario, show_model_error
-from ui.theme import TOPOLOGY_LABELS, VENDOR_LABELS
+from ui.theme import topology_label, vendor_label
 from ui.training_figures import step_share_figure
 from ui.widgets import chart, csv_download
 
@@ -17,8 +19,8 @@ f, c = scenario.fabric, scenario.cluster
 st.title("Overview")
 st.caption(
     f"{c.n_gpus:,} {c.gpu.upper()} GPUs ({c.nvlink_domain}-GPU NVLink domains, "
-    f"{c.nics_per_gpu} x {f.link_gbps}G NIC per GPU), {VENDOR_LABELS[f.vendor]} "
-    f"{TOPOLOGY_LABELS[f.topology].lower()}"
+    f"{c.nics_per_gpu} x {f.link_gbps}G NIC per GPU), {vendor_label(f.vendor)} "
+    f"{topology_label(f.topology).lower()}"
     + (f", {f.oversubscription:g}:1 at the leaf" if f.oversubscription > 1 else "")
     + (", scattered placement" if scenario.what_if.placement == "scattered" else "")
 )
@@ -79,9 +81,10 @@ if step.feasible and step.plan is not None:
             f"training.global_batch_tokens, lower parallel.pp or interleave "
             f"(parallel.vpp) - the batch-size wall of large clusters."
         )
-    if step.exposed_comm_s > 0.25 * step.step_time_s:
+    head = step_headline(step)
+    if head is not None and head.exposed_comm_share > 0.25:
         st.warning(
-            f"Exposed communication is {step.exposed_comm_s / step.step_time_s:.0%} "
+            f"Exposed communication is {head.exposed_comm_share:.0%} "
             f"of the step: see the Scaling page and the plan in the sidebar."
         )
     for warning in step.warnings:  # e.g. memory within the estimate's error of the HBM

@@ -8,10 +8,11 @@ import streamlit as st
 
 from fabric_model.presets import DEFAULT_PRESET
 from fabric_model.scenario import field_spec
+from fabric_model.summaries import step_headline
 from ui import facade
 from ui.page_common import current_scenario, require_buildable
 from ui.state import cli_command
-from ui.theme import TOPOLOGY_LABELS, VENDOR_LABELS
+from ui.theme import TOPOLOGY_LABELS, VENDOR_LABELS, vendor_label
 from ui.training_figures import (
     ScalingLine,
     scaling_figure,
@@ -90,7 +91,7 @@ def scaling_view() -> None:
         )
 
     for i, (topo, vendor) in enumerate(designs):
-        label = f"{TOPOLOGY_LABELS.get(topo, topo)}, {VENDOR_LABELS[vendor]}"
+        label = f"{TOPOLOGY_LABELS.get(topo, topo)}, {vendor_label(vendor)}"
         points = facade.scaling_line(
             scenario,
             topo,
@@ -134,15 +135,16 @@ def scaling_view() -> None:
 
     current = lines[0]
     feasible = [p for p in current.points if p.feasible]
-    if feasible:
+    head = step_headline(feasible[-1].step) if feasible else None
+    if feasible and head is not None:
         last = feasible[-1]
         terms = last.step
         st.markdown(
             f"**This design:** {feasible[0].n_gpus:,} to {last.n_gpus:,} GPUs; scaling "
             f"efficiency {last.scaling_efficiency:.0%} and MFU {terms.mfu:.0%} at "
-            f"{last.n_gpus:,} GPUs, where compute is {terms.compute_s / terms.step_time_s:.0%} "
-            f"of the step, the pipeline bubble {terms.bubble_fraction:.0%} and exposed "
-            f"communication {terms.exposed_comm_s / terms.step_time_s:.0%} (data-parallel "
+            f"{last.n_gpus:,} GPUs, where compute is {head.compute_share:.0%} "
+            f"of the step, the pipeline bubble {head.bubble_share:.0%} and exposed "
+            f"communication {head.exposed_comm_share:.0%} (data-parallel "
             f"{terms.exposed_s.get('dp', 0.0) / terms.step_time_s:.0%})."
             + (
                 " With a fixed global batch each replica gets fewer micro-batches as the "

@@ -9,15 +9,15 @@ from fabric_model.errors import FabricModelError, NcclLogError
 from fabric_model.validate.compare import DEFAULT_TOLERANCE
 from fabric_model.validate.nccl_log import MAX_LOG_FILE_BYTES, NCCL_TESTS_OPS
 from ui import facade
-from ui.figures import (
+from ui.figure_base import size_label
+from ui.page_common import current_scenario, show_model_error
+from ui.theme import OP_LABELS
+from ui.validation_figures import (
     has_percentiles,
-    size_label,
     validation_busbw_figure,
     validation_frame,
     validation_ratio_figure,
 )
-from ui.page_common import current_scenario, show_model_error
-from ui.theme import OP_LABELS
 from ui.widgets import chart
 
 _FROM_LOG = "from the log"

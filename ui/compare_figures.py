@@ -1,9 +1,10 @@
 """Pure builders for the What-if and Compare pages: tables and figures, no streamlit.
 
 Both pages show a few scenarios side by side through :class:`ScenarioMetrics` (one
-scenario's headline results, or why its design cannot be built), filled in by
-``ui.facade.scenario_metrics``. Results in, ``pandas.DataFrame`` or
-``plotly.graph_objects.Figure`` out, so the HTML report can reuse them.
+scenario's headline results, or why its design cannot be built: defined in
+``fabric_model.summaries``, filled in by ``ui.facade.scenario_metrics``). Results in,
+``pandas.DataFrame`` or ``plotly.graph_objects.Figure`` out, so the HTML report can reuse
+them.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from fabric_model.collectives import CollectiveTime
-from fabric_model.scenario import Scenario
+from fabric_model.summaries import ScenarioMetrics
 from fabric_model.training import StepResult
-from ui.figures import size_label
+from ui.figure_base import size_label
 from ui.theme import BASE_LAYOUT, OKABE_ITO, STEP_TERM_COLORS, STEP_TERM_LABELS
 from ui.training_figures import TERMS, step_terms
 
@@ -58,92 +59,6 @@ SCENARIO_COLORS = (
 SCENARIO_DASHES = ("solid", "dash", "dot", "dashdot", "longdash")
 
 NAN = math.nan
-
-
-@dataclass(frozen=True)
-class ScenarioMetrics:
-    """One scenario's headline results (What-if and Compare), or why it cannot be built.
-
-    Attributes
-    ----------
-    scenario : Scenario
-        The scenario measured.
-    error : str
-        Why the design cannot be built (the model's message); empty when it can. Every other
-        field is empty then.
-    step : StepResult or None
-        The training step (``step.feasible`` False: the plan cannot run, ``step.reason``).
-    allreduce, alltoall : CollectiveTime or None
-        NCCL-like ``auto`` all-reduce and all-to-all at 1 GiB per GPU.
-    alltoall_error : str
-        Why all-to-all could not be computed (empty when it could).
-    allreduce_curve : tuple of CollectiveTime
-        ``auto`` all-reduce over message sizes (8 B to 16 GiB).
-    capex_usd, capex_per_gpu_usd, power_per_gpu_w : float
-        Network capex (USD), per GPU (USD) and network power per GPU (W).
-    n_switches, max_switch_hops : float
-        Switches in the fabric and the longest switch path (hops); NaN when not built.
-    """
-
-    scenario: Scenario
-    error: str = ""
-    step: StepResult | None = None
-    allreduce: CollectiveTime | None = None
-    alltoall: CollectiveTime | None = None
-    alltoall_error: str = ""
-    allreduce_curve: tuple[CollectiveTime, ...] = ()
-    capex_usd: float = NAN
-    capex_per_gpu_usd: float = NAN
-    power_per_gpu_w: float = NAN
-    n_switches: float = NAN
-    max_switch_hops: float = NAN
-
-    @property
-    def built(self) -> bool:
-        """Whether the design could be built."""
-        return not self.error
-
-    @property
-    def feasible(self) -> bool:
-        """Whether the design builds and its parallel plan runs."""
-        return self.built and self.step is not None and self.step.feasible
-
-    @property
-    def problem(self) -> str:
-        """Why there is no step (design or plan), '' when there is one."""
-        if self.error:
-            return f"this design cannot be built: {self.error}"
-        if self.step is not None and not self.step.feasible:
-            return f"this parallel plan cannot run: {self.step.reason}"
-        return ""
-
-    def values(self) -> dict[str, float]:
-        """Every :data:`METRICS` value (NaN where it cannot be computed), in its unit."""
-        step = self.step if self.feasible else None
-        out = {m.key: NAN for m in METRICS}
-        out["n_gpus"] = float(self.scenario.cluster.n_gpus)
-        if step is not None:
-            out.update(
-                step_time_s=step.step_time_s,
-                mfu=step.mfu,
-                tokens_per_s=step.tokens_per_s,
-                exposed_comm_share=step.exposed_comm_s / step.step_time_s,
-                bubble_share=step.bubble_fraction,
-            )
-        if self.allreduce is not None:
-            out["allreduce_busbw_GBps"] = self.allreduce.busbw_GBps
-            out["allreduce_time_us"] = self.allreduce.time_us
-        if self.alltoall is not None:
-            out["alltoall_busbw_GBps"] = self.alltoall.busbw_GBps
-            out["alltoall_time_us"] = self.alltoall.time_us
-        out.update(
-            capex_usd=self.capex_usd,
-            capex_per_gpu_usd=self.capex_per_gpu_usd,
-            power_per_gpu_w=self.power_per_gpu_w,
-            n_switches=self.n_switches,
-            max_switch_hops=self.max_switch_hops,
-        )
-        return out
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ resources (``st.cache_resource``) keyed by the frozen scenario, not pickled copi
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -16,6 +15,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from fabric_model import summaries
+from fabric_model.catalog import load_catalog
 from fabric_model.collectives import (
     AUTO_CANDIDATES,
     AlgoModel,
@@ -23,19 +24,26 @@ from fabric_model.collectives import (
     CollectiveTime,
     FabricContext,
     algo_models,
+    registry,
     times_from_models,
 )
 from fabric_model.cost import BillOfMaterials, VendorComparison, bill_of_materials, compare_vendors
 from fabric_model.design import build_topology
 from fabric_model.errors import FabricModelError
 from fabric_model.scenario import Scenario, apply_overrides
+from fabric_model.summaries import (
+    CURVE_SIZES,
+    SUMMARY_SIZES,
+    CollectiveSummary,
+    ScenarioMetrics,
+    scaling_variant,
+)
 from fabric_model.topology import Topology
 from fabric_model.training import Problem, StepResult, SweepPoint, sweep
 from fabric_model.training import training_step as _training_step
 from fabric_model.units import GIB
 from fabric_model.validate.compare import LogComparison, compare_log
 from fabric_model.validate.nccl_log import NcclTestsLog, parse_nccl_tests
-from ui.compare_figures import ScenarioMetrics
 from ui.training_figures import MoePoint
 
 __all__ = [
@@ -59,6 +67,7 @@ __all__ = [
     "collective_summary",
     "default_algorithms",
     "fabric_effects",
+    "hybrid_comparison",
     "log_comparison",
     "moe_points",
     "nccl_log",
@@ -90,30 +99,28 @@ def vendor_comparison(scenario: Scenario) -> list[VendorComparison]:
     return compare_vendors(scenario)
 
 
+@st.cache_resource(max_entries=16, show_spinner=False)
+def hybrid_comparison(scenario: Scenario) -> pd.DataFrame:
+    """Price a hybrid against one fat-tree of the same size and vendor (one row each)."""
+    from fabric_model.hybrid import compare_with_fat_tree
+
+    return pd.DataFrame(compare_with_fat_tree(scenario))
+
+
 # --------------------------------------------------------------------------- collectives
 #: Message sizes of the Collectives page: 8 B to 16 GiB in binary steps (32 sizes).
 COLLECTIVE_SIZES: tuple[int, ...] = tuple(2**i for i in range(3, 35))
 
-#: Algorithms the model runs each operation with, in display order (see
-#: ``fabric_model.collectives.algorithms``); any other pairing raises "runs ... only".
-OP_ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "allreduce": ("ring", "tree", "nvls", "sharp", "hierarchical"),
-    "allgather": ("ring",),
-    "reducescatter": ("ring",),
-    "alltoall": ("direct", "hierarchical"),
-}
+#: Algorithms the model runs each operation with, in display order; any other pairing raises
+#: "runs ... only" (a view of ``fabric_model.collectives.registry``).
+OP_ALGORITHMS: dict[str, tuple[str, ...]] = registry.OP_ALGORITHMS
 #: What the page plots before the user picks (those that cannot run here are dropped).
-DEFAULT_ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "allreduce": ("ring", "tree", "nvls", "sharp"),
-    "allgather": ("ring",),
-    "reducescatter": ("ring",),
-    "alltoall": ("direct", "hierarchical"),
-}
+DEFAULT_ALGORITHMS: dict[str, tuple[str, ...]] = registry.DEFAULT_ALGORITHMS
 
 #: The "fabric effects" comparison: one large message, these (operation, algorithm) pairs.
 EFFECT_SIZE_BYTES = 4 * GIB
 EFFECT_CASES: tuple[tuple[str, str], ...] = (("allreduce", "ring"), ("alltoall", "hierarchical"))
-EFFECT_VENDORS = ("infiniband", "spectrum-x", "roce")
+EFFECT_VENDORS = tuple(k for k, v in load_catalog().vendors.items() if v.compared)
 
 
 @dataclass(frozen=True)
@@ -177,14 +184,13 @@ def _auto_candidates(scenario: Scenario, op: str) -> tuple[str, ...]:
     return tuple(a for a in AUTO_CANDIDATES[op] if a != "sharp" or scenario.fabric.sharp)
 
 
-def _auto_models(scenario: Scenario, op: str) -> list[AlgoModel]:
-    """Return the models ``auto`` chooses among, from the per-algorithm cache.
+def _cached_models(scenario: Scenario) -> summaries.ModelOf:
+    """Return the per-algorithm model cache of ``scenario`` as a ``summaries.ModelOf``.
 
-    Equal to ``algo_models(ctx, op, "auto")``, but every candidate's solve is the one the
-    Collectives page, the Overview, What-if, Compare and the fabric effects share.
+    Every candidate's solve is the one the Collectives page, the Overview, What-if, Compare
+    and the fabric effects share.
     """
-    built = (_algo_model(scenario, op, a) for a in _auto_candidates(scenario, op))
-    return [m for m in built if isinstance(m, AlgoModel)]
+    return lambda op, algo: _algo_model(scenario, op, algo)
 
 
 def check_fabric(scenario: Scenario) -> None:
@@ -237,69 +243,23 @@ def collective_curves(scenario: Scenario, op: str, algos: tuple[str, ...]) -> Co
     )
 
 
-def _vendor_variant(scenario: Scenario, vendor: str) -> Scenario:
-    """Put the design on ``vendor``'s parts with its default routing (as the Cost page)."""
-    if vendor == scenario.fabric.vendor:
-        fabric = dataclasses.replace(scenario.fabric, routing="auto")
-    else:
-        fabric = dataclasses.replace(
-            scenario.fabric, vendor=vendor, switch="auto", nic="auto", routing="auto"
-        )
-    return dataclasses.replace(scenario, fabric=fabric)
-
-
 @st.cache_resource(max_entries=32, show_spinner=False)
 def fabric_effects(scenario: Scenario) -> pd.DataFrame:
     """Time a large all-reduce (ring) and all-to-all (hierarchical) on each vendor's fabric.
 
     One row per (vendor, case): the :data:`EFFECT_SIZE_BYTES` row of the collective with the
     vendor's default routing and the scenario's placement (``what_if.placement``), or the
-    reason it cannot be computed (``reason`` non-empty, numbers NaN).
+    reason it cannot be computed (``reason`` non-empty, numbers NaN): the rows of
+    :func:`fabric_model.summaries.fabric_effect_rows` over the per-algorithm cache.
     """
-    rows = []
-    for vendor in EFFECT_VENDORS:
-        variant = _vendor_variant(scenario, vendor)
-        try:
-            routing = _fabric_context(variant).policy
-            problem = ""
-        except FabricModelError as exc:
-            routing, problem = "", f"this design cannot be built on {vendor}: {exc}"
-        for op, algo in EFFECT_CASES:
-            try:
-                model = problem or _algo_model(variant, op, algo)
-            except FabricModelError as exc:  # e.g. a routing policy the family lacks
-                model = f"cannot be computed on {vendor}: {exc}"
-            row: dict[str, object] = {
-                "vendor": vendor,
-                "routing": routing,
-                "op": op,
-                "algo": algo,
-                "size_bytes": EFFECT_SIZE_BYTES,
-                "n_gpus": scenario.cluster.n_gpus,
-                "placement": scenario.what_if.placement,
-                "busbw_GBps": float("nan"),
-                "busbw_min_GBps": float("nan"),
-                "busbw_max_GBps": float("nan"),
-                "busbw_large_GBps": float("nan"),
-                "time_us": float("nan"),
-                "proto": "",
-                "bottleneck": "",
-                "reason": "",
-            }
-            if isinstance(model, str):
-                row["reason"] = model
-            else:
-                t = times_from_models([model], [EFFECT_SIZE_BYTES], algo)[0]
-                row.update(
-                    busbw_GBps=t.busbw_GBps,
-                    busbw_min_GBps=t.busbw_min_GBps,
-                    busbw_max_GBps=t.busbw_max_GBps,
-                    busbw_large_GBps=model.busbw_Bps / 1e9,
-                    time_us=t.time_us,
-                    proto=t.proto,
-                    bottleneck=t.bottleneck,
-                )
-            rows.append(row)
+    rows = summaries.fabric_effect_rows(
+        scenario,
+        EFFECT_VENDORS,
+        EFFECT_CASES,
+        EFFECT_SIZE_BYTES,
+        routing_of=lambda variant: _fabric_context(variant).policy,
+        model_of=_cached_models,
+    )
     return pd.DataFrame(rows)
 
 
@@ -328,50 +288,22 @@ def acceptance_table(scenario: Scenario, tolerance: float) -> Any:
 
 # ----------------------------------------------------------------------- Overview
 
-#: Message sizes the Overview quotes: a latency-bound and a bandwidth-bound call.
-SUMMARY_SIZES = (2**20, 2**30)
-#: The Overview's curve: 8 B to 16 GiB, powers of four.
-CURVE_SIZES = tuple(2**i for i in range(3, 35, 2))
-
-
-@dataclass(frozen=True)
-class CollectiveSummary:
-    """All-reduce and all-to-all at the summary sizes, or why they could not be computed."""
-
-    allreduce: tuple[CollectiveTime, ...]
-    alltoall: tuple[CollectiveTime, ...]
-    alltoall_error: str | None
-    allreduce_curve: tuple[CollectiveTime, ...]
-
-
-#: Above this many GPUs the Overview's all-to-all is the rail-aligned (PXN) variant only:
-#: the direct one needs a flow-class solve of ~1 s there and is never faster on the
-#: rail-optimized designs (the Collectives page still offers both).
-SUMMARY_DIRECT_ALLTOALL_MAX_GPUS = 16_384
+# SUMMARY_SIZES, CURVE_SIZES and CollectiveSummary (and the all-to-all's GPU limit) live in
+# fabric_model.summaries (imported above: the report and the CLI compute the same numbers).
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def collective_summary(scenario: Scenario) -> CollectiveSummary:
-    """NCCL-like ``auto`` all-reduce and all-to-all at 1 MiB and 1 GiB (one fabric build)."""
+    """NCCL-like ``auto`` all-reduce and all-to-all at 1 MiB and 1 GiB (one fabric build).
+
+    Cached :func:`fabric_model.summaries.collective_summary` over the per-algorithm cache;
+    raises ``AlgorithmUnavailableError`` when no all-reduce algorithm runs.
+    """
     _fabric_context(scenario)  # an infeasible design raises here, not as a "reason"
-    ar_models = _auto_models(scenario, "allreduce")
-    if not ar_models:
-        raise AlgorithmUnavailableError("no algorithm can run allreduce on this design")
-    allreduce = tuple(times_from_models(ar_models, SUMMARY_SIZES, "auto"))
-    a2a: tuple[CollectiveTime, ...] = ()
-    try:
-        if scenario.cluster.n_gpus <= SUMMARY_DIRECT_ALLTOALL_MAX_GPUS:
-            a2a_algo, a2a_models = "auto", _auto_models(scenario, "alltoall")
-            error = None if a2a_models else "no all-to-all algorithm can run on this design"
-        else:
-            a2a_algo, built = "hierarchical", _algo_model(scenario, "alltoall", "hierarchical")
-            a2a_models, error = ([], built) if isinstance(built, str) else ([built], None)
-    except FabricModelError as exc:
-        a2a_models, error = [], str(exc)
-    if a2a_models:
-        a2a = tuple(times_from_models(a2a_models, SUMMARY_SIZES, a2a_algo))
-    curve = tuple(times_from_models(ar_models, CURVE_SIZES, "auto"))
-    return CollectiveSummary(allreduce, a2a, error, curve)
+    summary = summaries.collective_summary(scenario, _cached_models(scenario))
+    if summary.allreduce_error:
+        raise AlgorithmUnavailableError(summary.allreduce_error)
+    return summary
 
 
 # --------------------------------------------------------------------------- training
@@ -419,20 +351,6 @@ def _outside_cache(callback: Any) -> Any:
         return None
     context = contextvars.copy_context()
     return lambda *args: context.run(callback, *args)
-
-
-def scaling_variant(scenario: Scenario, topology: str, vendor: str) -> Scenario:
-    """Return the scenario on another topology/vendor, as the Scaling page sweeps it.
-
-    The vendor's default routing applies (adaptive for InfiniBand and Spectrum-X, ECMP for
-    RoCE) unless the scenario's vendor is the one asked for. Raises the model's error.
-    """
-    over: dict[str, Any] = {"fabric.topology": topology, "fabric.vendor": vendor}
-    if vendor != scenario.fabric.vendor:
-        over["fabric.routing"] = "auto"
-    if topology != "fat-tree":
-        over["fabric.tiers"] = "auto"
-    return apply_overrides(scenario, over)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -546,20 +464,8 @@ def moe_points(
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def replica_scaling_efficiency(scenario: Scenario) -> tuple[float, int] | None:
-    """Weak-scaling efficiency vs the smallest size the plan runs at, and that size.
-
-    Sizes tried: one data-parallel replica (``tp x pp x cp`` GPUs, times ``ep``) doubled
-    until it fits (memory shrinks with ZeRO sharding as data parallelism grows).
-    """
-    par = scenario.parallel
-    n0 = par.tp * par.pp * par.cp * max(1, par.ep)
-    n = scenario.cluster.n_gpus
-    while n0 < n:  # small sizes are cheap: try them one at a time, smallest first
-        pts = sweep(scenario, [n0, n], scaling="weak")
-        if pts[0].feasible:
-            return (pts[1].scaling_efficiency, n0) if pts[1].feasible else None
-        n0 *= 2
-    return (1.0, n) if n0 == n and training_step(scenario).feasible else None
+    """Return :func:`fabric_model.summaries.replica_scaling_efficiency`, cached."""
+    return summaries.replica_scaling_efficiency(scenario, training_step(scenario))
 
 
 # ------------------------------------------------------------------ what-if and compare
@@ -580,17 +486,4 @@ def scenario_metrics(scenario: Scenario) -> ScenarioMetrics:
         step = training_step(scenario)
     except FabricModelError as exc:
         return ScenarioMetrics(scenario, error=str(exc))
-    big = SUMMARY_SIZES.index(GIB)
-    return ScenarioMetrics(
-        scenario,
-        step=step,
-        allreduce=summary.allreduce[big],
-        alltoall=summary.alltoall[big] if summary.alltoall else None,
-        alltoall_error=summary.alltoall_error or "",
-        allreduce_curve=summary.allreduce_curve,
-        capex_usd=bill.capex_usd,
-        capex_per_gpu_usd=bill.capex_per_gpu_usd,
-        power_per_gpu_w=bill.power_per_gpu_w,
-        n_switches=float(topo.n_switches),
-        max_switch_hops=float(topo.max_switch_hops),
-    )
+    return summaries.scenario_metrics(scenario, topology=topo, bom=bill, summary=summary, step=step)

@@ -3,7 +3,7 @@
 :func:`build_report` returns one self-contained HTML document: plotly.js is inlined once in
 the head, each chart is a ``<div>`` plus its figure JSON, and nothing is fetched from the
 network, so the file opens offline and can be mailed or archived as it is. It is a pure
-function of the scenario over the model and the ``ui.figures`` builders: plotly, no streamlit
+function of the scenario over the model and the ``ui.*_figures`` builders: plotly, no streamlit
 (the dashboard's facades cache through streamlit, so they are not used here), which lets the
 command line (``python -m fabric_model report --out FILE.html``) and the dashboard's
 "Download report (HTML)" button share it.
@@ -15,7 +15,8 @@ text) and the charts, pre-rendered by plotly, and every other value the template
 escaped, user text (scenario name and description, values in error messages) included. The
 sources come from the model itself (:mod:`fabric_model.citations`): the source notes of the
 catalog entries the design uses, the NCCL and training constants files, the model shape's
-source and the references in the docstrings of the model code behind the numbers.
+source and the formulas behind the numbers (``assets/formulas.yaml``: each formula with the
+code implementing it and its source).
 
 A part the model cannot compute (a plan that does not fit, a design that cannot be built, an
 all-to-all the fabric cannot run) becomes a message in its section; the rest of the report is
@@ -38,21 +39,15 @@ from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
 import fabric_model
-from fabric_model import citations
+from fabric_model import citations, summaries
 from fabric_model.catalog import Catalog, load_catalog
-from fabric_model.collectives import (
-    CollectiveTime,
-    FabricContext,
-    algo_models,
-    times_from_models,
-)
+from fabric_model.collectives import CollectiveTime, FabricContext
 from fabric_model.cost import (
     BillOfMaterials,
     VendorComparison,
     bill_of_materials,
     compare_vendors,
 )
-from fabric_model.design import SWITCHLESS
 from fabric_model.errors import FabricModelError
 from fabric_model.scenario import (
     GPU_COUNT_MAX,
@@ -60,25 +55,19 @@ from fabric_model.scenario import (
     dump_scenario,
     iter_field_specs,
 )
-from fabric_model.topology import BUILDERS, Topology
-from fabric_model.training import DIMS, StepResult, SweepPoint, sweep, training_step
-from fabric_model.units import GIB
+from fabric_model.topology import Topology
+from fabric_model.training import StepResult, SweepPoint, sweep, training_step
+from ui.collective_figures import busbw_curve_figure
+from ui.cost_figures import vendor_capex_figure, vendor_power_figure, vendor_summary_frame
 from ui.diagrams import cable_info, topology_diagram
-from ui.figures import (
-    busbw_curve_figure,
-    size_label,
-    vendor_capex_figure,
-    vendor_power_figure,
-    vendor_summary_frame,
-)
-from ui.theme import OP_LABELS, TOPOLOGY_LABELS, VENDOR_LABELS
+from ui.figure_base import size_label
+from ui.theme import TOPOLOGY_LABELS, VENDOR_LABELS
 from ui.training_figures import ScalingLine, scaling_figure, step_breakdown_figure
 
 __all__ = [
     "BUSBW_SIZES",
     "SECTIONS",
     "build_report",
-    "formula_modules",
     "render_report",
     "report_context",
     "scaling_sizes",
@@ -99,27 +88,12 @@ SECTIONS: tuple[tuple[str, str], ...] = (
 
 #: All-reduce curve: 8 B to 16 GiB in binary steps (1 GiB, the headline size, among them).
 BUSBW_SIZES: tuple[int, ...] = tuple(2**i for i in range(3, 35))
-#: The headline message size of the collective numbers.
-HEADLINE_BYTES = GIB
+#: The headline message size of the collective numbers (the Overview's, the CLI's).
+HEADLINE_BYTES = summaries.HEADLINE_BYTES
 #: Strong-scaling sweep: the scenario's size times these powers of two (8 sizes, n/64 to 2n),
 #: enough for the curve's shape and fast even at 100K GPUs.
 SCALING_EXPONENTS = tuple(range(-6, 2))
 
-#: Model code every report's numbers go through (the topology family's module is added per
-#: scenario); the sources section cites the references of their docstrings.
-_FORMULA_MODULES = (
-    "fabric_model.flows.solver",
-    "fabric_model.collectives.algorithms",
-    "fabric_model.collectives.model",
-    "fabric_model.training.shapes",
-    "fabric_model.training.memory",
-    "fabric_model.training.step",
-    "fabric_model.training.sweep",
-    "fabric_model.training.fabric",
-    "fabric_model.training.layout",
-    "fabric_model.training.gemm",
-    "fabric_model.cost",
-)
 _TEMPLATE = "report.html.j2"
 _PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -200,23 +174,36 @@ def scaling_sizes(scenario: Scenario) -> tuple[int, ...]:
 
 
 def _collectives(scenario: Scenario) -> tuple[_Outcome, _Outcome]:
-    """NCCL-like ``auto`` all-reduce curve and all-to-all at 1 GiB on one built fabric."""
+    """NCCL-like ``auto`` all-reduce curve and all-to-all at 1 GiB on one built fabric.
+
+    :func:`fabric_model.summaries.collective_summary`, exactly as the Overview computes it
+    (the same all-to-all rule at every cluster size, so the two always agree).
+    """
     try:
         ctx = FabricContext.from_scenario(scenario)
     except _MODEL_ERRORS as exc:
         problem = _Outcome(error=f"this design cannot be built: {exc}")
         return problem, problem
-
-    def run(op: str, sizes: Sequence[int]) -> list[CollectiveTime]:
-        models = algo_models(ctx, op, "auto")
-        if not models:
-            raise FabricModelError(f"no algorithm can run {OP_LABELS[op]} on this design")
-        return times_from_models(models, sizes, "auto")
-
-    return (
-        _attempt("all-reduce", lambda: run("allreduce", BUSBW_SIZES)),
-        _attempt("all-to-all", lambda: run("alltoall", [HEADLINE_BYTES])),
+    try:
+        summary = summaries.collective_summary(
+            scenario,
+            summaries.models_on(ctx),
+            sizes=(HEADLINE_BYTES,),
+            curve_sizes=BUSBW_SIZES,
+        )
+    except _MODEL_ERRORS as exc:
+        return _Outcome(error=f"all-reduce: {exc}"), _Outcome(error=f"all-to-all: {exc}")
+    allreduce = (
+        _Outcome(error=f"all-reduce: {summary.allreduce_error}")
+        if summary.allreduce_error
+        else _Outcome(list(summary.allreduce_curve))
     )
+    alltoall = (
+        _Outcome(list(summary.alltoall))
+        if summary.alltoall
+        else _Outcome(error=f"all-to-all: {summary.alltoall_error}")
+    )
+    return allreduce, alltoall
 
 
 def _evaluate(scenario: Scenario, generated_at: datetime | None) -> _Results:
@@ -338,43 +325,44 @@ def _key_numbers(r: _Results) -> dict[str, Any]:
     training: list[dict[str, str]] = []
     training_problems: list[str] = []
     step: StepResult | None = r.step.value if r.step.ok else None
-    if step is not None and step.feasible and step.plan is not None:
-        t, plan = step.step_time_s, step.plan
+    head = summaries.step_headline(step)
+    if head is not None:
+        t = head.step_time_s
         training += [
             _metric(
                 "step_time_s",
                 "Step time",
                 f"{t:,.2f} s",
-                f"{plan.label()}: compute {step.compute_s:,.2f} s",
+                f"{head.plan_label}: compute {head.compute_s:,.2f} s",
                 t,
             ),
             _metric(
                 "mfu",
                 "MFU",
-                f"{step.mfu:.1%}",
+                f"{head.mfu:.1%}",
                 "model FLOPs / (GPUs x dense BF16 peak x step time)",
-                step.mfu,
+                head.mfu,
             ),
             _metric(
                 "tokens_per_s",
                 "Tokens per second",
-                f"{step.tokens_per_s:,.0f}",
-                f"{step.tokens_per_step:,.0f} tokens per step",
-                step.tokens_per_s,
+                f"{head.tokens_per_s:,.0f}",
+                f"{head.tokens_per_step:,.0f} tokens per step",
+                head.tokens_per_s,
             ),
             _metric(
                 "exposed_comm_share",
                 "Exposed communication",
-                f"{step.exposed_comm_s / t:.1%} of the step",
-                f"{step.exposed_comm_s:,.2f} s not hidden behind compute",
-                step.exposed_comm_s / t,
+                f"{head.exposed_comm_share:.1%} of the step",
+                f"{head.exposed_comm_s:,.2f} s not hidden behind compute",
+                head.exposed_comm_share,
             ),
             _metric(
                 "bubble_share",
                 "Pipeline bubble",
-                f"{step.bubble_fraction:.1%} of the step",
-                f"{step.bubble_s:,.2f} s; {plan.micro_batches} micro-batches for {plan.pp} stages",
-                step.bubble_fraction,
+                f"{head.bubble_share:.1%} of the step",
+                f"{head.bubble_s:,.2f} s; {head.micro_batches} micro-batches for {head.pp} stages",
+                head.bubble_share,
             ),
         ]
     else:
@@ -492,22 +480,17 @@ def _training(r: _Results) -> dict[str, Any]:
         ),
         "step",
     )
-    rows = []
-    for d in DIMS:
-        comm = step.comm_s.get(d, 0.0)
-        if comm <= 0:
-            continue
-        exposed = step.exposed_s.get(d, 0.0)
-        rows.append(
-            [
-                d,
-                f"{comm:,.3f}",
-                f"{exposed:,.3f}",
-                f"{1 - exposed / comm:.0%}",
-                f"{exposed / step.step_time_s:.1%}",
-                step.comm_detail.get(d, ""),
-            ]
-        )
+    rows = [
+        [
+            c.dim,
+            f"{c.comm_s:,.3f}",
+            f"{c.exposed_s:,.3f}",
+            f"{c.hidden_share:.0%}",
+            f"{c.step_share:.1%}",
+            c.detail,
+        ]
+        for c in summaries.comm_breakdown(step)
+    ]
     table = (
         _table(
             [
@@ -710,21 +693,6 @@ def _bom_section(r: _Results) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 
 
-def formula_modules(scenario: Scenario) -> tuple[str, ...]:
-    """Return the model modules whose docstrings' references the report cites.
-
-    The flow solver, the collective and training models and the cost model, which every
-    report's numbers go through, the module of the scenario's topology family, and for a
-    switchless family (torus, hypercube) its collectives' module.
-    """
-    family = scenario.fabric.topology
-    builder = BUILDERS.get(family)
-    modules = [*_FORMULA_MODULES, *((builder.__module__,) if builder is not None else ())]
-    if family in SWITCHLESS:  # their collectives: dimension-wise rings on the direct links
-        modules.append("fabric_model.collectives.switchless")
-    return tuple(modules)
-
-
 def _designs(r: _Results) -> list[tuple[str, BillOfMaterials]]:
     """Return the bills whose parts the report shows: this design's, the other vendors'."""
     own = r.scenario.fabric.vendor
@@ -739,7 +707,8 @@ def _designs(r: _Results) -> list[tuple[str, BillOfMaterials]]:
     return designs
 
 
-def _catalog_sources(r: _Results) -> dict[str, Any]:
+def _catalog_sources(r: _Results, cited: Iterable[str] = ()) -> dict[str, Any]:
+    """Return the catalog entries the designs use and the catalog sources they or ``cited`` cite."""
     cat: Catalog = r.catalog
     used = citations.used_catalog_entries(_designs(r))
     if not used and r.scenario.cluster.gpu in cat.gpus:
@@ -770,7 +739,7 @@ def _catalog_sources(r: _Results) -> dict[str, Any]:
             "url": src.url,
             "link": src.url.startswith(("https://", "http://")),
         }
-        for k in citations.cited_source_keys(notes)
+        for k in citations.cited_source_keys([*notes, *cited])
         if (src := cat.sources.get(k)) is not None
     ]
     return {"version": cat.version, "entries": entries, "refs": refs}
@@ -792,16 +761,17 @@ def _assumptions(s: Scenario) -> dict[str, Any]:
 def _sources(r: _Results) -> dict[str, Any]:
     nccl_version, nccl = citations.nccl_sources()
     training_version, constants = citations.training_constant_sources()
+    formulas = citations.formula_citations(r.scenario.fabric.topology)
     return {
         "assumptions": _assumptions(r.scenario),
-        "catalog": _catalog_sources(r),
+        "catalog": _catalog_sources(r, [f.source for f in formulas]),
         "nccl": {"version": nccl_version, "sources": nccl},
         "training": {"version": training_version, "constants": constants},
         "model": {
             "name": r.scenario.model.name,
             "shape": citations.model_shape_source(r.scenario.model.name),
         },
-        "references": citations.model_references(formula_modules(r.scenario)),
+        "formulas": formulas,
     }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from fabric_model.summaries import step_headline
 from fabric_model.training import DIMS, StepResult, SweepPoint
 from ui.theme import (
     BASE_LAYOUT,
@@ -85,7 +86,8 @@ def step_terms(step: StepResult) -> dict[str, float]:
 
 def _hover(p: SweepPoint) -> list[Any]:
     st = p.step
-    comm_share = st.exposed_comm_s / st.step_time_s
+    head = step_headline(st)
+    comm_share = head.exposed_comm_share if head is not None else math.nan
     return [
         st.plan.label() if st.plan else "",
         st.step_time_s,

@@ -46,7 +46,7 @@ def chart(fig: go.Figure, *, key: str, name: str) -> None:
     Parameters
     ----------
     fig
-        The figure (from a pure ``ui.figures`` builder).
+        The figure (from a pure ``ui.*_figures`` builder).
     key
         The chart's element key; the export buttons derive theirs with :func:`export_key`.
     name

@@ -1,0 +1,204 @@
+"""Cost figures: capex, power and TCO per vendor, and the vendor comparison table.
+
+Pure builders over ``fabric_model.cost.compare_vendors`` results; the table's numbers come
+from ``fabric_model.summaries.vendor_rows`` (the command line's ``bom --compare`` reads the
+same rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from fabric_model.cost import CATEGORIES, BillOfMaterials, VendorComparison
+from fabric_model.summaries import vendor_rows
+from ui.figure_base import figure_layout
+from ui.floorplan import NETWORK_COLORS, NETWORK_LABELS
+from ui.theme import CATEGORY_COLORS, VENDOR_LABELS
+
+__all__ = [
+    "vendor_capex_figure",
+    "vendor_power_figure",
+    "vendor_summary_frame",
+    "vendor_tco_figure",
+]
+
+
+def _ok(comparisons: Sequence[VendorComparison]) -> list[tuple[str, BillOfMaterials]]:
+    return [(c.vendor, c.bom) for c in comparisons if c.bom is not None]
+
+
+def _stacked(
+    comparisons: Sequence[VendorComparison],
+    values: str,
+    scale: float,
+    title: str,
+    unit: str,
+    per_gpu: bool,
+) -> go.Figure:
+    fig = go.Figure()
+    ok = _ok(comparisons)
+    names = [VENDOR_LABELS.get(v, v) for v, _ in ok]
+    for cat in CATEGORIES:
+        ys = []
+        for _, bom in ok:
+            total = getattr(bom, values)[cat]
+            ys.append(total / (bom.n_gpus if per_gpu else 1) / scale)
+        fig.add_trace(
+            go.Bar(
+                name=cat,
+                x=names,
+                y=ys,
+                marker_color=CATEGORY_COLORS[cat],
+                hovertemplate=f"%{{x}} {cat}: %{{y:,.2f}} {unit}<extra></extra>",
+            )
+        )
+    # the storage and management networks on top of the compute fabric's categories
+    by_network = (
+        "capex_by_network_usd" if values == "capex_by_category_usd" else "power_by_network_w"
+    )
+    others: dict[str, list[float]] = {}
+    for net in NETWORK_COLORS:
+        ys = [
+            getattr(bom, by_network).get(net, 0.0) / (bom.n_gpus if per_gpu else 1) / scale
+            for _, bom in ok
+        ]
+        if any(ys):
+            others[net] = ys
+            fig.add_trace(
+                go.Bar(
+                    name=NETWORK_LABELS[net],
+                    x=names,
+                    y=ys,
+                    marker_color=NETWORK_COLORS[net],
+                    marker_pattern_shape="/",
+                    hovertemplate=f"%{{x}} {NETWORK_LABELS[net]}: %{{y:,.2f}} {unit}"
+                    "<extra></extra>",
+                )
+            )
+    totals = [
+        sum(getattr(b, values).values()) / (b.n_gpus if per_gpu else 1) / scale
+        + sum(ys[i] for ys in others.values())
+        for i, (_, b) in enumerate(ok)
+    ]
+    fig.add_trace(
+        go.Scatter(
+            x=names,
+            y=totals,
+            mode="text",
+            text=[f"{t:,.2f}" for t in totals],
+            textposition="top center",
+            showlegend=False,
+            hoverinfo="skip",
+        )
+    )
+    return figure_layout(
+        fig,
+        title,
+        barmode="stack",
+        yaxis_title=unit,
+        height=420,
+        legend={"orientation": "h", "y": -0.15},
+    )
+
+
+def vendor_capex_figure(
+    comparisons: Sequence[VendorComparison], per_gpu: bool = False
+) -> go.Figure:
+    """Stacked network capex by category, one bar per vendor."""
+    if per_gpu:
+        return _stacked(
+            comparisons,
+            "capex_by_category_usd",
+            1.0,
+            "Network capex per GPU by category",
+            "USD per GPU",
+            True,
+        )
+    return _stacked(
+        comparisons, "capex_by_category_usd", 1e6, "Network capex by category", "million USD", False
+    )
+
+
+def vendor_power_figure(
+    comparisons: Sequence[VendorComparison], per_gpu: bool = False
+) -> go.Figure:
+    """Stacked network power by category, one bar per vendor."""
+    if per_gpu:
+        return _stacked(
+            comparisons,
+            "power_by_category_w",
+            1.0,
+            "Network power per GPU by category",
+            "W per GPU",
+            True,
+        )
+    return _stacked(
+        comparisons, "power_by_category_w", 1e3, "Network power by category (IT load)", "kW", False
+    )
+
+
+def vendor_tco_figure(comparisons: Sequence[VendorComparison]) -> go.Figure:
+    """Network TCO per vendor: capex plus electricity over the horizon."""
+    ok = _ok(comparisons)
+    names = [VENDOR_LABELS.get(v, v) for v, _ in ok]
+    fig = go.Figure()
+    fig.add_trace(
+        go.Bar(
+            name="capex",
+            x=names,
+            y=[b.capex_usd / 1e6 for _, b in ok],
+            marker_color=CATEGORY_COLORS["switches"],
+            hovertemplate="%{x} capex: %{y:,.2f} M USD<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            name="electricity (x PUE)",
+            x=names,
+            y=[b.energy_usd() / 1e6 for _, b in ok],
+            marker_color=CATEGORY_COLORS["nics"],
+            hovertemplate="%{x} energy: %{y:,.2f} M USD<extra></extra>",
+        )
+    )
+    years = ok[0][1].costs.years if ok else 0
+    return figure_layout(
+        fig,
+        f"Network TCO over {years:g} years",
+        barmode="stack",
+        yaxis_title="million USD",
+        height=420,
+        legend={"orientation": "h", "y": -0.15},
+    )
+
+
+def vendor_summary_frame(comparisons: Sequence[VendorComparison]) -> pd.DataFrame:
+    """One row per vendor: parts, counts, capex, power, per-GPU figures, share, TCO."""
+    rows: list[dict[str, Any]] = []
+    for c, r in zip(comparisons, vendor_rows(comparisons), strict=True):
+        label = VENDOR_LABELS.get(r.vendor, r.vendor)
+        if not r.ok:
+            rows.append({"vendor": label, "note": c.error})
+            continue
+        rows.append(
+            {
+                "vendor": label,
+                "switch": r.switch_name,
+                "radix": r.radix,
+                "nic": r.nic_name,
+                "tiers": r.tiers,
+                "switches": r.n_switches,
+                "transceivers": r.n_transceivers,
+                "capex_usd": round(r.capex_usd),
+                "capex_per_gpu_usd": round(r.capex_per_gpu_usd),
+                "power_kw": round(r.power_kw, 1),
+                "power_per_gpu_w": round(r.power_per_gpu_w, 1),
+                "network_share_pct": round(100 * r.network_share, 1),
+                "tco_usd": round(r.tco_usd),
+                "note": "",
+            }
+        )
+    return pd.DataFrame(rows)
