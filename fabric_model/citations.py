@@ -1,4 +1,4 @@
-"""Where the model's numbers and formulas come from, read from the model itself.
+"""Where the model's numbers and formulas come from, read from the model's data files.
 
 Provenance lives next to what it describes, and this module only collects it:
 
@@ -9,53 +9,52 @@ Provenance lives next to what it describes, and this module only collects it:
   :func:`training_constant_sources` and :func:`model_shape_source` turn them into
   :class:`NumberSource` rows, and :func:`bom_catalog_entries` names the entries a design
   uses.
-- **formulas**: the numpydoc ``References`` (or ``Sources``) sections of the model's module,
-  class and function docstrings, and the papers their prose cites as "Name et al. YEAR";
-  :func:`model_references` reads them with :mod:`inspect` into :class:`Reference` rows.
+- **formulas**: ``assets/formulas.yaml`` holds one entry per formula the report cites, with
+  the formula, the module and function implementing it and its source (a catalog source key
+  such as ``[S49]`` in it refers to the catalog's sources); :func:`load_formulas` reads it
+  into :class:`Formula` rows and :func:`formula_citations` picks those of a design.
 
 Nothing here renders: the HTML report (``ui.report``) lays the rows out.
 
->>> docstring_references('''Solve it.
-...
-... References
-... ----------
-... .. [1] D. Bertsekas and R. Gallager, *Data Networks*,
-...    section 6.5.2.
-... ''')
-('D. Bertsekas and R. Gallager, Data Networks, section 6.5.2.',)
->>> author_year_citations("The bubble (Narayanan et al. 2021) idles. Next.")
-(('Narayanan et al. 2021', 'The bubble (Narayanan et al. 2021) idles.'),)
+>>> [f.key for f in formula_citations("torus-3d")][:2]
+['maxmin_fair_rates', 'collective_time']
+>>> "fat_tree_sizing" in {f.key for f in formula_citations("torus-3d")}
+False
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
 import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from fabric_model.catalog import Catalog
 from fabric_model.collectives import nccl_constants
-from fabric_model.scenario import MODEL_SHAPES
+from fabric_model.errors import CatalogError
+from fabric_model.resources import asset, load_yaml
+from fabric_model.scenario import MODEL_SHAPES, field_spec
 from fabric_model.training.constants import CONSTANTS_PATH, training_constants
 
 if TYPE_CHECKING:
     from fabric_model.cost import BillOfMaterials
 
 __all__ = [
+    "FORMULAS_PATH",
+    "Formula",
     "NumberSource",
-    "Reference",
-    "author_year_citations",
     "bom_catalog_entries",
     "cited_source_keys",
-    "docstring_references",
     "entry_sources",
-    "model_references",
+    "formula_citations",
+    "formula_target",
+    "load_formulas",
     "model_shape_source",
     "nccl_sources",
     "training_constant_sources",
@@ -69,19 +68,10 @@ _SOURCE_KEY = re.compile(r"\[(S[A-Za-z0-9]+)\]")
 _BOM_SECTION = {"switches": "switches", "nics": "nics", "optics": "optics", "cables": "cables"}
 #: Catalog sections in the order a design's parts are listed.
 _CATALOG_ORDER = ("gpus", "servers", "vendors", "switches", "nics", "optics", "cables")
-#: Docstring section headings whose entries are references.
-_REFERENCE_HEADINGS = ("References", "Sources")
-_HEADING_RULE = re.compile(r"^-{3,}$")
-_ENTRY_LABEL = re.compile(r"^\.\.\s+\[[^\]]+\]\s*")
-#: "Narayanan et al. 2021", "Al-Fares et al., SIGCOMM 2008": a name, then the year after at
-#: most three words (a venue).
-_AUTHOR_YEAR = re.compile(
-    r"\b([A-Z][A-Za-z-]+) et al\.,?\s+(?:[A-Za-z][\w-]*,?\s+){0,3}((?:19|20)\d{2})\b"
-)
-#: A full stop ends a sentence unless it ends one of these abbreviations.
-_ABBREVIATIONS = frozenset({"al", "e.g", "i.e", "eq", "vs", "cf", "fig", "sec", "no", "ref"})
-_RST_ROLE = re.compile(r":[a-z]+:`~?(?:[\w.]*\.)?([^`]+)`")
-_RST_EMPHASIS = re.compile(r"(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])")
+#: The formulas the report cites, with their code and sources.
+FORMULAS_PATH: Path = asset("formulas.yaml")
+#: The text fields every formula entry must give.
+_FORMULA_FIELDS = ("title", "formula", "module", "function", "source")
 
 
 @dataclass(frozen=True)
@@ -104,159 +94,109 @@ class NumberSource:
 
 
 @dataclass(frozen=True)
-class Reference:
-    """A published work the model's docstrings cite.
+class Formula:
+    """One formula the report cites (an entry of ``assets/formulas.yaml``).
 
     Attributes
     ----------
-    label : str
-        ``"Narayanan et al. 2021"`` for a citation in prose; ``""`` for a numpydoc entry.
-    text : str
-        The numpydoc entry, or the first sentence that cites the work.
-    cited_in : tuple of str
-        Qualified names of the modules, classes and functions whose docstring cites it.
+    key : str
+        The entry's key (``"maxmin_fair_rates"``).
+    title : str
+        What the formula gives.
+    formula : str
+        The formula, as text.
+    module, function : str
+        The module implementing it and the function, class or ``Class.method`` in it.
+    source : str
+        Where the formula comes from (may cite catalog sources as ``[S49]``).
+    families : tuple of str
+        The ``fabric.topology`` families it applies to; empty for every design.
     """
 
-    label: str
-    text: str
-    cited_in: tuple[str, ...]
+    key: str
+    title: str
+    formula: str
+    module: str
+    function: str
+    source: str
+    families: tuple[str, ...] = ()
+
+    @property
+    def implemented_by(self) -> str:
+        """The qualified name of the code: ``"fabric_model.flows.solver.solve_maxmin"``."""
+        return f"{self.module}.{self.function}"
 
 
 # --------------------------------------------------------------------------------------
-# docstrings
+# formulas
 # --------------------------------------------------------------------------------------
 
 
-def _plain(text: str) -> str:
-    """Collapse whitespace and drop reST markup (``code``, **bold**, :role:`target`)."""
-    text = _RST_ROLE.sub(r"\1", text).replace("``", "").replace("**", "")
-    return " ".join(_RST_EMPHASIS.sub(r"\1", text).split())
+def _formula(key: str, raw: Any, families: tuple[str, ...]) -> Formula:
+    where = f"formulas.yaml: formulas.{key}"
+    if not isinstance(raw, Mapping):
+        raise CatalogError(f"{where}: must be a mapping of {', '.join(_FORMULA_FIELDS)}")
+    text = {}
+    for name in _FORMULA_FIELDS:
+        value = raw.get(name)
+        if not isinstance(value, str) or not value.strip():
+            raise CatalogError(f"{where}.{name}: must be non-empty text")
+        text[name] = " ".join(value.split())
+    applies = raw.get("families") or []
+    if not isinstance(applies, list) or not all(isinstance(f, str) for f in applies):
+        raise CatalogError(f"{where}.families: must be a list of family names")
+    unknown = [f for f in applies if f not in families]
+    if unknown:
+        raise CatalogError(
+            f"{where}.families: unknown {', '.join(unknown)}; allowed: {', '.join(families)}"
+        )
+    extra = set(raw) - {*_FORMULA_FIELDS, "families"}
+    if extra:
+        raise CatalogError(f"{where}: unknown field(s) {', '.join(sorted(extra))}")
+    return Formula(key, families=tuple(applies), **text)
 
 
-def docstring_references(doc: str | None) -> tuple[str, ...]:
-    """Return the entries of a docstring's numpydoc ``References`` or ``Sources`` section.
+@cache
+def load_formulas(path: Path = FORMULAS_PATH) -> tuple[Formula, ...]:
+    """Return the formulas of ``assets/formulas.yaml`` (or ``path``), in file order.
 
-    Parameters
-    ----------
-    doc
-        A docstring (indented or not).
-
-    Returns
-    -------
-    tuple of str
-        One entry per ``.. [n]`` item (or per paragraph when the section has no labels),
-        label dropped and whitespace collapsed; empty when there is no such section.
+    Raises
+    ------
+    CatalogError
+        If the file is malformed: an entry without one of its text fields, an unknown
+        field or an unknown topology family, naming the entry.
     """
-    lines = inspect.cleandoc(doc or "").splitlines()
-    entries: list[list[str]] = []
-    inside = False
-    for i, line in enumerate(lines):
-        underlined = i + 1 < len(lines) and _HEADING_RULE.match(lines[i + 1].strip())
-        if underlined and line.strip():
-            inside = line.strip() in _REFERENCE_HEADINGS
-            continue
-        if not inside or _HEADING_RULE.match(line.strip()):
-            continue
-        if not line.strip():
-            entries.append([])
-        elif _ENTRY_LABEL.match(line.strip()) or not entries or not entries[-1]:
-            entries.append([_ENTRY_LABEL.sub("", line.strip())])
-        else:
-            entries[-1].append(line.strip())
-    return tuple(_plain(" ".join(e)) for e in entries if e)
+    data = load_yaml(path)
+    entries = data.get("formulas") if isinstance(data, Mapping) else None
+    if not isinstance(entries, Mapping) or not entries:
+        raise CatalogError(f"{path.name}: must hold a non-empty 'formulas' mapping")
+    families = field_spec("fabric.topology").choices or ()
+    return tuple(_formula(str(k), v, tuple(families)) for k, v in entries.items())
 
 
-def _sentences(paragraph: str) -> list[str]:
-    """Split collapsed text into sentences at ". " before a capital, not after "et al."."""
-    out, start = [], 0
-    for m in re.finditer(r"\.\s+(?=[A-Z(])", paragraph):
-        word = paragraph[: m.start()].rsplit(None, 1)[-1].lstrip("(").lower()
-        if word in _ABBREVIATIONS:
-            continue
-        out.append(paragraph[start : m.start() + 1])
-        start = m.end()
-    out.append(paragraph[start:])
-    return [s for s in out if s]
+def formula_citations(family: str, path: Path = FORMULAS_PATH) -> tuple[Formula, ...]:
+    """Return the formulas behind a design of this ``fabric.topology`` family, in file order.
 
-
-def _as_sentence(text: str) -> str:
-    return text[:-1] + "." if text.endswith((":", ";", ",")) else text
-
-
-def author_year_citations(doc: str | None) -> tuple[tuple[str, str], ...]:
-    """Return the works a docstring's prose cites as "Name et al. YEAR", with their sentence.
-
-    Parameters
-    ----------
-    doc
-        A docstring.
-
-    Returns
-    -------
-    tuple of (str, str)
-        ``("Narayanan et al. 2021", sentence)`` for the first sentence citing each work, in
-        order; the sentence with reST markup dropped.
+    The entries without ``families`` (the flow solver, the collective and training models,
+    the cost model) and those listing ``family``.
     """
-    lines = inspect.cleandoc(doc or "").splitlines()
-    # a numpydoc heading (a line over a rule of dashes) ends a paragraph and is not prose
-    kept = [
-        ""
-        if _HEADING_RULE.match(line.strip())
-        or (i + 1 < len(lines) and _HEADING_RULE.match(lines[i + 1].strip()))
-        else line
-        for i, line in enumerate(lines)
-    ]
-    found: dict[str, str] = {}
-    # paragraphs and list items, so a sentence never runs across a bullet or a table
-    for block in re.split(r"\n\s*\n|\n\s*(?=- )", "\n".join(kept)):
-        for sentence in _sentences(_plain(block.strip().removeprefix("- "))):
-            for m in _AUTHOR_YEAR.finditer(sentence):
-                # a sentence that introduces a list ends in a colon; cite it as a sentence
-                found.setdefault(f"{m.group(1)} et al. {m.group(2)}", _as_sentence(sentence))
-    return tuple(found.items())
+    return tuple(f for f in load_formulas(path) if not f.families or family in f.families)
 
 
-def _documented(module: Any) -> list[tuple[str, str]]:
-    """(qualified name, docstring) of a module and the classes and functions it defines."""
-    out = [(module.__name__, module.__doc__ or "")]
-    for name, obj in inspect.getmembers(
-        module, lambda o: inspect.isfunction(o) or inspect.isclass(o)
-    ):
-        if getattr(obj, "__module__", None) == module.__name__:
-            out.append((f"{module.__name__}.{name}", inspect.getdoc(obj) or ""))
-    return out
+def formula_target(formula: Formula) -> Any:
+    """Return the code object a formula names (imports its module).
 
-
-def model_references(modules: Iterable[str]) -> tuple[Reference, ...]:
-    """Return the references the docstrings of these model modules cite.
-
-    Parameters
-    ----------
-    modules
-        Importable module names (``"fabric_model.training.step"``); each module's own
-        docstring and those of the classes and functions it defines are read.
-
-    Returns
-    -------
-    tuple of Reference
-        The numpydoc ``References``/``Sources`` entries, then the "Name et al. YEAR" works
-        of the prose, each once, with every place that cites it, in first-seen order.
+    Raises
+    ------
+    ImportError
+        If the module does not exist.
+    AttributeError
+        If the module has no such function, class or method.
     """
-    entries: dict[str, list[str]] = {}
-    prose: dict[str, tuple[str, list[str]]] = {}
-    for module_name in dict.fromkeys(modules):
-        for where, doc in _documented(importlib.import_module(module_name)):
-            for text in docstring_references(doc):
-                entries.setdefault(text, [])
-                if where not in entries[text]:
-                    entries[text].append(where)
-            for label, sentence in author_year_citations(doc):
-                _, places = prose.setdefault(label, (sentence, []))
-                if where not in places:
-                    places.append(where)
-    return tuple(Reference("", text, tuple(w)) for text, w in entries.items()) + tuple(
-        Reference(label, sentence, tuple(w)) for label, (sentence, w) in prose.items()
-    )
+    obj: Any = importlib.import_module(formula.module)
+    for part in formula.function.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 # --------------------------------------------------------------------------------------

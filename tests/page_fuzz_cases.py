@@ -46,8 +46,6 @@ __all__ = [
     "run_page_case",
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
 #: The navigation's page scripts, as AppTest.switch_page wants them.
 PAGES = (
     "pages/overview.py",
@@ -219,8 +217,10 @@ def message_problem(text: str) -> str:
 
 def check_page(at: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Return (problems, messages) of a page AppTest ran (see the module docstring)."""
+    from tests.apptest_helpers import alerts
+
     problems = [f"exception: {e.value}" for e in at.exception]
-    messages = [e.value for e in [*at.error, *at.warning]]
+    messages = alerts(at)
     problems += [p for p in map(message_problem, messages) if p]
     for m in at.metric:
         if _BAD_NUMBER.search(str(m.value)):
@@ -241,15 +241,13 @@ def quiet_streamlit() -> None:
 
 def run_page_case(case: PageCase, timeout_s: float = 300) -> PageOutcome:
     """Open the case's page in a new AppTest session and judge what it drew."""
-    from streamlit.testing.v1 import AppTest
+    from tests.apptest_helpers import VALIDATE_PASTE_KEY, new_session
 
-    at = AppTest.from_file(APP, default_timeout=timeout_s)
-    for key, value in case.params:
-        at.query_params[key] = value
+    at = new_session(case.params, timeout_s=timeout_s)
     try:
         at.switch_page(case.page).run()
         if case.log_text and not at.exception:
-            areas = [t for t in at.text_area if t.key == "validate_paste"]
+            areas = [t for t in at.text_area if t.key == VALIDATE_PASTE_KEY]
             if areas:
                 areas[0].set_value(case.log_text).run()
     except Exception:  # a timeout or anything AppTest itself could not run

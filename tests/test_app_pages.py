@@ -10,24 +10,27 @@ page, so a page that shows the wrong scenario fails.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
-from conftest import ROOT, app_pages
+from conftest import app_pages
 from streamlit.testing.v1 import AppTest
 
 from fabric_model.cost import bill_of_materials
 from fabric_model.design import build_topology
 from fabric_model.presets import DEFAULT_PRESET, list_presets, load_preset
 from fabric_model.scenario import apply_overrides
+from tests.apptest_helpers import (
+    assert_no_exception,
+    figure,
+    messages,
+    metric_value,
+    open_page,
+    url,
+)
 
 pytestmark = pytest.mark.app
 
-# A budget, not an assertion: a fresh clone compiles every numba kernel on first use
-# and two xdist workers share two cores, so the first run of a big preset can take a while.
-APPTEST_TIMEOUT_S = 300
-APP = str(ROOT / "app.py")
 PAGES = {p.script: p for p in app_pages()}
 TOPOLOGY = "pages/topology.py"
 COST = "pages/cost.py"
@@ -50,21 +53,7 @@ DOWNLOADS = {
 
 def open_app(page: str = TOPOLOGY, **query: str) -> AppTest:
     """Open ``page`` with URL query parameters in a new session (one script run)."""
-    at = AppTest.from_file(APP, default_timeout=APPTEST_TIMEOUT_S)
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.switch_page(page).run()
-    assert_no_exception(at)
-    assert [t.value for t in at.title] == [PAGES[page].title]
-    return at
-
-
-def assert_no_exception(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
-def figure(at: AppTest, index: int = 0) -> dict[str, Any]:
-    return json.loads(at.get("plotly_chart")[index].proto.spec)
+    return open_page(page, query, title=PAGES[page].title)
 
 
 def title(at: AppTest, index: int = 0) -> str:
@@ -75,14 +64,8 @@ def y_values(at: AppTest, index: int = 0) -> list[Any]:
     return [trace.get("y") for trace in figure(at, index)["data"]]
 
 
-def url(at: AppTest) -> dict[str, str]:
-    return {k: at.query_params[k] for k in at.query_params}
-
-
 def metric(at: AppTest, label_start: str) -> str:
-    values = [m.value for m in at.metric if m.label.startswith(label_start)]
-    assert len(values) == 1, [m.label for m in at.metric]
-    return values[0]
+    return metric_value(at, label_start, prefix=True)
 
 
 def headline_vendor(at: AppTest) -> str:
@@ -90,10 +73,6 @@ def headline_vendor(at: AppTest) -> str:
     captions = [c.value for c in at.caption if c.value.startswith("Headline figures for")]
     assert len(captions) == 1, [c.value for c in at.caption]
     return captions[0]
-
-
-def messages(elements: Any) -> list[str]:
-    return [e.value for e in elements]
 
 
 def set_gpus(at: AppTest, n: int) -> AppTest:

@@ -7,9 +7,7 @@ never from the page, so a page or facade that draws the wrong curve fails.
 from __future__ import annotations
 
 import itertools
-import json
 import math
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -18,11 +16,18 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from fabric_model.collectives import ALGOS, AlgorithmUnavailableError, collective
-from fabric_model.errors import FabricModelError
 from fabric_model.presets import DEFAULT_PRESET, list_presets, load_preset
 from fabric_model.scenario import apply_overrides
+from tests.apptest_helpers import (
+    assert_no_exception,
+    figure_titled,
+    figures,
+    messages,
+    url,
+)
+from tests.apptest_helpers import open_page as open_app_page
 from ui import facade
-from ui.figures import (
+from ui.collective_figures import (
     auto_crossovers,
     auto_summary_text,
     collective_breakdown_figure,
@@ -31,15 +36,11 @@ from ui.figures import (
     collective_curve_frame,
     fabric_effects_figure,
     fabric_effects_notes,
-    size_label,
     unavailable_text,
 )
+from ui.figure_base import size_label
 from ui.theme import ALGO_COLORS, VENDOR_COLORS
 
-# A budget, not an assertion: a fresh clone compiles every numba kernel on first use
-# and two xdist workers share two cores, so the first run of a big preset can take a while.
-APPTEST_TIMEOUT_S = 300
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGE = "pages/collectives.py"
 PRESETS = [p.name for p in list_presets()]
 SIZES = list(facade.COLLECTIVE_SIZES)
@@ -65,29 +66,8 @@ def scattered_roce() -> Any:
 
 def open_page(effects: bool = False, **query: str) -> AppTest:
     """Open the page in a new session; ``effects`` opens the (lazy) fabric effects section."""
-    at = AppTest.from_file(APP, default_timeout=APPTEST_TIMEOUT_S)
-    for key, value in query.items():
-        at.query_params[key] = value
-    if effects:
-        at.session_state[EFFECTS_OPEN] = True
-    at.run()
-    at.switch_page(PAGE).run()
-    assert_no_exception(at)
-    return at
-
-
-def assert_no_exception(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
-def figures(at: AppTest) -> list[dict[str, Any]]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-
-
-def figure(at: AppTest, title_part: str) -> dict[str, Any]:
-    found = [f for f in figures(at) if title_part in f["layout"]["title"]["text"]]
-    assert len(found) == 1, [f["layout"]["title"]["text"] for f in figures(at)]
-    return found[0]
+    state = {EFFECTS_OPEN: True} if effects else None
+    return open_app_page(PAGE, query, warm=True, session_state=state)
 
 
 def trace(fig: dict[str, Any], name_start: str) -> dict[str, Any]:
@@ -98,14 +78,6 @@ def trace(fig: dict[str, Any], name_start: str) -> dict[str, Any]:
 
 def auto_markers(fig: dict[str, Any]) -> dict[str, Any]:
     return trace(fig, "auto's choice")
-
-
-def messages(elements: Any) -> list[str]:
-    return [e.value for e in elements]
-
-
-def url(at: AppTest) -> dict[str, str]:
-    return {k: at.query_params[k] for k in at.query_params}
 
 
 # --------------------------------------------------------------------------------------
@@ -419,15 +391,14 @@ def test_all_to_all_refusal_is_explained_not_raised() -> None:
         load_preset("colossus-100k-spectrum-x"), {"what_if.degraded_link_factor": 0.5}
     )
     got = facade.collective_curves(scenario, "alltoall", ("direct", "hierarchical"))
-    for algo in ("direct", "hierarchical"):
-        try:
-            expected = collective(scenario, "alltoall", algo, SIZES)
-        except AlgorithmUnavailableError as exc:
-            assert got.unavailable[algo] == str(exc)
-            assert algo not in got.curves
-        else:
-            assert got.curves[algo] == tuple(expected)
+    assert set(got.unavailable) == {"direct"} and set(got.curves) == {"hierarchical"}
+    with pytest.raises(AlgorithmUnavailableError) as refused:
+        collective(scenario, "alltoall", "direct", SIZES)
+    assert got.unavailable["direct"] == str(refused.value)
     assert "a limit of the model" in got.unavailable["direct"], got.unavailable
+    assert got.curves["hierarchical"] == tuple(
+        collective(scenario, "alltoall", "hierarchical", SIZES)
+    )
 
 
 def test_fabric_effects_facade() -> None:
@@ -467,32 +438,16 @@ def test_fabric_effects_facade() -> None:
 pytest_app = pytest.mark.app
 
 
-def _model_auto(scenario: Any, op: str) -> list[Any] | None:
-    """The model's auto curve, or None where it cannot run (too large for the model)."""
-    try:
-        return collective(scenario, op, "auto", SIZES)
-    except AlgorithmUnavailableError:
-        return None
-
-
 @pytest_app
 @pytest.mark.parametrize("preset", PRESETS)
 def test_page_runs_on_every_preset(preset: str) -> None:
     at = open_page(effects=True, preset=preset)
     assert url(at) == {"preset": preset}
     scenario = load_preset(preset)
-    try:
-        auto = _model_auto(scenario, "allreduce")
-    except FabricModelError:  # not buildable: the shared warning, no crash
-        assert any("cannot be built" in w for w in messages(at.warning))
-        return
-    if auto is None:
-        infos = messages(at.info)
-        assert infos and any("cannot" in i or "not modelled" in i or "No " in i for i in infos), (
-            infos
-        )
-        return
-    fig = figure(at, CURVE_TITLE)
+    # every preset builds and runs auto (a preset that does not is a bug, not a branch)
+    auto = collective(scenario, "allreduce", "auto", SIZES)
+    assert not at.warning, messages(at.warning)
+    fig = figure_titled(at, CURVE_TITLE)
     assert f"{scenario.cluster.n_gpus:,} GPUs" in fig["layout"]["title"]["text"]
     assert fig["layout"]["xaxis"]["type"] == "log" and fig["layout"]["yaxis"]["type"] == "log"
     assert auto_markers(fig)["y"] == pytest.approx([r.busbw_GBps for r in auto])
@@ -500,21 +455,21 @@ def test_page_runs_on_every_preset(preset: str) -> None:
         "Download breakdown (CSV)",
         "Download curves (CSV)",
     ]
-    figure(at, "Fabric effects")
-    figure(at, "Time of one call")
+    figure_titled(at, "Fabric effects")
+    figure_titled(at, "Time of one call")
 
 
 @pytest_app
 def test_operation_widget_changes_the_chart() -> None:
     at = open_page()
     scenario = load_preset(DEFAULT_PRESET)
-    before = figure(at, CURVE_TITLE)
+    before = figure_titled(at, CURVE_TITLE)
     assert before["layout"]["title"]["text"].startswith("all-reduce")
     assert at.multiselect(key="coll_algos:allreduce").value == ["ring", "tree", "nvls", "sharp"]
 
     at.radio(key="coll_op").set_value("allgather").run()
     assert_no_exception(at)
-    after = figure(at, CURVE_TITLE)
+    after = figure_titled(at, CURVE_TITLE)
     assert after["layout"]["title"]["text"].startswith("all-gather")
     assert after["data"] != before["data"]
     expected = collective(scenario, "allgather", "auto", SIZES)
@@ -524,13 +479,13 @@ def test_operation_widget_changes_the_chart() -> None:
     # the breakdown follows the size slider
     at.select_slider(key="coll_size").set_value(2**20).run()
     assert_no_exception(at)
-    assert "1 MiB" in figure(at, "Time of one call")["layout"]["title"]["text"]
+    assert "1 MiB" in figure_titled(at, "Time of one call")["layout"]["title"]["text"]
 
     # an algorithm removed from the plot leaves the chart; auto stays
     at.radio(key="coll_op").set_value("allreduce").run()
     at.multiselect(key="coll_algos:allreduce").unselect("ring").run()
     assert_no_exception(at)
-    names = [t.get("name") for t in figure(at, CURVE_TITLE)["data"]]
+    names = [t.get("name") for t in figure_titled(at, CURVE_TITLE)["data"]]
     assert "ring" not in names and "NVLS" in names
     assert at.multiselect(key="coll_algos:allreduce").value == ["tree", "nvls", "sharp"]
 
@@ -547,7 +502,7 @@ def test_unavailable_algorithm_is_an_info_not_a_crash() -> None:
     assert_no_exception(at)
     infos = messages(at.info)
     assert len(infos) == 1 and "sharp" in infos[0], infos
-    names = [t.get("name") for t in figure(at, CURVE_TITLE)["data"]]
+    names = [t.get("name") for t in figure_titled(at, CURVE_TITLE)["data"]]
     assert "SHARP" not in names and "ring" in names
 
 
@@ -563,25 +518,25 @@ def test_refused_all_to_all_is_explained() -> None:
             collective(scenario, "alltoall", algo, SIZES)
         except AlgorithmUnavailableError as exc:
             assert any(str(exc) in i for i in infos), infos
-    figure(at, "Fabric effects")  # the rest of the page still draws
+    figure_titled(at, "Fabric effects")  # the rest of the page still draws
     assert "cannot be built on infiniband" in " ".join(infos)
 
 
 @pytest_app
 def test_placement_toggle_changes_the_comparison_and_the_url() -> None:
     at = open_page(effects=True, preset="dgx-h100-roce-ecmp")
-    contiguous = figure(at, "Fabric effects")
+    contiguous = figure_titled(at, "Fabric effects")
     assert "contiguous" in contiguous["layout"]["title"]["text"]
     at.toggle(key="coll:what_if.placement").set_value(True).run()
     assert_no_exception(at)
     assert url(at) == {"preset": "dgx-h100-roce-ecmp", "what_if.placement": "scattered"}
-    scattered = figure(at, "Fabric effects")
+    scattered = figure_titled(at, "Fabric effects")
     assert "scattered" in scattered["layout"]["title"]["text"]
     roce = trace(scattered, "RoCE")
     ib = trace(scattered, "InfiniBand")
     assert roce["y"][0] < 0.5 * ib["y"][0]  # ring: hashing collides on the spines
     # ECMP: the main chart shows the band
-    assert [t for t in figure(at, CURVE_TITLE)["data"] if t.get("fill") == "tonexty"]
+    assert [t for t in figure_titled(at, CURVE_TITLE)["data"] if t.get("fill") == "tonexty"]
 
     at.toggle(key="coll:what_if.placement").set_value(False).run()
     assert url(at) == {"preset": "dgx-h100-roce-ecmp"}
@@ -597,8 +552,8 @@ def test_fabric_effects_are_solved_only_when_opened() -> None:
     at.session_state[EFFECTS_OPEN] = True
     at.run()
     assert_no_exception(at)
-    assert "contiguous" in figure(at, "Fabric effects")["layout"]["title"]["text"]
-    figure(at, CURVE_TITLE)  # the curves are still drawn
+    assert "contiguous" in figure_titled(at, "Fabric effects")["layout"]["title"]["text"]
+    figure_titled(at, CURVE_TITLE)  # the curves are still drawn
 
 
 @pytest_app
@@ -612,7 +567,7 @@ def test_placement_from_the_url_seeds_the_toggle() -> None:
 def test_a_131072_gpu_curve_renders() -> None:
     at = open_page(preset="colossus-100k-spectrum-x", **{"cluster.n_gpus": "131072"})
     assert not at.warning, messages(at.warning)
-    fig = figure(at, CURVE_TITLE)
+    fig = figure_titled(at, CURVE_TITLE)
     assert "131,072 GPUs" in fig["layout"]["title"]["text"]
     assert len(auto_markers(fig)["y"]) == len(SIZES)
 

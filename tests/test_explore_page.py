@@ -6,60 +6,41 @@ Expected numbers come from the model (``fabric_model.explore``), never from the 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
-from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
 from fabric_model.explore import DesignTask, evaluate_design, explore, parse_vary
 from fabric_model.presets import DEFAULT_PRESET, load_preset
+from tests.apptest_helpers import figures, metric_value, open_page, url
 from ui.explore import parse_params, url_params
 
 pytestmark = pytest.mark.app
 
-APP = str(ROOT / "app.py")
 PAGE = "pages/explore.py"
-TIMEOUT_S = 300
 BASE = load_preset(DEFAULT_PRESET)
 
 
 def _open(**query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.switch_page(PAGE).run()
-    assert not at.exception, [e.value for e in at.exception]
-    assert [t.value for t in at.title] == ["Explore"]
-    return at
-
-
-def _url(at: AppTest) -> dict[str, str]:
-    return {k: at.query_params[k] for k in at.query_params}
-
-
-def _metric(at: AppTest, label: str) -> str:
-    found = [m.value for m in at.metric if m.label == label]
-    assert len(found) == 1, [m.label for m in at.metric]
-    return found[0]
+    return open_page(PAGE, query, title="Explore")
 
 
 def _figure(at: AppTest) -> dict[str, Any]:
-    charts = at.get("plotly_chart")
+    charts = figures(at)
     assert len(charts) == 1
-    return json.loads(charts[0].proto.spec)
+    return charts[0]
 
 
 def test_page_shows_the_sidebars_run_and_nothing_varied() -> None:
     at = _open()
     run = evaluate_design(DesignTask(BASE, {}))
-    assert _metric(at, "Time to train") == f"{run['time_to_train_days']:,.1f} days"
-    assert _metric(at, "Cost per run") == f"${run['cost_per_run_usd'] / 1e6:,.2f} M"
-    assert _metric(at, "Goodput") == f"{run['goodput']:.1%}"
+    assert metric_value(at, "Time to train") == f"{run['time_to_train_days']:,.1f} days"
+    assert metric_value(at, "Cost per run") == f"${run['cost_per_run_usd'] / 1e6:,.2f} M"
+    assert metric_value(at, "Goodput") == f"{run['goodput']:.1%}"
     assert not at.error and not at.warning
     assert not at.get("plotly_chart")
-    assert _url(at) == {"preset": DEFAULT_PRESET}
+    assert url(at) == {"preset": DEFAULT_PRESET}
 
 
 def test_picking_values_draws_the_front_and_writes_the_url() -> None:
@@ -67,7 +48,7 @@ def test_picking_values_draws_the_front_and_writes_the_url() -> None:
     at.multiselect(key="ex:fabric.vendor").set_value(["infiniband", "roce"]).run()
     at.multiselect(key="ex:fabric.link_gbps").set_value([200, 400]).run()
     assert not at.exception and not at.error
-    assert _url(at) == {
+    assert url(at) == {
         "preset": DEFAULT_PRESET,
         "ex.fabric.vendor": "infiniband~roce",
         "ex.fabric.link_gbps": "200~400",
@@ -106,7 +87,7 @@ def test_the_url_restores_the_design_set_and_reports_bad_entries() -> None:
     assert at.multiselect(key="ex:fabric.topology").value == ["fat-tree", "rail-only"]
     assert len(at.dataframe[0].value) == 2
     # the bad entries are dropped from the URL, the good one stays
-    assert _url(at) == {"preset": DEFAULT_PRESET, "ex.fabric.topology": "fat-tree~rail-only"}
+    assert url(at) == {"preset": DEFAULT_PRESET, "ex.fabric.topology": "fat-tree~rail-only"}
 
 
 def test_a_load_button_puts_the_design_in_the_sidebar_and_the_url() -> None:
@@ -114,7 +95,7 @@ def test_a_load_button_puts_the_design_in_the_sidebar_and_the_url() -> None:
     at.button(key="ex_load_1").click().run()
     assert not at.exception
     assert at.radio(key="w:fabric.vendor").value == "spectrum-x"
-    assert _url(at) == {
+    assert url(at) == {
         "preset": DEFAULT_PRESET,
         "fabric.vendor": "spectrum-x",
         "ex.fabric.vendor": "infiniband~spectrum-x",

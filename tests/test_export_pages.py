@@ -6,8 +6,6 @@ the pages.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -15,23 +13,12 @@ from fabric_model.export import EXPORT_FORMATS, export_design
 from fabric_model.presets import load_preset
 from fabric_model.validate.compare import compare_log
 from fabric_model.validate.nccl_log import parse_nccl_tests
+from tests.apptest_helpers import ROOT, open_page, paste_log
 from ui.deployment import DEPLOYMENT_BUTTONS, export_bytes
-from ui.figures import PERCENTILE_COLUMNS, validation_frame
+from ui.validation_figures import PERCENTILE_COLUMNS, validation_frame
 
-APPTEST_TIMEOUT_S = 300
-ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
 JSON_LOG = ROOT / "tests" / "data" / "nccl" / "all_reduce_perf_8xH100.json"
 TEXT_LOG = ROOT / "tests" / "data" / "nccl" / "all_reduce_perf_8xH100.log"
-
-
-def open_page(page: str, **query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=APPTEST_TIMEOUT_S)
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.switch_page(page).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def export_buttons(at: AppTest) -> dict[str, object]:
@@ -89,17 +76,11 @@ def test_download_payload_is_the_models_file() -> None:
 # Validate page
 
 
-def paste(at: AppTest, text: str) -> AppTest:
-    at.text_area(key="validate_paste").input(text).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
 def test_validate_page_accepts_the_json_file_and_shows_p50_p99() -> None:
     at = open_page("pages/validate.py")
     uploader = next(u for u in at.get("file_uploader") if u.key == "validate_upload")
     assert ".json" in uploader.proto.type
-    at = paste(at, JSON_LOG.read_text(encoding="utf-8"))
+    at = paste_log(at, JSON_LOG.read_text(encoding="utf-8"))
     assert not at.error
     table = at.dataframe[0].value
     log = parse_nccl_tests(JSON_LOG.read_text(encoding="utf-8"))
@@ -123,8 +104,8 @@ def test_text_log_has_no_percentile_columns() -> None:
 def test_malformed_json_is_one_error_and_the_page_keeps_working() -> None:
     at = open_page("pages/validate.py")
     text = JSON_LOG.read_text(encoding="utf-8")
-    at = paste(at, text[: len(text) // 3])
+    at = paste_log(at, text[: len(text) // 3])
     assert len(at.error) == 1 and "not valid JSON" in at.error[0].value
     assert not at.get("plotly_chart")
-    at = paste(at, text)
+    at = paste_log(at, text)
     assert not at.error and at.get("plotly_chart")

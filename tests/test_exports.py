@@ -16,13 +16,14 @@ from html.parser import HTMLParser
 
 import plotly.graph_objects as go
 import pytest
-from conftest import ROOT, in_ci
+from conftest import in_ci
 from streamlit.testing.v1 import AppTest
 
 from fabric_model.design import build_topology
 from fabric_model.presets import DEFAULT_PRESET, load_preset
+from tests.apptest_helpers import open_page
 from ui import exports
-from ui.figures import topology_figure
+from ui.topology_figures import topology_figure
 from ui.widgets import export_key
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -206,9 +207,7 @@ def test_chart_helper_offers_png_and_svg_only_with_a_browser(
         pytest.skip("no Chromium")
     if not browser:
         monkeypatch.setenv("CHROME_PATH", "/nonexistent/chromium")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
-    at.switch_page("pages/topology.py").run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = open_page("pages/topology.py")
     expected = ["png", "svg", "html"] if browser else ["html"]
     assert _export_buttons(at, "topology_diagram") == expected
     assert _export_buttons(at, "hop_histogram") == expected

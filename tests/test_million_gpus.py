@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from fabric_model.collectives import (
     AlgorithmUnavailableError,
@@ -26,8 +24,11 @@ from fabric_model.collectives import (
     unavailable_message,
 )
 from fabric_model.scenario import Scenario, apply_overrides
+from tests.apptest_helpers import open_page
 
 MILLION = 1_048_576
+#: AppTest budget of a page at a million GPUs (a budget, not an assertion).
+BIG_TIMEOUT_S = 600
 GIB = 2**30
 DESIGN = {
     "cluster.n_gpus": MILLION,
@@ -161,13 +162,8 @@ def test_cli_exits_2_with_the_reasons() -> None:
 
 @pytest.mark.app
 def test_the_collectives_page_answers_at_a_million_gpus() -> None:
-    app = str(Path(__file__).resolve().parents[1] / "app.py")
-    at = AppTest.from_file(app, default_timeout=600)
-    for key, value in DESIGN.items():
-        at.query_params[key] = str(value)
-    at.run()
-    at.switch_page("pages/collectives.py").run()
-    assert not at.exception, [e.value for e in at.exception]
+    query = {key: str(value) for key, value in DESIGN.items()}
+    at = open_page("pages/collectives.py", query, warm=True, timeout_s=BIG_TIMEOUT_S)
     assert not at.error, [e.value for e in at.error]
     titles = [c.proto.spec for c in at.get("plotly_chart")]
     assert any("1,048,576 GPUs" in t for t in titles)
@@ -177,11 +173,7 @@ def test_the_collectives_page_answers_at_a_million_gpus() -> None:
 def test_the_scaling_page_offers_a_million_gpus_and_moe_stops_at_131072() -> None:
     from ui import facade
 
-    app = str(Path(__file__).resolve().parents[1] / "app.py")
-    at = AppTest.from_file(app, default_timeout=600)
-    at.run()
-    at.switch_page("pages/scaling.py").run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = open_page("pages/scaling.py", warm=True, timeout_s=BIG_TIMEOUT_S)
     gpu_range = at.select_slider(key="scal_range")
     assert 1_048_576 in [int(o.replace(",", "")) for o in gpu_range.options]
     assert gpu_range.value == (64, 131_072)  # the default range is unchanged

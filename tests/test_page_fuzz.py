@@ -21,12 +21,11 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
-from streamlit.testing.v1 import AppTest
 
 from fabric_model.presets import load_preset
 from fabric_model.training.sweep import SKIPPED_REASON, plan_search, sweep
+from tests.apptest_helpers import alerts, open_page
 from tests.page_fuzz_cases import (
-    APP,
     PAGES,
     PageCase,
     describe_page_failure,
@@ -74,26 +73,14 @@ def test_the_contract_check_flags_what_it_must() -> None:
     assert message_problem("Cut short after the page's 30 s budget: rerun") != ""  # no command
 
 
-def _open(page: str, **query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
-    for key, value in query.items():
-        at.query_params[key] = value
-    return at.switch_page(page).run()
-
-
-def _messages(at: AppTest) -> list[str]:
-    return [e.value for e in [*at.error, *at.warning]]
-
-
 # ------------------------------------------------------------ regressions, explicit
 
 
 def test_a_routing_the_family_lacks_is_a_warning_on_collectives() -> None:
     """fabric.routing=minimal on a fat-tree built, then crashed at the first routed pattern
     (fuzz seed 0, cases 62, 162, 172): the fabric now refuses it when it is built."""
-    at = _open("pages/collectives.py", **{"fabric.routing": "minimal"})
-    assert not at.exception, [e.value for e in at.exception]
-    shown = _messages(at)
+    at = open_page("pages/collectives.py", **{"fabric.routing": "minimal"})
+    shown = alerts(at)
     assert len(shown) == 1, shown
     assert "fabric.routing" in shown[0] and "adaptive, ecmp, dmodk" in shown[0], shown[0]
 
@@ -103,8 +90,7 @@ def test_whatif_slider_reaches_a_tiny_degraded_factor(factor: str) -> None:
     """A degraded-link factor below the slider's first step (allowed by the key table) made
     the What-if slider raise (fuzz seed 1, cases 115, 295, ...)."""
     for query in ({"what_if.degraded_link_factor": factor}, {"wi.degraded_link_factor": factor}):
-        at = _open("pages/whatif.py", **query)
-        assert not at.exception, [e.value for e in at.exception]
+        at = open_page("pages/whatif.py", **query)
         slider = at.slider(key="wi:what_if.degraded_link_factor")
         assert slider.value == pytest.approx(float(factor))
 
@@ -113,8 +99,8 @@ def test_a_url_the_sidebar_wrote_reloads_whatever_the_key_order() -> None:
     """cluster.n_gpus=12 with cluster.gpus_per_node=4: applied one by one in URL order the
     first key was refused (12 is no multiple of the preset's 8)."""
     query = {"cluster.n_gpus": "12", "cluster.gpus_per_node": "4", "cluster.nvlink_domain": "4"}
-    at = _open("pages/topology.py", **query)
-    assert not at.error, _messages(at)
+    at = open_page("pages/topology.py", **query)
+    assert not at.error, alerts(at)
     assert at.select_slider(key="w:cluster.n_gpus").value == 12
 
 
@@ -122,8 +108,7 @@ def test_the_scaling_progress_bar_survives_a_cache_hit() -> None:
     """The sweep's progress bar was updated from inside the cached line: the next session's
     cache hit replayed that update onto a bar it does not have (CacheReplayClosureError)."""
     for _ in range(2):
-        at = _open("pages/scaling.py", **{"cluster.n_gpus": "512"})
-        assert not at.exception, [e.value for e in at.exception]
+        open_page("pages/scaling.py", **{"cluster.n_gpus": "512"})  # raises nothing, twice
 
 
 # ---------------------------------------------------------------- time budgets
@@ -146,10 +131,9 @@ def no_budget(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_page_over_its_budget_says_so_and_how_to_get_the_rest(
     page: str, query: dict[str, str], verb: str
 ) -> None:
-    at = _open(page, **{"cluster.n_gpus": "256", **query})
-    assert not at.exception, [e.value for e in at.exception]
-    cut = [m for m in _messages(at) if m.startswith("Cut short")]
-    assert len(cut) == 1, _messages(at)
+    at = open_page(page, **{"cluster.n_gpus": "256", **query})
+    cut = [m for m in alerts(at) if m.startswith("Cut short")]
+    assert len(cut) == 1, alerts(at)
     assert f"`python -m fabric_model {verb} " in cut[0], cut[0]
     assert "--set cluster.n_gpus=256" in cut[0], cut[0]
     assert message_problem(cut[0]) == ""

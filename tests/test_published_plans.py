@@ -15,7 +15,7 @@ import yaml
 
 from fabric_model.training import training_step
 from fabric_model.validate.memory_golden import MEMORY_GOLDEN_PATH
-from fabric_model.validate.training_golden import _scenario, load_training_golden
+from fabric_model.validate.training_golden import golden_scenario, load_training_golden
 
 PLANS: list[dict[str, Any]] = yaml.safe_load(MEMORY_GOLDEN_PATH.read_text(encoding="utf-8"))[
     "plans"
@@ -53,7 +53,7 @@ NOT_MODELLED = {
 def test_published_plan_is_feasible(plan: dict[str, Any]) -> None:
     if plan["name"] in NOT_MODELLED:
         pytest.xfail(NOT_MODELLED[plan["name"]])
-    res = training_step(_scenario(plan["scenario"]))
+    res = training_step(golden_scenario(plan["scenario"]))
     assert res.feasible, f"{plan['name']} ({plan['source']}): {res.reason}"
     assert res.memory is not None and res.memory.status in ("fits", "tight")
 
@@ -62,7 +62,7 @@ def test_not_modelled_plans_are_still_refused() -> None:
     """An entry above that starts fitting is stale: take it out and let the test run."""
     by_name = {p["name"]: p for p in PLANS}
     for name in NOT_MODELLED:
-        assert not training_step(_scenario(by_name[name]["scenario"])).feasible, name
+        assert not training_step(golden_scenario(by_name[name]["scenario"])).feasible, name
 
 
 @pytest.mark.parametrize("case", load_training_golden(), ids=lambda c: c.name)

@@ -18,7 +18,6 @@ import sys
 from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import pytest
 from markupsafe import escape
@@ -26,14 +25,14 @@ from plotly.offline import get_plotlyjs
 
 import fabric_model
 from fabric_model.catalog import load_catalog
-from fabric_model.citations import model_references, training_constant_sources
+from fabric_model.citations import formula_citations, training_constant_sources
 from fabric_model.cli import main
 from fabric_model.collectives import collective, nccl_constants
 from fabric_model.cost import bill_of_materials, compare_vendors
 from fabric_model.presets import DEFAULT_PRESET, load_preset
 from fabric_model.scenario import MODEL_SHAPES, Scenario, apply_overrides, dump_scenario
 from fabric_model.training import training_step
-from ui.report import SECTIONS, build_report, formula_modules, scaling_sizes
+from ui.report import SECTIONS, build_report, scaling_sizes
 from ui.report_button import REPORT_BUTTON_KEY, report_file_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -217,25 +216,29 @@ def test_report_lists_the_sources_used(reports: dict, name: str) -> None:
         assert f'data-constant="{constant.name}"' in sources
         assert esc(constant.source) in sources
     assert "bucket_size" in sources  # Megatron-core's gradient buckets, from its constant
-    for ref in model_references(formula_modules(scenario)):
-        assert esc(ref.text) in sources
+    for formula in formula_citations(scenario.fabric.topology):
+        assert f'data-formula="{formula.key}"' in sources
+        assert esc(formula.source) in sources
 
 
-def test_the_formulas_cite_what_the_model_docstrings_cite(reports: dict) -> None:
-    refs = model_references(formula_modules(load_preset(DEFAULT_PRESET)))
-    by_label = {r.label: r for r in refs if r.label}
-    assert {"Narayanan et al. 2021", "Rajbhandari et al. 2020", "Korthikanti et al. 2022"} <= set(
-        by_label
-    )
-    assert "fabric_model.training.step" in by_label["Narayanan et al. 2021"].cited_in
-    assert "Al-Fares et al. 2008" in by_label  # the default's family: fat-tree
-    assert "Jouppi et al. 2023" not in by_label  # the torus's, not this design's
-    (solver,) = [r for r in refs if "fabric_model.flows.solver.solve_maxmin" in r.cited_in]
-    assert solver.text.startswith("D. Bertsekas and R. Gallager, Data Networks")
-    _, doc = reports[DEFAULT_PRESET]
-    sources = doc[doc.index('id="sources"') :]
-    assert "<strong>Korthikanti et al. 2022</strong>: " in sources
-    assert esc(solver.text) + " Cited in fabric_model.flows.solver.solve_maxmin." in sources
+def test_the_formulas_section_lists_the_designs_formulas_from_the_data_file(
+    reports: dict,
+) -> None:
+    scenario, doc = reports[DEFAULT_PRESET]
+    sources = _sources(doc)
+    formulas = formula_citations(scenario.fabric.topology)
+    shown = re.findall(r'data-formula="([a-z0-9_]+)"', sources)
+    assert shown == [f.key for f in formulas]  # every one, in the file's order, once
+    assert "fat_tree_sizing" in shown and "torus3d" not in shown  # the design's family only
+    for f in formulas:
+        item = sources[sources.index(f'data-formula="{f.key}"') :]
+        item = item[: item.index("</li>")]
+        assert f"<strong>{esc(f.title)}</strong>: <code>{esc(f.formula)}</code>" in item
+        assert f"Implemented in <code>{f.implemented_by}</code>" in item
+        assert f"Source: {esc(f.source)}." in item
+    # a catalog source a formula cites is listed with the catalog's sources
+    (fat_tree,) = [f for f in formulas if f.key == "fat_tree_sizing"]
+    assert "[S49]" in fat_tree.source and 'id="src-S49"' in sources
 
 
 def _sources(doc: str) -> str:
@@ -405,21 +408,10 @@ def test_report_module_imports_without_streamlit() -> None:
 def test_sidebar_button_is_deferred_and_named_from_the_preset(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage as Storage
-    from streamlit.testing.v1 import AppTest
+    from tests.apptest_helpers import capture_downloads, open_page
 
-    stored: list[str] = []
-    original = Storage.load_and_get_id
-
-    def spy(self: Any, data: Any, mimetype: str, kind: Any, filename: str | None = None) -> str:
-        stored.append(filename or "")
-        return original(self, data, mimetype, kind, filename)
-
-    monkeypatch.setattr(Storage, "load_and_get_id", spy)
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
-    at.query_params["preset"] = "meta-24k-roce"
-    at.switch_page("pages/cost.py").run()
-    assert not at.exception, [e.value for e in at.exception]
+    stored = capture_downloads(monkeypatch)  # file name -> (MIME type, bytes)
+    at = open_page("pages/cost.py", preset="meta-24k-roce")
     labels = [b.label for b in at.sidebar.get("download_button")]
     assert labels[labels.index("Download scenario (YAML)") + 1] == "Download report (HTML)"
     button = next(b for b in at.sidebar.get("download_button") if b.key == REPORT_BUTTON_KEY)
@@ -427,4 +419,4 @@ def test_sidebar_button_is_deferred_and_named_from_the_preset(
     # built only when clicked: drawing the page stores the scenario file, not the report
     assert "scenario_meta-24k-roce.yaml" in stored
     assert report_file_name("meta-24k-roce") == "report_meta-24k-roce.html"
-    assert not [name for name in stored if name.startswith("report")], stored
+    assert not [name for name in stored if name.startswith("report")], list(stored)

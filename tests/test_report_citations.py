@@ -1,22 +1,24 @@
-"""Where the report's sources come from: ``fabric_model.citations`` reads them from the model.
+"""Where the report's sources come from: ``fabric_model.citations`` reads them from data files.
 
-Docstring references (numpydoc ``References``/``Sources`` sections and "Name et al. YEAR" in
-prose) and the data files' source notes, with no list kept by hand; and the report's
-template escapes every value it prints.
+The formulas from ``assets/formulas.yaml`` (each naming the code that implements it and its
+source), and the data files' source notes, with no list kept in code and no docstring read;
+and the report's template escapes every value it prints.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from fabric_model.catalog import load_catalog
 from fabric_model.citations import (
-    author_year_citations,
     bom_catalog_entries,
     cited_source_keys,
-    docstring_references,
     entry_sources,
-    model_references,
+    formula_citations,
+    formula_target,
+    load_formulas,
     model_shape_source,
     nccl_sources,
     training_constant_sources,
@@ -25,66 +27,91 @@ from fabric_model.citations import (
 )
 from fabric_model.collectives import nccl_constants
 from fabric_model.cost import compare_vendors
+from fabric_model.errors import CatalogError
 from fabric_model.presets import DEFAULT_PRESET, load_preset
-from fabric_model.scenario import MODEL_SHAPES
+from fabric_model.resources import asset
+from fabric_model.scenario import MODEL_SHAPES, field_spec
 from fabric_model.training.constants import training_constants
 
-DOC = """Do a thing.
-
-Parameters
-----------
-x
-    A value; see Smith et al. 1999 for why.
-
-Notes
------
-The formula follows Narayanan et al. 2021, eq. 3. It is exact (e.g. for GPT shapes). Bubbles
-follow Narayanan et al. 2021 too.
-
-References
-----------
-.. [1] D. Bertsekas and R. Gallager, *Data Networks*, 2nd ed.,
-   Prentice Hall, 1992.
-.. [2] ``Megatron-LM`` docs.
-
-Examples
---------
->>> 1
-1
-"""
+FAMILIES = field_spec("fabric.topology").choices or ()
 
 
-def test_the_references_section_ends_at_the_next_heading() -> None:
-    assert docstring_references(DOC) == (
-        "D. Bertsekas and R. Gallager, Data Networks, 2nd ed., Prentice Hall, 1992.",
-        "Megatron-LM docs.",
-    )
-    assert docstring_references("Nothing cited.\n\nNotes\n-----\nA note.") == ()
-    assert docstring_references(None) == ()
+def test_every_formula_names_code_that_exists_and_has_a_source() -> None:
+    formulas = load_formulas()
+    assert len(formulas) >= 15
+    assert len({f.key for f in formulas}) == len(formulas)
+    for f in formulas:
+        target = formula_target(f)  # raises if the module or the function is gone
+        assert callable(target) or isinstance(target, property), f.implemented_by
+        assert f.module.startswith("fabric_model.") and f.implemented_by.endswith(f.function)
+        for text in (f.title, f.formula, f.source):
+            assert text.strip() and "\n" not in text, f.key
 
 
-def test_a_sources_section_of_paragraphs_counts_too() -> None:
-    doc = "Sum.\n\n    Sources\n    -------\n    First work,\n    2020.\n\n    Second work.\n"
-    assert docstring_references(doc) == ("First work, 2020.", "Second work.")
+def test_catalog_keys_the_formulas_cite_are_catalog_sources() -> None:
+    sources = load_catalog().sources
+    cited = cited_source_keys(f.source for f in load_formulas())
+    assert cited  # the fat-tree's balanced spine count, SHARP, ...
+    assert set(cited) <= set(sources), set(cited) - set(sources)
 
 
-def test_author_year_citations_keep_their_first_sentence() -> None:
-    found = dict(author_year_citations(DOC))
-    assert list(found) == ["Smith et al. 1999", "Narayanan et al. 2021"]
-    # "et al." and "e.g." do not end a sentence; the heading above is not part of it
-    assert found["Narayanan et al. 2021"] == "The formula follows Narayanan et al. 2021, eq. 3."
-    venue = author_year_citations("- Sizing (Al-Fares et al., SIGCOMM 2008):\n- next item")
-    assert venue == (("Al-Fares et al. 2008", "Sizing (Al-Fares et al., SIGCOMM 2008)."),)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_cites_its_own_sizing_formula(family: str) -> None:
+    own = [f for f in formula_citations(family) if f.families]
+    assert own, f"no formula in formulas.yaml cites the {family} family's sizing"
+    assert all(family in f.families for f in own)
 
 
-def test_model_references_merge_the_places_that_cite_a_work() -> None:
-    refs = model_references(["fabric_model.training.shapes", "fabric_model.training.step"])
-    (narayanan,) = [r for r in refs if r.label == "Narayanan et al. 2021"]
-    assert narayanan.cited_in == ("fabric_model.training.shapes", "fabric_model.training.step")
-    assert "Megatron-LM formula" in narayanan.text
-    (solver,) = model_references(["fabric_model.flows.solver"])
-    assert solver.label == "" and solver.cited_in == ("fabric_model.flows.solver.solve_maxmin",)
-    assert "progressive filling" in solver.text
+def test_formulas_are_picked_by_family_in_file_order() -> None:
+    every = [f.key for f in load_formulas() if not f.families]
+    assert {"maxmin_fair_rates", "collective_time", "model_flops", "capex_power_tco"} <= set(every)
+    torus = [f.key for f in formula_citations("torus-3d")]
+    assert torus == [
+        f.key
+        for f in load_formulas()
+        if f.key in {*every, "torus3d", "switchless_bucket_allreduce"}
+    ]
+    assert "fat_tree_sizing" not in torus
+    assert "switchless_bucket_allreduce" not in [f.key for f in formula_citations("fat-tree")]
+
+
+def test_the_formulas_file_is_read_through_the_resource_loader() -> None:
+    assert asset("formulas.yaml").is_file()
+    (solver,) = [f for f in load_formulas() if f.key == "maxmin_fair_rates"]
+    assert solver.implemented_by == "fabric_model.flows.solver.solve_maxmin"
+    assert solver.source.startswith("D. Bertsekas and R. Gallager, Data Networks")
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        (
+            "{title: t, formula: f, module: m, function: g}",
+            r"formulas\.x\.source: must be non-empty",
+        ),
+        ("{title: t, formula: f, module: m, function: g, source: ' '}", r"x\.source"),
+        (
+            "{title: t, formula: f, module: m, function: g, source: s, families: [slim-fly]}",
+            r"x\.families: unknown slim-fly; allowed: fat-tree",
+        ),
+        ("{title: t, formula: f, module: m, function: g, source: s, cite: c}", r"unknown field"),
+        ("[1, 2]", r"formulas\.x: must be a mapping"),
+    ],
+)
+def test_a_malformed_formulas_file_names_the_entry(
+    tmp_path: Path, entry: str, expected: str
+) -> None:
+    path = tmp_path / "formulas.yaml"
+    path.write_text(f"version: 1\nformulas:\n  x: {entry}\n", encoding="utf-8")
+    with pytest.raises(CatalogError, match=expected):
+        load_formulas(path)
+
+
+def test_an_empty_formulas_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "formulas.yaml"
+    path.write_text("version: 1\n", encoding="utf-8")
+    with pytest.raises(CatalogError, match="non-empty 'formulas' mapping"):
+        load_formulas(path)
 
 
 def test_catalog_entries_of_a_design_and_their_notes() -> None:

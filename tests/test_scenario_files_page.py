@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
 from fabric_model.presets import DEFAULT_PRESET, load_preset
@@ -24,12 +23,16 @@ from fabric_model.scenario import (
     dump_scenario,
     scenario_from_text,
 )
+from tests.apptest_helpers import (
+    assert_no_exception,
+    capture_downloads,
+    messages,
+    open_page,
+    url,
+)
 
 pytestmark = pytest.mark.app
 
-# as in test_app_pages: a budget for a cold numba cache on two busy cores, not an assertion
-APPTEST_TIMEOUT_S = 300
-APP = str(ROOT / "app.py")
 TOPOLOGY = "pages/topology.py"
 COST = "pages/cost.py"
 UPLOAD_LABEL = "Load scenario (YAML/JSON)"
@@ -42,24 +45,7 @@ YAML_MIME = "application/x-yaml"
 
 
 def open_app(page: str = TOPOLOGY, **query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=APPTEST_TIMEOUT_S)
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.switch_page(page).run()
-    assert_no_exception(at)
-    return at
-
-
-def assert_no_exception(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
-def url(at: AppTest) -> dict[str, str]:
-    return {k: at.query_params[k] for k in at.query_params}
-
-
-def errors(at: AppTest) -> list[str]:
-    return [e.value for e in at.error]
+    return open_page(page, query)
 
 
 def upload(at: AppTest, name: str, content: bytes | str, mime: str = YAML_MIME) -> AppTest:
@@ -106,23 +92,8 @@ def expected_url(preset: str, overrides: dict[str, Any]) -> dict[str, str]:
 
 @pytest.fixture
 def captured_downloads(monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple[str, bytes]]:
-    """Bytes of every eager download button, by file name (AppTest's proto has no bytes).
-
-    Spies on Streamlit's in-memory media storage, as the testing recipes describe; private
-    API, checked to work with Streamlit 1.67.
-    """
-    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage as Storage
-
-    captured: dict[str, tuple[str, bytes]] = {}
-    original = Storage.load_and_get_id
-
-    def spy(self: Any, data: Any, mimetype: str, kind: Any, filename: str | None = None) -> str:
-        payload = data if isinstance(data, bytes) else Path(data).read_bytes()
-        captured[filename or ""] = (mimetype, payload)
-        return original(self, data, mimetype, kind, filename)
-
-    monkeypatch.setattr(Storage, "load_and_get_id", spy)
-    return captured
+    """Bytes of every eager download button, by file name (AppTest's proto has no bytes)."""
+    return capture_downloads(monkeypatch)
 
 
 # --------------------------------------------------------------------------------------
@@ -144,7 +115,7 @@ def test_upload_sets_sidebar_widgets_and_url() -> None:
         "  routing: ecmp          # no sidebar widget: kept as an extra key\n"
     )
     upload(at, "my.yaml", text)
-    assert not errors(at), errors(at)
+    assert not messages(at.error), messages(at.error)
     overrides = {
         "cluster.n_gpus": 4096,
         "fabric.link_gbps": 200,
@@ -172,7 +143,7 @@ def test_upload_sets_sidebar_widgets_and_url() -> None:
     # later slider moves start from the loaded state (the file is not applied again)
     at.select_slider(key="w:cluster.n_gpus").set_value(2048).run()
     assert url(at) == expected_url(DEFAULT_PRESET, {**overrides, "cluster.n_gpus": 2048})
-    assert not errors(at)
+    assert not messages(at.error)
 
 
 def test_a_file_naming_a_preset_switches_to_it() -> None:
@@ -180,7 +151,7 @@ def test_a_file_naming_a_preset_switches_to_it() -> None:
     base = load_preset("meta-24k-roce")
     text = dump_scenario(apply_overrides(base, {"costs.switch_usd": 20000}))
     upload(at, "meta.yaml", text)
-    assert not errors(at), errors(at)
+    assert not messages(at.error), messages(at.error)
     assert at.selectbox(key="w:preset").value == "meta-24k-roce"
     assert at.select_slider(key="w:cluster.n_gpus").value == base.cluster.n_gpus
     assert at.radio(key="w:fabric.vendor").value == base.fabric.vendor
@@ -200,7 +171,7 @@ def test_json_file_and_the_same_file_twice() -> None:
     assert at.select_slider(key="w:cluster.n_gpus").value == 8192
     upload(at, "s.json", content, "application/json")
     assert at.select_slider(key="w:cluster.n_gpus").value == 2048
-    assert not errors(at)
+    assert not messages(at.error)
 
 
 # --------------------------------------------------------------------------------------
@@ -255,7 +226,7 @@ def test_download_writes_the_full_scenario_and_reloads_to_the_same_state(
     # a new session loads the file and lands on the same sidebar, URL and numbers
     other = open_app(COST)
     upload(other, name, data)
-    assert not errors(other), errors(other)
+    assert not messages(other.error), messages(other.error)
     assert sidebar_state(other) == shown
     assert url(other) == shown_url
     assert other.number_input(key="cost:costs.switch_usd").value == 30000
@@ -311,7 +282,7 @@ def test_bad_file_is_one_error_and_changes_nothing(content: str | bytes, named: 
     n_charts = len(at.get("plotly_chart"))
 
     upload(at, "bad.yaml", content)
-    shown = errors(at)
+    shown = messages(at.error)
     assert len(shown) == 1, shown
     assert shown[0].startswith("Could not load bad.yaml: "), shown[0]
     assert shown[0].count("bad.yaml") == 1, shown[0]
@@ -324,7 +295,7 @@ def test_bad_file_is_one_error_and_changes_nothing(content: str | bytes, named: 
 
     # the message is about that upload; the app keeps working and it does not stick
     at.select_slider(key="w:cluster.n_gpus").set_value(4096).run()
-    assert not errors(at), errors(at)
+    assert not messages(at.error), messages(at.error)
     assert url(at) == {"preset": DEFAULT_PRESET, "cluster.n_gpus": "4096"}
 
 
@@ -332,5 +303,5 @@ def test_nothing_in_a_file_is_evaluated(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     at = open_app(TOPOLOGY)
     upload(at, "evil.yaml", f'cluster: !!python/object/apply:os.system ["touch {marker}"]\n')
-    assert len(errors(at)) == 1
+    assert len(messages(at.error)) == 1
     assert not marker.exists()

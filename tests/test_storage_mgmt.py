@@ -13,7 +13,6 @@ import math
 from typing import Any
 
 import pytest
-from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
@@ -25,7 +24,8 @@ from fabric_model.errors import InfeasibleDesignError
 from fabric_model.presets import DEFAULT_PRESET, load_preset
 from fabric_model.scenario import apply_overrides
 from fabric_model.storage_mgmt import MANAGEMENT_AGGREGATION
-from ui.figures import vendor_capex_figure, vendor_power_figure
+from tests.apptest_helpers import metric_value, open_page
+from ui.cost_figures import vendor_capex_figure, vendor_power_figure
 from ui.floorplan import floorplan_figure, network_split_frame
 
 CAT = load_catalog()
@@ -176,31 +176,18 @@ def test_floorplan_figure_and_split_frame() -> None:
 
 # ------------------------------------------------------------------------------ the page
 
-APP = str(ROOT / "app.py")
-
 
 def _open_cost(**query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=300)
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.switch_page("pages/cost.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def _metric(at: AppTest, label: str) -> str:
-    values = [m.value for m in at.metric if m.label == label]
-    assert len(values) == 1, [m.label for m in at.metric]
-    return values[0]
+    return open_page("pages/cost.py", query)
 
 
 @pytest.mark.app
 def test_cost_page_shows_racks_cooling_and_the_three_networks() -> None:
     at = _open_cost()
     b = bom()
-    assert _metric(at, "Racks") == f"{b.floorplan.layout.n_racks:,}"
-    assert _metric(at, "kW per compute rack") == f"{b.floorplan.compute_rack_kw:,.1f}"
-    assert _metric(at, "Cooling") == "air, contained"
+    assert metric_value(at, "Racks") == f"{b.floorplan.layout.n_racks:,}"
+    assert metric_value(at, "kW per compute rack") == f"{b.floorplan.compute_rack_kw:,.1f}"
+    assert metric_value(at, "Cooling") == "air, contained"
     assert not at.warning
     tables = [d.value for d in at.dataframe]
     split = next(t for t in tables if "network" in t.columns and "share_pct" in t.columns)
@@ -218,7 +205,7 @@ def test_cost_page_warns_about_air_on_a_liquid_rack() -> None:
     at = _open_cost(preset="gb300-nvl72-xdr", **{"facility.cooling": "air"})
     warnings = [w.value for w in at.warning]
     assert len(warnings) == 1 and "facility.air_limit_kw_per_rack" in warnings[0]
-    assert _metric(at, "Cooling") == "liquid"
+    assert metric_value(at, "Cooling") == "liquid"
     at = _open_cost(**{"storage.link_gbps": "400"})
     # the design cannot be priced: the page says which key, as for any infeasible design
     assert any("storage.link_gbps" in w.value and "100, 200" in w.value for w in at.warning)

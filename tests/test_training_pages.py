@@ -2,35 +2,16 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import pytest
-from conftest import ROOT
-from streamlit.testing.v1 import AppTest
+
+from tests.apptest_helpers import chart_titles, figure, open_page
 
 pytestmark = pytest.mark.app
 
-APP = str(ROOT / "app.py")
-TIMEOUT_S = 300
-
-
-def _open(page: str, **query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.switch_page(page).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def _fig(at: AppTest, i: int) -> dict[str, Any]:
-    return json.loads(at.get("plotly_chart")[i].proto.spec)
-
 
 def test_scaling_page_draws_lines_per_design_and_mode_changes_them() -> None:
-    at = _open("pages/scaling.py", **{"cluster.n_gpus": "1024"})
-    eff = _fig(at, 0)
+    at = open_page("pages/scaling.py", **{"cluster.n_gpus": "1024"})
+    eff = figure(at, 0)
     names = [t["name"] for t in eff["data"]]
     assert names[0].endswith("(this design)") and len(names) == 6  # 3 topologies x 2 vendors
     assert "strong" in eff["layout"]["title"]["text"]
@@ -39,60 +20,57 @@ def test_scaling_page_draws_lines_per_design_and_mode_changes_them() -> None:
     assert feasible[0] == pytest.approx(1.0) and feasible[-1] < 0.9  # the batch wall
     at.radio(key="scal_mode").set_value("weak").run()
     assert not at.exception
-    weak = _fig(at, 0)
+    weak = figure(at, 0)
     assert "weak" in weak["layout"]["title"]["text"]
     assert weak["data"][0]["y"] != strong_y
     # the breakdown stacks to 100% at every size
-    bars = _fig(at, 2)["data"]
+    bars = figure(at, 2)["data"]
     totals = [sum(t["y"][i] for t in bars) for i in range(len(bars[0]["y"]))]
     assert totals == pytest.approx([1.0] * len(totals))
 
 
 def test_scaling_page_explains_sizes_the_design_cannot_build() -> None:
-    at = _open("pages/scaling.py")
+    # 3 tiers forced: 131,072 NIC ports need the 4th tier of a radix-64 fat-tree
+    at = open_page("pages/scaling.py", **{"fabric.tiers": "3"})
     texts = " ".join(m.value for m in at.markdown)
     assert "131,072 GPUs" in texts and "65,536 NIC ports" in texts
 
 
-def _titles(at: AppTest) -> list[str]:
-    return [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
-
-
 def test_moe_page_skew_raises_the_step() -> None:
-    at = _open(
+    at = open_page(
         "pages/moe.py", **{"model.name": "mixtral-8x7b", "parallel.tp": "2", "parallel.pp": "1"}
     )
     assert [t.value for t in at.title] == ["MoE"]
-    skew = _fig(at, 1)
+    skew = figure(at, 1)
     totals = [sum(t["y"][i] for t in skew["data"]) for i in range(len(skew["data"][0]["y"]))]
     assert totals == sorted(totals) and totals[-1] > totals[0]
     # only the sidebar's topology until others are picked (each costs a step per EP degree)
-    assert [t["name"] for t in _fig(at, 0)["data"]] == ["Fat-tree"]
+    assert [t["name"] for t in figure(at, 0)["data"]] == ["Fat-tree"]
     at.multiselect(key="moe_topos").select("rail-only").run()
     assert not at.exception
-    assert {t["name"] for t in _fig(at, 0)["data"]} == {"Fat-tree", "Rail-only"}
+    assert {t["name"] for t in figure(at, 0)["data"]} == {"Fat-tree", "Rail-only"}
     at.multiselect(key="moe_skews").set_value([1.0, 8.0]).run()
     assert not at.exception
-    assert len(_fig(at, 1)["data"][0]["x"]) == 2
+    assert len(figure(at, 1)["data"][0]["x"]) == 2
 
 
 def test_moe_page_sweeps_dense_vs_moe_only_when_opened() -> None:
-    at = _open("pages/moe.py")
-    assert not any("Dense vs MoE" in t for t in _titles(at))
+    at = open_page("pages/moe.py")
+    assert not any("Dense vs MoE" in t for t in chart_titles(at))
     assert [e for e in at.expander if e.label.startswith("Sweep both models")]
     at.session_state["moe_dense_open"] = True
     at.run()
     assert not at.exception
-    titles = _titles(at)
+    titles = chart_titles(at)
     assert sum("Dense vs MoE" in t for t in titles) == 1
-    sweep = _fig(at, titles.index(next(t for t in titles if "Dense vs MoE" in t)))
+    sweep = figure(at, titles.index(next(t for t in titles if "Dense vs MoE" in t)))
     names = [t["name"] for t in sweep["data"]]
     assert names[0] == "dense: llama3-70b" and names[1].startswith("MoE: deepseek-v3 (EP")
     assert any(y is not None for y in sweep["data"][1]["y"])  # the MoE line has points
 
 
 def test_sidebar_model_and_plan_drive_the_overview_and_the_url() -> None:
-    at = _open("pages/overview.py")
+    at = open_page("pages/overview.py")
     step_70b = next(m.value for m in at.metric if m.label == "Step time")
     at.selectbox(key="w:model.name").set_value("llama3-8b").run()
     assert not at.exception
@@ -110,7 +88,7 @@ def test_sidebar_model_and_plan_drive_the_overview_and_the_url() -> None:
 
 def test_overview_warns_when_memory_is_tight_and_shows_it_by_pipeline_rank() -> None:
     """Llama 3 405B on PP16 (the issue's plan): it runs, with the memory warning."""
-    at = _open(
+    at = open_page(
         "pages/overview.py",
         **{"model.name": "llama3-405b", "cluster.n_gpus": "8192", "parallel.pp": "16"},
     )

@@ -12,16 +12,14 @@ alias bomb and thousands of nested brackets.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from fabric_model.errors import FabricModelError, NcclLogError
 from fabric_model.presets import DEFAULT_PRESET, list_presets, load_preset
 from fabric_model.scenario import MAX_SCENARIO_BYTES, coerce_value, field_spec, iter_field_specs
 from fabric_model.validate.nccl_log import parse_nccl_tests
-from tests.page_fuzz_cases import APP
+from tests.apptest_helpers import assert_no_exception, open_page
 from ui import compare, explore, whatif
 from ui.state import one_value_each, read_scenario_file, read_url
 
@@ -294,17 +292,6 @@ def test_a_bad_nccl_log_is_one_message(text: str) -> None:
 
 # ------------------------------------------------------------- a few pages, end to end
 
-TIMEOUT_S = 300
-
-
-def _open(page: str, query: dict[str, Any]) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.switch_page(page).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
 
 @pytest.mark.app
 def test_overview_with_garbage_everywhere_names_each_key_once_and_draws() -> None:
@@ -317,7 +304,7 @@ def test_overview_with_garbage_everywhere_names_each_key_once_and_draws() -> Non
         "fabric.oversubscription": "2",  # a good one, kept
         "cmp.1": "junk",  # another page's parameter: not this page's business
     }
-    at = _open("pages/overview.py", query)
+    at = open_page("pages/overview.py", query)
     errors = [e.value for e in at.error]
     named = ["cluster.n_gpus", "fabric.vendor", "fabric.link_gbps", "bogus.key", "model.name"]
     assert len(errors) == len(named), errors
@@ -341,7 +328,7 @@ def test_overview_with_garbage_everywhere_names_each_key_once_and_draws() -> Non
 def test_page_parameters_are_named_once_and_the_page_draws(
     page: str, query: dict[str, str], named: list[str]
 ) -> None:
-    at = _open(page, query)
+    at = open_page(page, query)
     errors = [e.value for e in at.error]
     assert len(errors) == len(query), errors
     assert all(any(n in e for e in errors) for n in named), errors
@@ -350,10 +337,10 @@ def test_page_parameters_are_named_once_and_the_page_draws(
 
 @pytest.mark.app
 def test_a_yaml_bomb_upload_is_one_error_and_the_page_keeps_working() -> None:
-    at = _open("pages/overview.py", {})
+    at = open_page("pages/overview.py", {})
     uploader = next(u for u in at.file_uploader if u.label.startswith("Load scenario"))
     uploader.set_value(("bomb.yaml", YAML_BOMB.encode(), "application/x-yaml")).run()
-    assert not at.exception, [e.value for e in at.exception]
+    assert_no_exception(at)
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and "cluster.n_gpus" in errors[0], errors
     _one_line(errors[0])
@@ -362,10 +349,10 @@ def test_a_yaml_bomb_upload_is_one_error_and_the_page_keeps_working() -> None:
 
 @pytest.mark.app
 def test_a_binary_log_upload_is_one_error_on_validate() -> None:
-    at = _open("pages/validate.py", {})
+    at = open_page("pages/validate.py", {})
     uploader = next(u for u in at.file_uploader if u.label.startswith("Upload an nccl-tests"))
     uploader.set_value(("run.log", bytes(range(256)) * 8, "text/plain")).run()
-    assert not at.exception, [e.value for e in at.exception]
+    assert_no_exception(at)
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and "run.log" in errors[0], errors
     _one_line(errors[0])

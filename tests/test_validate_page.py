@@ -6,8 +6,6 @@ never from the page, so a page that draws or tabulates the wrong thing fails.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,15 +14,12 @@ from streamlit.testing.v1 import AppTest
 from fabric_model.presets import DEFAULT_PRESET, load_preset
 from fabric_model.validate.compare import compare_log
 from fabric_model.validate.nccl_log import parse_nccl_tests
-from ui.figures import validation_busbw_figure, validation_frame, validation_ratio_figure
+from tests.apptest_helpers import ROOT, assert_no_exception, figures, open_page, paste_log
+from ui.validation_figures import validation_busbw_figure, validation_frame, validation_ratio_figure
 
-APPTEST_TIMEOUT_S = 300
-ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
 PAGE = "pages/validate.py"
 LOGS = ROOT / "tests" / "data" / "nccl"
 ALL_REDUCE = LOGS / "all_reduce_perf_8xH100.log"
-PASTE = "validate_paste"
 
 
 def log_text(name: str) -> str:
@@ -41,26 +36,9 @@ def comparison() -> Any:
 ACCEPTANCE_OPEN = "validate_acceptance_open"
 
 
-def open_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=APPTEST_TIMEOUT_S)
-    at.run()
-    at.switch_page(PAGE).run()
-    assert_no_exception(at)
-    return at
-
-
-def paste(at: AppTest, text: str) -> AppTest:
-    at.text_area(key=PASTE).input(text).run()
-    assert_no_exception(at)
-    return at
-
-
-def assert_no_exception(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
-def figures(at: AppTest) -> list[dict[str, Any]]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+def open_validate(**query: str) -> AppTest:
+    """Open the Validate page after a first run of the default page."""
+    return open_page(PAGE, query, warm=True)
 
 
 def download_keys(at: AppTest) -> set[str]:
@@ -130,7 +108,7 @@ def test_validation_frame_one_row_per_size() -> None:
 
 
 def test_page_without_a_log_shows_instructions() -> None:
-    at = open_page()
+    at = open_validate()
     assert any("Upload or paste the output of an nccl-tests run" in m.value for m in at.markdown)
     assert not at.info  # instructions are text, not an alert
     assert not at.error and not at.get("plotly_chart")
@@ -140,7 +118,7 @@ def test_page_without_a_log_shows_instructions() -> None:
 def test_acceptance_table_and_downloads_without_a_log() -> None:
     from fabric_model.validate.acceptance import acceptance_expectations
 
-    at = open_page()
+    at = open_validate()
     # solved only once its section is opened
     assert [e for e in at.expander if e.label.startswith("Expected nccl-tests results")]
     assert not at.dataframe and not at.metric
@@ -158,7 +136,7 @@ def test_acceptance_table_and_downloads_without_a_log() -> None:
 
 
 def test_pasted_log_draws_charts_and_a_row_per_size() -> None:
-    at = paste(open_page(), ALL_REDUCE.read_text(encoding="utf-8"))
+    at = paste_log(open_validate(), ALL_REDUCE.read_text(encoding="utf-8"))
     log = parse_nccl_tests(ALL_REDUCE.read_text(encoding="utf-8"))
     assert not at.error and not at.warning
     figs = figures(at)
@@ -175,10 +153,10 @@ def test_pasted_log_draws_charts_and_a_row_per_size() -> None:
 
 
 def test_garbage_shows_one_error_and_the_page_keeps_working() -> None:
-    at = paste(open_page(), log_text("garbage.log"))
+    at = paste_log(open_validate(), log_text("garbage.log"))
     assert len(at.error) == 1 and "nccl-tests" in at.error[0].value
     assert not at.get("plotly_chart")
-    paste(at, "")  # emptied: back to the instructions
+    paste_log(at, "")  # emptied: back to the instructions
     assert not at.error
     assert any("Upload or paste the output" in m.value for m in at.markdown)
     at.switch_page("pages/cost.py").run()  # the rest of the app is unaffected
@@ -186,7 +164,7 @@ def test_garbage_shows_one_error_and_the_page_keeps_working() -> None:
 
 
 def test_uncovered_collective_shows_the_models_warning() -> None:
-    at = paste(open_page(), log_text("sendrecv_perf_2gpu.log"))
+    at = paste_log(open_validate(), log_text("sendrecv_perf_2gpu.log"))
     assert not at.error
     assert len(at.warning) == 1 and "sendrecv" in at.warning[0].value
     assert not at.get("plotly_chart")
@@ -198,9 +176,9 @@ def test_operation_select_for_logs_without_a_binary_name() -> None:
         for line in log_text("all_reduce_perf_8xH100.log").splitlines()
         if "all_reduce_perf" not in line
     )
-    at = open_page()
+    at = open_validate()
     at.selectbox(key="validate_op").set_value("allreduce").run()
-    paste(at, text)
+    paste_log(at, text)
     assert not at.error and len(figures(at)) == 2
 
 
@@ -209,11 +187,7 @@ def test_the_page_shows_the_ring_only_advice():
     # wording and mechanism are tested in tests/test_check_nccl_advice.py)
     from tests.test_check_nccl_advice import synthetic_log
 
-    at = AppTest.from_file(APP, default_timeout=APPTEST_TIMEOUT_S)
-    at.query_params["cluster.n_gpus"] = "16"
-    at.run()
-    at.switch_page(PAGE).run()
-    assert_no_exception(at)
-    paste(at, synthetic_log("ring", 0.98))
+    at = open_validate(**{"cluster.n_gpus": "16"})
+    paste_log(at, synthetic_log("ring", 0.98))
     infos = [i.value for i in at.info]
     assert any("ring-only run" in i and "NCCL_ALGO=Ring" in i for i in infos), infos

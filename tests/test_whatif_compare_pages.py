@@ -6,11 +6,9 @@ Expected numbers come from the model (``fabric_model``), never from the page.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
-from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
 from fabric_model.collectives import collective
@@ -18,6 +16,7 @@ from fabric_model.presets import DEFAULT_PRESET, load_preset
 from fabric_model.scenario import apply_overrides, scenario_from_text
 from fabric_model.training import training_step
 from fabric_model.units import GIB
+from tests.apptest_helpers import assert_no_exception, figure, find_metric, open_page, url
 from ui.compare import Pin, comparison_yaml, decode_pin, default_label, encode_pin, parse_params
 from ui.compare_figures import ScenarioMetrics, compare_frame, unique_labels
 from ui.whatif import PARAMS, url_params
@@ -25,44 +24,19 @@ from ui.whatif import parse_params as parse_whatif
 
 pytestmark = pytest.mark.app
 
-APP = str(ROOT / "app.py")
-TIMEOUT_S = 300
 WHATIF = "pages/whatif.py"
 COMPARE = "pages/compare.py"
 BASE = load_preset(DEFAULT_PRESET)
 
 
-def _open(page: str, **query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.switch_page(page).run()
-    _clean(at)
-    return at
-
-
-def _clean(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
 def _fig(at: AppTest, key: str) -> dict[str, Any]:
-    charts = [c for c in at.get("plotly_chart") if c.proto.id.endswith(key) or key in c.proto.id]
+    charts = [i for i, c in enumerate(at.get("plotly_chart")) if key in c.proto.id]
     assert len(charts) == 1, [c.proto.id for c in at.get("plotly_chart")]
-    return json.loads(charts[0].proto.spec)
+    return figure(at, charts[0])
 
 
 def _traces(at: AppTest, key: str) -> dict[str, list[Any]]:
     return {t["name"]: t["y"] for t in _fig(at, key)["data"]}
-
-
-def _url(at: AppTest) -> dict[str, str]:
-    return {k: at.query_params[k] for k in at.query_params}
-
-
-def _metric(at: AppTest, label: str) -> Any:
-    found = [m for m in at.metric if m.label == label]
-    assert len(found) == 1, [m.label for m in at.metric]
-    return found[0]
 
 
 def _table(at: AppTest) -> Any:
@@ -73,23 +47,23 @@ def _table(at: AppTest) -> Any:
 
 
 def test_whatif_page_runs_and_a_degraded_nic_slows_the_step() -> None:
-    at = _open(WHATIF)
+    at = open_page(WHATIF)
     assert [t.value for t in at.title] == ["What-if"]
     assert not at.error and not at.warning and not at.info
     assert any("No change yet" in c.value for c in at.caption)
-    assert _url(at) == {"preset": DEFAULT_PRESET}
+    assert url(at) == {"preset": DEFAULT_PRESET}
     assert list(_traces(at, "whatif_step")) == ["before (sidebar)"]
 
     at.slider(key="wi:what_if.degraded_link_factor").set_value(0.5).run()
-    _clean(at)
-    assert _url(at) == {"preset": DEFAULT_PRESET, "wi.degraded_link_factor": "0.5"}
+    assert_no_exception(at)
+    assert url(at) == {"preset": DEFAULT_PRESET, "wi.degraded_link_factor": "0.5"}
     step = _traces(at, "whatif_step")
     assert set(step) == {"before (sidebar)", "after (all changes)"}
     before = training_step(BASE)
     after = training_step(apply_overrides(BASE, {"what_if.degraded_link_factor": 0.5}))
     assert after.step_time_s > before.step_time_s  # the model's verdict, shown by the page
-    assert _metric(at, "Step time").value == f"{after.step_time_s:,.2f} s"
-    assert _metric(at, "Step time").delta.startswith("+")
+    assert find_metric(at, "Step time").value == f"{after.step_time_s:,.2f} s"
+    assert find_metric(at, "Step time").delta.startswith("+")
     assert sum(step["after (all changes)"]) == pytest.approx(after.step_time_s, rel=1e-9)
     rows = _table(at).set_index("what_if")
     assert rows.loc["degraded link", "step_delta_s"] == pytest.approx(
@@ -99,12 +73,12 @@ def test_whatif_page_runs_and_a_degraded_nic_slows_the_step() -> None:
 
 
 def test_whatif_control_changes_after_figure_and_url() -> None:
-    at = _open(WHATIF)
+    at = open_page(WHATIF)
     first = _traces(at, "whatif_busbw")
     # an H100's PCIe Gen5 host link feeds at most 400G per NIC: the lever goes down to 200G
     at.select_slider(key="wi:fabric.link_gbps").set_value(200).run()
-    _clean(at)
-    assert _url(at)["wi.link_gbps"] == "200"
+    assert_no_exception(at)
+    assert url(at)["wi.link_gbps"] == "200"
     busbw = _traces(at, "whatif_busbw")
     assert busbw["before (sidebar)"] == first["before (sidebar)"]
     slower = apply_overrides(BASE, {"fabric.link_gbps": 200})
@@ -116,24 +90,24 @@ def test_whatif_control_changes_after_figure_and_url() -> None:
 
     # a second change: each alone plus the combination
     at.radio(key="wi:what_if.placement").set_value("scattered").run()
-    _clean(at)
+    assert_no_exception(at)
     assert list(_table(at)["what_if"]) == [
         "baseline (sidebar)",
         "placement",
         "link speed",
         "all changes combined",
     ]
-    assert _url(at)["wi.placement"] == "scattered"
+    assert url(at)["wi.placement"] == "scattered"
     # back to the sidebar's value: the change and its URL parameter go
     at.select_slider(key="wi:fabric.link_gbps").set_value(400).run()
     at.radio(key="wi:what_if.placement").set_value("contiguous").run()
-    _clean(at)
-    assert _url(at) == {"preset": DEFAULT_PRESET}
+    assert_no_exception(at)
+    assert url(at) == {"preset": DEFAULT_PRESET}
     assert list(_table(at)["what_if"]) == ["baseline (sidebar)"]
 
 
 def test_whatif_bad_url_values_are_reported_and_ignored() -> None:
-    at = _open(
+    at = open_page(
         WHATIF, **{"wi.degraded_link_factor": "2", "wi.colour": "red", "wi.oversubscription": "4"}
     )
     errors = [e.value for e in at.error]
@@ -142,7 +116,7 @@ def test_whatif_bad_url_values_are_reported_and_ignored() -> None:
     assert "'2'" in factor and "at most 1" in factor and "ignored" in factor
     assert any("wi.colour" in e and "not a what-if setting" in e for e in errors)
     # the good parameter stands, the bad ones are gone from the URL and the controls
-    assert _url(at) == {"preset": DEFAULT_PRESET, "wi.oversubscription": "4"}
+    assert url(at) == {"preset": DEFAULT_PRESET, "wi.oversubscription": "4"}
     assert at.slider(key="wi:what_if.degraded_link_factor").value == 1.0
     assert at.slider(key="wi:fabric.oversubscription").value == 4.0
     assert list(_table(at)["what_if"]) == ["baseline (sidebar)", "leaf oversubscription"]
@@ -151,7 +125,7 @@ def test_whatif_bad_url_values_are_reported_and_ignored() -> None:
 
 
 def test_whatif_plane_levers_need_planes_and_a_failed_plane_costs_an_eighth() -> None:
-    at = _open(WHATIF)
+    at = open_page(WHATIF)
     assert any("fabric.planes" in c.value for c in at.caption)  # one plane: no plane levers
     assert not at.get("select_slider") or all(
         s.key != "wi:what_if.failed_planes" for s in at.get("select_slider")
@@ -162,10 +136,10 @@ def test_whatif_plane_levers_need_planes_and_a_failed_plane_costs_an_eighth() ->
         "fabric.link_gbps": "800",
         "fabric.planes": "8",
     }
-    at = _open(WHATIF, **planes)
+    at = open_page(WHATIF, **planes)
     at.select_slider(key="wi:what_if.failed_planes").set_value(1).run()
-    _clean(at)
-    assert _url(at)["wi.failed_planes"] == "1"
+    assert_no_exception(at)
+    assert url(at)["wi.failed_planes"] == "1"
     base = apply_overrides(BASE, {k: v for k, v in planes.items()})
     down = apply_overrides(base, {"what_if.failed_planes": 1})
     busbw = _traces(at, "whatif_busbw")
@@ -181,7 +155,7 @@ def test_whatif_plane_levers_need_planes_and_a_failed_plane_costs_an_eighth() ->
 
 
 def test_whatif_impossible_change_is_a_warning_row() -> None:
-    at = _open(WHATIF, **{"wi.link_gbps": "1600", "wi.nics_per_gpu": "2"})
+    at = open_page(WHATIF, **{"wi.link_gbps": "1600", "wi.nics_per_gpu": "2"})
     warnings = [w.value for w in at.warning]
     assert any(
         w.startswith("link speed") and "cannot be built" in w and "fabric.link_gbps" in w
@@ -191,7 +165,7 @@ def test_whatif_impossible_change_is_a_warning_row() -> None:
     assert table.loc["link speed", "note"]
     assert table.loc["NICs per GPU", "step_time_s"] > 0  # the other change still works
     assert len(at.get("plotly_chart")) == 2
-    assert _metric(at, "Step time").value == "n/a"  # after = both changes: not buildable
+    assert find_metric(at, "Step time").value == "n/a"  # after = both changes: not buildable
 
 
 def test_whatif_url_helpers_round_trip() -> None:
@@ -220,12 +194,12 @@ def test_whatif_url_helpers_round_trip() -> None:
 
 def _pin(at: AppTest) -> AppTest:
     at.button(key="cmp_pin").click().run()
-    _clean(at)
+    assert_no_exception(at)
     return at
 
 
 def test_compare_pins_two_scenarios_with_deltas_and_removes_one() -> None:
-    at = _open(COMPARE)
+    at = open_page(COMPARE)
     assert [t.value for t in at.title] == ["Compare"]
     assert any("Nothing pinned" in c.value for c in at.caption)
     assert list(_table(at).columns) == ["metric", "unit", "current"]
@@ -234,7 +208,7 @@ def test_compare_pins_two_scenarios_with_deltas_and_removes_one() -> None:
     at.select_slider(key="w:cluster.n_gpus").set_value(2048).run()
     _pin(at)
     small, big = "1024 H100 IB fat-tree", "2048 H100 IB fat-tree"
-    assert _url(at) == {
+    assert url(at) == {
         "preset": DEFAULT_PRESET,
         "cluster.n_gpus": "2048",
         "cmp.1": DEFAULT_PRESET,
@@ -262,21 +236,21 @@ def test_compare_pins_two_scenarios_with_deltas_and_removes_one() -> None:
     assert _fig(at, "compare_step")["data"][0]["x"] == [small, big, "current"]
 
     at.button(key="cmp_remove:1").click().run()
-    _clean(at)
+    assert_no_exception(at)
     assert list(_table(at).columns) == ["metric", "unit", big, "current", "current Δ", "current Δ%"]
-    assert _url(at)["cmp.1"] == f"{DEFAULT_PRESET}~cluster.n_gpus=2048"
-    assert "cmp.2" not in _url(at)
+    assert url(at)["cmp.1"] == f"{DEFAULT_PRESET}~cluster.n_gpus=2048"
+    assert "cmp.2" not in url(at)
 
 
 def test_compare_label_edit_goes_into_table_and_url() -> None:
-    at = _open(COMPARE)
+    at = open_page(COMPARE)
     at.text_input(key="cmp_new_label").set_value("baseline").run()
     _pin(at)
     assert "baseline" in _table(at).columns
     at.text_input(key="cmp_label:1").set_value("the old design").run()
-    _clean(at)
+    assert_no_exception(at)
     assert "the old design" in _table(at).columns
-    assert _url(at)["cmp.1"] == f"{DEFAULT_PRESET}~label=the old design"
+    assert url(at)["cmp.1"] == f"{DEFAULT_PRESET}~label=the old design"
 
 
 def test_compare_url_restores_pins_in_a_fresh_session() -> None:
@@ -286,7 +260,7 @@ def test_compare_url_restores_pins_in_a_fresh_session() -> None:
         "cmp.2": "dgx-h100-roce-ecmp~fabric.oversubscription=2",
         "cmp.3": "no-such-preset~cluster.n_gpus=8",
     }
-    at = _open(COMPARE, **query)
+    at = open_page(COMPARE, **query)
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and "cmp.3" in errors[0] and "not a preset" in errors[0], errors
     roce = default_label(
@@ -304,7 +278,7 @@ def test_compare_url_restores_pins_in_a_fresh_session() -> None:
     ]
     assert [t.value for t in at.text_input][1:] == ["IB 4K", roce]
     # the malformed entry is dropped from the URL, the good ones stay
-    assert _url(at) == {
+    assert url(at) == {
         "preset": "dgx-h100-spectrum-x",
         "cmp.1": query["cmp.1"],
         "cmp.2": query["cmp.2"],

@@ -123,10 +123,6 @@ def golden_scenario(raw: Mapping[str, Any]) -> Scenario:
     return apply_overrides(base, flat)
 
 
-#: The former private name, still imported by ``tests/test_published_plans.py``.
-_scenario = golden_scenario
-
-
 def load_training_golden(path: Path = TRAINING_GOLDEN_PATH) -> list[TrainingCase]:
     """Read the rows (YAML anchors and merges resolved)."""
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
