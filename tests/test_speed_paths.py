@@ -24,9 +24,13 @@ from fabric_model.collectives import collective, context, first_round
 from fabric_model.collectives.context import FabricContext
 from fabric_model.flows import FlowSet, solve_maxmin
 from fabric_model.presets import load_preset
-from fabric_model.routing import fat_tree, route
+from fabric_model.routing import fat_tree, rail_only, route
 from fabric_model.routing.base import ColumnRouted, RoutedFlows
 from fabric_model.scenario import Scenario, apply_overrides
+from fabric_model.topology import base as topo_base
+from fabric_model.topology import fat_tree as topo_fat_tree
+from fabric_model.topology._kernels import stable_order_by_key
+from fabric_model.training import layout as training_layout
 from fabric_model.training import training_step
 from fabric_model.training.fabric import clear_caches, group_shape
 from fabric_model.training.layout import DIMENSIONS, Layout
@@ -333,6 +337,12 @@ def test_fast_paths_give_the_reference_results(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setattr(fat_tree, "KERNEL_ENABLED", False)
     monkeypatch.setattr(context, "SEED_SHORTCUT", False)
     monkeypatch.setattr(context, "ROUTE_CACHE_MIN_CONNECTIONS", 2**62)
+    monkeypatch.setattr(rail_only, "CACHE_ENABLED", False)
+    monkeypatch.setattr(topo_base, "FAST_OUT_ORDER", False)
+    monkeypatch.setattr(topo_base, "FAST_PAIR_COUNTS", False)
+    monkeypatch.setattr(topo_fat_tree, "POD_LAYOUT_CACHE", False)
+    monkeypatch.setattr(topo_fat_tree, "FAST_GROUPS", False)
+    monkeypatch.setattr(training_layout, "FAST_SLOWEST_GROUP", False)
     reference = _results(s)
     clear_caches()
     assert _equal(fast, reference)
@@ -528,3 +538,198 @@ def test_the_dragonfly_routers_unchecked_flow_sets_pass_the_checks(
     monkeypatch.setattr(solver, "CHECK_BUILT", True)
     again = route(topo, src, dst, policy, ctx.capacity_Bps, rng=np.random.default_rng(2))
     assert np.array_equal(again.flows.flow_link_weights, fl.flow_link_weights)
+
+
+# ---------------------------------------------------------------- fabric builds (H7)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    n_keys=st.integers(1, 50),
+    keys=st.lists(st.integers(0, 49), max_size=300),
+)
+def test_the_counting_sort_is_numpys_stable_argsort(n_keys: int, keys: list[int]) -> None:
+    """``FabricGraph.out_indptr_indices``'s counting sort: the stable argsort, ties in order."""
+    arr = np.array([k % n_keys for k in keys], dtype=np.int32)
+    fast = stable_order_by_key(arr, n_keys)
+    assert fast.dtype == np.int32
+    assert np.array_equal(fast, np.argsort(arr, kind="stable").astype(np.int32))
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(
+    keys=st.lists(st.integers(0, 30), min_size=1, max_size=200),
+    doms=st.lists(st.integers(0, 12), min_size=1, max_size=200),
+    sort=st.booleans(),
+)
+def test_pair_counts_by_runs_equal_the_unique_count(
+    keys: list[int], doms: list[int], sort: bool
+) -> None:
+    """Sorted combined keys count their runs; anything else takes the ``np.unique`` path."""
+    n = min(len(keys), len(doms))
+    k, d = np.array(keys[:n], np.int64), np.array(doms[:n], np.int64)
+    if sort:  # leaves and domains numbered in GPU order, as the builders pass them
+        k, d = np.sort(k), np.sort(d)
+    both = np.unique(k * (int(d.max()) + 1) + d, return_inverse=True)[1].ravel()
+    reference = topo_base.same_group_pairs(k, k) - topo_base.same_group_pairs(both, both)
+    assert topo_base.pairs_not_same_domain(k, d) == reference
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    rows=st.integers(1, 6),
+    width=st.integers(1, 40),
+    seed=st.integers(0, 2**16),
+    sort=st.booleans(),
+)
+def test_pair_counts_of_all_rails_at_once_equal_rail_by_rail(
+    rows: int, width: int, seed: int, sort: bool
+) -> None:
+    """One call over every rail's keys (shifted apart) sums the per-rail counts exactly."""
+    rng = np.random.default_rng(seed)
+    keys = rng.integers(0, 12, (rows, width))
+    dom = rng.integers(0, 5, width)
+    if sort:  # as the builders pass them: each rail's leaves and the domains in GPU order
+        keys, dom = np.sort(keys, axis=1), np.sort(dom)
+    by_rail = 0.0
+    for row in keys:  # the builders' former loop, with the np.unique count
+        both = np.unique(row * (int(dom.max()) + 1) + dom, return_inverse=True)[1].ravel()
+        by_rail += 8.0 * (
+            topo_base.same_group_pairs(row, row) - topo_base.same_group_pairs(both, both)
+        )
+    assert 8.0 * topo_base.pairs_not_same_domain_rows(keys, dom) == by_rail
+
+
+#: Builds that reach every pair-count pass: rail-optimized and not, 2 to 4 tiers, dragonfly+
+#: and rail-only (its rails' fat-trees), partial domains.
+BUILDS = {
+    "fat-tree 2-tier": ("dgx-h100-ib-ndr", {"cluster.n_gpus": 256}),
+    "fat-tree 3-tier partial": ("dgx-h100-ib-ndr", {"cluster.n_gpus": 6152, "fabric.tiers": 3}),
+    "fat-tree 4-tier": ("dgx-h100-ib-ndr", {"cluster.n_gpus": 4096, "fabric.tiers": 4}),
+    "not rail-optimized": ("dgx-h100-roce-ecmp", {"cluster.n_gpus": 1000}),
+    "dragonfly+": ("dragonfly-plus-16k", {"cluster.n_gpus": 2048}),
+    "rail-only": ("dgx-h100-ib-ndr", {"fabric.topology": "rail-only", "cluster.n_gpus": 1032}),
+}
+
+
+def _build(name: str) -> FabricContext:
+    preset, over = BUILDS[name]
+    return FabricContext.from_scenario(apply_overrides(load_preset(preset), over))
+
+
+@pytest.mark.parametrize("name", list(BUILDS))
+def test_fast_fabric_builds_equal_the_reference(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Hop histograms, counts and the outgoing-link CSR with the fast paths on and off."""
+    fast = _build(name)
+    monkeypatch.setattr(topo_base, "FAST_OUT_ORDER", False)
+    monkeypatch.setattr(topo_base, "FAST_PAIR_COUNTS", False)
+    monkeypatch.setattr(topo_fat_tree, "POD_LAYOUT_CACHE", False)
+    monkeypatch.setattr(topo_fat_tree, "FAST_GROUPS", False)
+    ref = _build(name)
+    assert fast.topology.counts() == ref.topology.counts()
+    assert dict(fast.topology.hop_histogram) == dict(ref.topology.hop_histogram)
+    for f in ("link_src", "link_dst", "link_capacity_Bps", "link_class", "node_tier"):
+        assert np.array_equal(getattr(fast.topology.graph, f), getattr(ref.topology.graph, f))
+    g = fast.topology.graph
+    for cls in range(len(fast.topology.links)):  # the adaptive router's cable picks
+        even = np.arange(g.n_links) % 2 == 0
+        expected = np.flatnonzero((g.link_class == cls) & even)
+        assert np.array_equal(fat_tree._cables_of_class(g, cls), expected)
+    for a, b in zip(
+        fast.topology.graph.out_indptr_indices, ref.topology.graph.out_indptr_indices, strict=True
+    ):
+        assert a.dtype == b.dtype
+        assert np.array_equal(a, b)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(ports=st.lists(st.integers(0, 9), max_size=80))
+def test_port_groups_by_unique_equal_the_counter(ports: list[int]) -> None:
+    """``fat_tree._groups``: NumPy's unique counts give the Python counter's groups."""
+    arr = np.array(ports, dtype=np.int64)
+    fast = topo_fat_tree._groups("spine", arr)
+    topo_fat_tree.FAST_GROUPS = False
+    try:
+        ref = topo_fat_tree._groups("spine", arr)
+    finally:
+        topo_fat_tree.FAST_GROUPS = True
+    assert fast == ref
+    assert all(type(g.ports_per_switch) is int and type(g.n_switches) is int for g in fast)
+
+
+def test_a_kept_pod_layout_is_the_computed_one() -> None:
+    """``pod_layout``'s cache hands back the layout a fresh computation gives, read-only."""
+    for args in ((40, 4, 8, 1.0, 64), (130, 8, 32, 7.0, 64), (33, 3, 16, 2.0, 32)):
+        kept = topo_fat_tree.pod_layout(*args)
+        assert topo_fat_tree.pod_layout(*args) is kept
+        fresh = topo_fat_tree._pod_layout(*args)
+        for f in dataclasses.fields(fresh):
+            a, b = getattr(kept, f.name), getattr(fresh, f.name)
+            if isinstance(b, np.ndarray):
+                assert not a.flags.writeable
+                assert a.dtype == b.dtype
+                assert np.array_equal(a, b)
+            else:
+                assert a == b
+
+
+@pytest.mark.parametrize("policy", ["adaptive", "ecmp", "dmodk"])
+def test_cached_rail_parts_route_as_rebuilt_ones(
+    monkeypatch: pytest.MonkeyPatch, policy: str
+) -> None:
+    """The per-fabric cache of the rails' fat-trees routes every pattern as a rebuild does."""
+    ctx = _build("rail-only")
+    topo, cap = ctx.topology, ctx.capacity_Bps
+    n_e, unit = topo.n_endpoints, int(topo.params["unit_gpus"]) * topo.request.nics_per_gpu
+    src = np.arange(0, n_e - unit, 3, dtype=np.int64)
+    dst = (src + unit * (1 + src % 5)) % n_e  # same rail, other domains
+    dst = dst - dst % unit + src % unit
+    keep = dst < n_e
+    src, dst = src[keep], dst[keep]
+
+    def routed() -> list[Any]:
+        out = []
+        for _ in range(2):  # the second call reads the cache
+            rf = route(topo, src, dst, policy, cap, rng=np.random.default_rng(7))
+            out.append(rf)
+        return out
+
+    fast, fast_members = routed(), rail_only.bundle_members(topo)
+    monkeypatch.setattr(rail_only, "CACHE_ENABLED", False)
+    ref, ref_members = routed(), rail_only.bundle_members(topo)
+    for a, b in zip(fast_members, ref_members, strict=True):
+        assert np.array_equal(a, b)
+    for a, b in zip(fast, ref, strict=True):
+        _same_flows(a, b)
+        assert np.array_equal(a.link_capacity_Bps, b.link_capacity_Bps)
+        assert np.array_equal(a.link_class, b.link_class)
+        assert a.class_names == b.class_names
+        assert np.array_equal(a.switch_hops, b.switch_hops)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(
+    degrees=st.lists(st.sampled_from([1, 2, 3, 4, 8]), min_size=5, max_size=5),
+    dim=st.sampled_from(sorted(DIMENSIONS)),
+    dom=st.sampled_from([1, 2, 4, 8, 72]),
+    pick=st.integers(0, 10**6),
+)
+def test_alike_groups_shortcut_equals_laying_out_every_group(
+    degrees: list[int], dim: str, dom: int, pick: int
+) -> None:
+    """Groups moved by whole NVLink domains: group 0's answer stands for every group."""
+    layout = Layout(*degrees)
+    members, offsets = layout.members(dim), layout.offsets(dim)
+    w = pick % offsets.size  # as GroupContext.for_dimension re-bases on its worst group
+    cases = [
+        (members, offsets),
+        (members + offsets[w], np.sort((offsets - offsets[w]) % layout.n_gpus)),
+    ]
+    for mem, off in cases:
+        fast = training_layout._slowest_group(mem, off, dom)
+        training_layout.FAST_SLOWEST_GROUP = False
+        try:
+            ref = training_layout._slowest_group(mem, off, dom)
+        finally:
+            training_layout.FAST_SLOWEST_GROUP = True
+        assert fast == ref

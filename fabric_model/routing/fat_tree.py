@@ -246,6 +246,12 @@ def _adaptive(
     )
 
 
+def _cables_of_class(g: Any, cls: int) -> np.ndarray:
+    """Return the first directed link (``2c``) of every cable ``c`` of class ``cls``, ascending."""
+    out: np.ndarray = 2 * np.flatnonzero(g.link_class[0::2] == cls)
+    return out
+
+
 def _bundle_space(topo: Topology, lay: dict, cap: np.ndarray) -> dict[str, Any]:
     """Return the adaptive link space of ``cap``: cables, then leaf and pod bundles.
 
@@ -263,9 +269,8 @@ def _bundle_space(topo: Topology, lay: dict, cap: np.ndarray) -> dict[str, Any]:
     up_cls = 1
     leaf_up_cap: np.ndarray = np.zeros(n_leaves)
     leaf_down_cap: np.ndarray = np.zeros(n_leaves)
-    is_up = g.link_class == up_cls
     if topo.tiers >= 2:
-        up_links = np.flatnonzero(is_up & (np.arange(n_links) % 2 == 0))
+        up_links = _cables_of_class(g, up_cls)
         n_e = int(lay["E"])
         leaf_up_cap = np.bincount(
             g.link_src[up_links] - n_e, weights=cap[up_links], minlength=n_leaves
@@ -279,7 +284,7 @@ def _bundle_space(topo: Topology, lay: dict, cap: np.ndarray) -> dict[str, Any]:
     if topo.tiers == 3:
         lpp = int(lay["lpp"])
         n_pods = -(-n_leaves // lpp)
-        sc = np.flatnonzero((g.link_class == 2) & (np.arange(n_links) % 2 == 0))
+        sc = _cables_of_class(g, 2)
         pods = lay["pods"]
         assert isinstance(pods, PodLayout)
         spine_pod = pods.spine_pod[g.link_src[sc] - int(lay["E"]) - n_leaves]
@@ -299,10 +304,9 @@ def _bundle_space(topo: Topology, lay: dict, cap: np.ndarray) -> dict[str, Any]:
             int(p["radix"]),
         )
         sps = superpod_layout(pods, int(p["radix"]))
-        even = np.arange(n_links) % 2 == 0
-        sc = np.flatnonzero((g.link_class == 2) & even)  # spine-core cables, in cable order
+        sc = _cables_of_class(g, 2)  # spine-core cables, in cable order
         cable_pod = np.repeat(np.arange(n_pods, dtype=np.int64), pods.pod_uplinks)
-        cs = np.flatnonzero((g.link_class == 3) & even)  # core-super cables, core by core
+        cs = _cables_of_class(g, 3)  # core-super cables, core by core
         cable_sp = np.repeat(sps.core_sp, sps.core_down)
         pod_caps = [
             np.bincount(cable_pod, weights=cap[sc], minlength=n_pods),

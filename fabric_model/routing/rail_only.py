@@ -27,7 +27,10 @@ as in the topology's hop histogram.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -118,7 +121,43 @@ def _fat_tree_bundles(sub: Topology) -> tuple[np.ndarray, np.ndarray]:
     return indptr, links_all[order]
 
 
+#: The parts of each built rail-only topology (keyed by its graph, dropped with it): every
+#: pattern routed on one fabric reuses its rails' fat-trees, so their routing layouts and
+#: bundle spaces (``fat_tree._layout``) are built once per fabric, not once per pattern.
+_PARTS: weakref.WeakKeyDictionary[Any, list[_Part]] = weakref.WeakKeyDictionary()
+_PARTS_LOCK = threading.Lock()
+#: Per fabric: the adaptive link space's bundle arrays (:func:`_adaptive_space`).
+_ADAPTIVE_SPACES: weakref.WeakKeyDictionary[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] = (
+    weakref.WeakKeyDictionary()
+)
+
+#: Off: every call rebuilds the parts (``tests/test_speed_paths.py`` compares both).
+CACHE_ENABLED = True
+
+
 def _parts(topo: Topology) -> list[_Part]:
+    """Return the per-rail fat-trees and sub-to-global id maps of every part (kept per fabric)."""
+    if not CACHE_ENABLED:
+        return _build_parts(topo)
+    g = topo.graph
+    with _PARTS_LOCK:
+        cached = _PARTS.get(g)
+    if cached is None:
+        cached = _build_parts(topo)
+        for part in cached:
+            for value in (
+                part.cable_off,
+                part.cable_stride,
+                part.member_indptr,
+                part.member_links,
+            ):
+                value.flags.writeable = False  # shared by every pattern routed on the fabric
+        with _PARTS_LOCK:
+            _PARTS[g] = cached
+    return list(cached)
+
+
+def _build_parts(topo: Topology) -> list[_Part]:
     """Rebuild the per-rail fat-trees and the sub-to-global id maps of every part."""
     p = topo.params
     req = topo.request
@@ -286,12 +325,9 @@ def route_rail_only(
     class_names = names
     if adaptive:
         class_names = names + _ADAPTIVE_CLASSES
-        b_indptr, b_links = _members(parts)
-        owner = np.repeat(np.arange(n_bundles, dtype=np.int64), np.diff(b_indptr))
+        owner, b_links, labels = _adaptive_space(topo, parts, labels, len(names))
         b_cap = np.bincount(owner, weights=cap[b_links], minlength=n_bundles)
         capacity = np.concatenate([cap, np.where(b_cap > 0, b_cap, 1.0)])
-        b_labels = [np.tile(_bundle_labels(p, len(names)), p.n_rails) for p in parts]
-        labels = np.concatenate([labels, *b_labels]).astype(np.int16)
         n_space += n_bundles
     empty = np.zeros(0, dtype=np.int64)
     indptr = np.concatenate(indptrs)
@@ -313,6 +349,33 @@ def route_rail_only(
         switch_hops=hops,
         policy=policy_used,
     )
+
+
+def _adaptive_space(
+    topo: Topology, parts: list[_Part], labels: np.ndarray, n_link_classes: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bundle of each member link, the member links, and the labels of links then bundles.
+
+    They depend on the fabric alone (not the pattern or the capacities): kept with its parts.
+    """
+    g = topo.graph
+    if CACHE_ENABLED:
+        with _PARTS_LOCK:
+            cached = _ADAPTIVE_SPACES.get(g)
+        if cached is not None:
+            return cached
+    n_bundles = sum(p.n_bundles * p.n_rails for p in parts)
+    b_indptr, b_links = _members(parts)
+    owner = np.repeat(np.arange(n_bundles, dtype=np.int64), np.diff(b_indptr))
+    b_labels = [np.tile(_bundle_labels(p, n_link_classes), p.n_rails) for p in parts]
+    all_labels = np.concatenate([labels, *b_labels]).astype(np.int16)
+    out = (owner, b_links, all_labels)
+    if CACHE_ENABLED:
+        for value in out:
+            value.flags.writeable = False  # shared by every pattern routed on the fabric
+        with _PARTS_LOCK:
+            _ADAPTIVE_SPACES[g] = out
+    return out
 
 
 def _reorder_rows(

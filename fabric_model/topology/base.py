@@ -151,6 +151,12 @@ class LinkClass:
         return self.n_links * sum(1 for e in self.ends if e == "nic")
 
 
+#: Off: :attr:`FabricGraph.out_indptr_indices` and :func:`pairs_not_same_domain` take their
+#: reference paths (NumPy sorts); ``tests/test_speed_paths.py`` compares both.
+FAST_OUT_ORDER = True
+FAST_PAIR_COUNTS = True
+
+
 @dataclass(frozen=True, eq=False)
 class FabricGraph:
     """Compact array form of a fabric, for routing and the flow solver.
@@ -189,7 +195,12 @@ class FabricGraph:
     @cached_property
     def out_indptr_indices(self) -> tuple[np.ndarray, np.ndarray]:
         """CSR of outgoing links per node: ``(indptr, link_ids)``."""
-        order = np.argsort(self.link_src, kind="stable").astype(np.int32)
+        if FAST_OUT_ORDER:  # a counting sort, equal to the stable argsort (_kernels.py)
+            from fabric_model.topology._kernels import stable_order_by_key
+
+            order = stable_order_by_key(self.link_src, self.n_nodes)
+        else:
+            order = np.argsort(self.link_src, kind="stable").astype(np.int32)
         counts = np.bincount(self.link_src, minlength=self.n_nodes)
         indptr = np.zeros(self.n_nodes + 1, dtype=np.int64)
         np.cumsum(counts, out=indptr[1:])
@@ -393,3 +404,37 @@ def same_group_pairs(keys_i: np.ndarray, keys_j: np.ndarray) -> float:
     ci = np.bincount(keys_i, minlength=n).astype(np.float64)
     cj = np.bincount(keys_j, minlength=n).astype(np.float64)
     return float(ci @ cj)
+
+
+def pairs_not_same_domain(keys: np.ndarray, dom: np.ndarray) -> float:
+    """Count ordered pairs (i, j) sharing ``keys`` but not ``dom`` (both non-negative ints).
+
+    ``sum_k n_k^2 - sum_(k, d) n_kd^2`` with ``n_k`` the members of key ``k`` and ``n_kd``
+    those of key ``k`` in domain ``d``. When the combined key is already sorted (leaves and
+    domains both numbered in GPU order, the usual case) its equal values are runs and their
+    lengths are the counts, so no sort is needed; the sums are of integers, exact either way.
+    """
+    if keys.size == 0:
+        return 0.0
+    combined = keys * (int(dom.max()) + 1) + dom
+    if FAST_PAIR_COUNTS and bool(np.all(combined[1:] >= combined[:-1])):
+        edges = np.flatnonzero(combined[1:] != combined[:-1]) + 1
+        runs = np.diff(np.concatenate(([0], edges, [combined.size])))
+        return same_group_pairs(keys, keys) - float(int(np.dot(runs, runs)))
+    both = np.unique(combined, return_inverse=True)[1].ravel()
+    return same_group_pairs(keys, keys) - same_group_pairs(both, both)
+
+
+def pairs_not_same_domain_rows(keys: np.ndarray, dom: np.ndarray) -> float:
+    """Sum of :func:`pairs_not_same_domain` over the rows of ``keys`` (each against ``dom``).
+
+    One pass per rail of a rail-optimized fabric. With the fast path the rows are counted in
+    one call, each row's keys shifted past the previous rows' so no pair spans two rows; the
+    counts are integers, so the sum is the same as row by row.
+    """
+    if keys.shape[0] == 0 or keys.shape[1] == 0:
+        return 0.0
+    if not FAST_PAIR_COUNTS or keys.shape[0] == 1:
+        return sum((pairs_not_same_domain(row, dom) for row in keys), 0.0)
+    shift = np.arange(keys.shape[0], dtype=np.int64)[:, None] * (int(keys.max()) + 1)
+    return pairs_not_same_domain((keys + shift).ravel(), np.tile(dom, keys.shape[0]))

@@ -62,7 +62,7 @@ from fabric_model.topology.base import (
     TopologyRequest,
     graph_from_cables,
     hop_histogram,
-    same_group_pairs,
+    pairs_not_same_domain_rows,
 )
 from fabric_model.topology.fat_tree import leaf_ports
 from fabric_model.units import gbps_to_GBps
@@ -142,12 +142,6 @@ def _endpoint_leaf(req: TopologyRequest, down: int) -> tuple[np.ndarray, int]:
     return leaf, int(leaf.max()) + 1
 
 
-def _pairs_not_same_domain(keys: np.ndarray, dom: np.ndarray) -> float:
-    """Ordered pairs sharing ``keys`` but not ``dom``."""
-    both = np.unique(keys * (int(dom.max()) + 1) + dom, return_inverse=True)[1].ravel()
-    return same_group_pairs(keys, keys) - same_group_pairs(both, both)
-
-
 def _pair_counts(
     req: TopologyRequest, leaf_of_e: np.ndarray, group_of_leaf: np.ndarray
 ) -> dict[int, float]:
@@ -166,16 +160,15 @@ def _pair_counts(
     nics, gpn = req.nics_per_gpu, req.gpus_per_node
     if req.rail_optimized and n >= gpn and n % gpn == 0:
         node = np.arange(n // gpn, dtype=np.int64)
-        node_dom = node * gpn // req.nvlink_domain
-        passes = [
-            (leaf_of_e[(node * gpn + loc) * nics], node_dom, float(gpn)) for loc in range(gpn)
-        ]
+        dom = node * gpn // req.nvlink_domain
+        # one row per local index: that rail's leaf of every server
+        leaf = leaf_of_e[(node[None, :] * gpn + np.arange(gpn, dtype=np.int64)[:, None]) * nics]
+        weight = float(gpn)
     else:
-        passes = [(leaf_of_e[np.arange(n, dtype=np.int64) * nics], domain, 1.0)]
-    same_leaf = same_group = 0.0
-    for leaf, dom, weight in passes:
-        same_leaf += weight * _pairs_not_same_domain(leaf, dom)
-        same_group += weight * _pairs_not_same_domain(group_of_leaf[leaf], dom)
+        leaf = leaf_of_e[np.arange(n, dtype=np.int64) * nics][None, :]
+        dom, weight = domain, 1.0
+    same_leaf = weight * pairs_not_same_domain_rows(leaf, dom)
+    same_group = weight * pairs_not_same_domain_rows(group_of_leaf[leaf], dom)
     return {1: same_leaf, 3: same_group - same_leaf, 4: total - same_group}
 
 

@@ -52,6 +52,7 @@ import dataclasses
 import math
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -63,7 +64,7 @@ from fabric_model.topology.base import (
     TopologyRequest,
     graph_from_cables,
     hop_histogram,
-    same_group_pairs,
+    pairs_not_same_domain_rows,
 )
 from fabric_model.units import gbps_to_GBps
 
@@ -73,6 +74,7 @@ __all__ = [
     "PodLayout",
     "balanced_count",
     "build_fat_tree",
+    "clear_layout_cache",
     "leaf_ports",
     "max_endpoints",
     "pair_share",
@@ -178,8 +180,19 @@ def _endpoint_leaf_keys(req: TopologyRequest, down: int) -> np.ndarray:
 
 
 def _groups(tier: str, ports_per_switch: np.ndarray | list[int]) -> tuple[PortGroup, ...]:
-    counts = Counter(int(p) for p in np.asarray(ports_per_switch).ravel() if p > 0)
-    return tuple(PortGroup(tier, p, n) for p, n in sorted(counts.items(), reverse=True))
+    """Switches of ``tier`` grouped by port count, most ports first (zero-port ones dropped)."""
+    ports = np.asarray(ports_per_switch).ravel()
+    if not FAST_GROUPS:
+        counts = Counter(int(p) for p in ports if p > 0)
+        return tuple(PortGroup(tier, p, n) for p, n in sorted(counts.items(), reverse=True))
+    values, counts_ = np.unique(ports[ports > 0], return_counts=True)
+    return tuple(
+        PortGroup(tier, int(p), int(n)) for p, n in zip(values[::-1], counts_[::-1], strict=True)
+    )
+
+
+#: Off: :func:`_groups` counts in Python (``tests/test_speed_paths.py`` compares both).
+FAST_GROUPS = True
 
 
 def _round_robin_groups(tier: str, n_items: int, n_bins: int) -> tuple[PortGroup, ...]:
@@ -274,6 +287,38 @@ class PodLayout:
 
 
 def pod_layout(n_leaves: int, up: int, spine_down: int, r_spine: float, radix: int) -> PodLayout:
+    """Size and number the pods, spines and cores of a 3-tier fat-tree (see :func:`_pod_layout`).
+
+    Kept for the last few shapes, read-only: the builder and the router of one fabric (and
+    the rails of a rail-only fabric, which share one shape) ask for the same layout.
+    """
+    if not POD_LAYOUT_CACHE:
+        return _pod_layout(n_leaves, up, spine_down, r_spine, radix)
+    return _pod_layout_cached(int(n_leaves), int(up), int(spine_down), float(r_spine), int(radix))
+
+
+#: Off: every call recomputes the layout (``tests/test_speed_paths.py`` compares both).
+POD_LAYOUT_CACHE = True
+
+
+def clear_layout_cache() -> None:
+    """Forget the kept pod layouts (a cold start: ``training.fabric.clear_caches``)."""
+    _pod_layout_cached.cache_clear()
+
+
+@lru_cache(maxsize=16)
+def _pod_layout_cached(
+    n_leaves: int, up: int, spine_down: int, r_spine: float, radix: int
+) -> PodLayout:
+    layout = _pod_layout(n_leaves, up, spine_down, r_spine, radix)
+    for f in dataclasses.fields(layout):
+        value = getattr(layout, f.name)
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False  # shared by every caller of this shape
+    return layout
+
+
+def _pod_layout(n_leaves: int, up: int, spine_down: int, r_spine: float, radix: int) -> PodLayout:
     """Size and number the pods, spines and cores of a 3-tier fat-tree.
 
     Parameters
@@ -509,30 +554,24 @@ def _pair_counts(
     nics, gpn = req.nics_per_gpu, req.gpus_per_node
     if req.rail_optimized and n >= gpn:
         node = np.arange(n // gpn, dtype=np.int64)
-        node_dom = node * gpn // req.nvlink_domain
-        passes = [
-            (leaf_of_e[(node * gpn + loc) * nics], node_dom, float(gpn)) for loc in range(gpn)
-        ]
+        dom = node * gpn // req.nvlink_domain
+        # one row per local index: that rail's leaf of every server
+        leaf = leaf_of_e[(node[None, :] * gpn + np.arange(gpn, dtype=np.int64)[:, None]) * nics]
+        weight = float(gpn)
     else:
-        passes = [(leaf_of_e[np.arange(n, dtype=np.int64) * nics], domain, 1.0)]
-    same_leaf = same_pod = same_sp = 0.0
-    for leaf, dom, weight in passes:
-        same_leaf += weight * _pairs_not_same_domain(leaf, dom)
-        if pod_of_leaf is not None:
-            same_pod += weight * _pairs_not_same_domain(pod_of_leaf[leaf], dom)
-        if superpod_of_leaf is not None:
-            same_sp += weight * _pairs_not_same_domain(superpod_of_leaf[leaf], dom)
+        leaf = leaf_of_e[np.arange(n, dtype=np.int64) * nics][None, :]
+        dom, weight = domain, 1.0
+    same_pod = same_sp = 0.0
+    same_leaf = weight * pairs_not_same_domain_rows(leaf, dom)
+    if pod_of_leaf is not None:
+        same_pod = weight * pairs_not_same_domain_rows(pod_of_leaf[leaf], dom)
+    if superpod_of_leaf is not None:
+        same_sp = weight * pairs_not_same_domain_rows(superpod_of_leaf[leaf], dom)
     if tiers == 2:
         return {1: same_leaf, 3: total - same_leaf}
     if tiers == 3:
         return {1: same_leaf, 3: same_pod - same_leaf, 5: total - same_pod}
     return {1: same_leaf, 3: same_pod - same_leaf, 5: same_sp - same_pod, 7: total - same_sp}
-
-
-def _pairs_not_same_domain(keys: np.ndarray, dom: np.ndarray) -> float:
-    """Ordered pairs sharing ``keys`` but not ``dom``."""
-    both = np.unique(keys * (int(dom.max()) + 1) + dom, return_inverse=True)[1]
-    return same_group_pairs(keys, keys) - same_group_pairs(both, both)
 
 
 # --------------------------------------------------------------------------------------

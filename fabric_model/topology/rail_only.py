@@ -321,7 +321,8 @@ def _rail_graph(
         rail0 += n_rails
         node_off += n_rails * n_sw
     a, b, cls = np.concatenate(a_all), np.concatenate(b_all), np.concatenate(cls_all)
-    order = np.argsort(cls, kind="stable")
+    # stable: the same order as sorting the int64 classes (int16 sorts by radix, no compares)
+    order = np.argsort(cls.astype(np.int16), kind="stable")
     return graph_from_cables(
         node_off,
         np.concatenate(tiers),

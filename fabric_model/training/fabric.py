@@ -29,6 +29,7 @@ from fabric_model.collectives import (
     times_from_models,
 )
 from fabric_model.scenario import Scenario
+from fabric_model.topology.fat_tree import clear_layout_cache
 from fabric_model.training.layout import DIMENSIONS, GroupContext, Layout
 
 __all__ = ["CommTime", "DimensionFabric", "clear_caches", "group_shape"]
@@ -103,6 +104,7 @@ def clear_caches() -> None:
     """Forget every cached fabric and model (tests use it to measure cold paths)."""
     _BASES.clear()
     _MODELS.clear()
+    clear_layout_cache()
 
 
 def _fabric_key(s: Scenario) -> tuple[Hashable, ...]:

@@ -92,6 +92,11 @@ class Layout:
         return math.prod(getattr(self, c) for c in DIMENSIONS[dim])
 
 
+#: Off: :func:`_slowest_group` lays out every group even when all are alike
+#: (``tests/test_speed_paths.py`` compares both).
+FAST_SLOWEST_GROUP = True
+
+
 def _slowest_group(members: np.ndarray, offsets: np.ndarray, dom: int) -> tuple[int, int]:
     """Pick the group whose layout over NVLink domains is the slowest; count the stragglers.
 
@@ -102,6 +107,10 @@ def _slowest_group(members: np.ndarray, offsets: np.ndarray, dom: int) -> tuple[
     puts the most traffic on each of those GPUs' NICs. Returns that group's index (0 when no
     group straddles: group 0 is then as fast as any) and how many groups straddle.
     """
+    if FAST_SLOWEST_GROUP and offsets.size > 1 and not np.any(offsets % dom):
+        # every group is group 0 moved by whole domains: all straddle alike, or none does
+        _, straddles = _slowest_group(members, offsets[:1], dom)
+        return 0, int(offsets.size) if straddles else 0
     k = members.size
     need = -(-k // dom)
     doms = (members[None, :] + offsets[:, None]) // dom
