@@ -7,11 +7,9 @@ import streamlit as st
 from fabric_model.errors import FabricModelError
 from fabric_model.summaries import step_headline
 from ui import facade
-from ui.collective_figures import busbw_curve_figure
-from ui.cost_figures import vendor_summary_frame
+from ui.overview import allreduce_curve_chart, step_share_chart, vendor_frame
 from ui.page_common import current_scenario, show_model_error
 from ui.theme import topology_label, vendor_label
-from ui.training_figures import step_share_figure
 from ui.widgets import chart, csv_download
 
 scenario = current_scenario()
@@ -69,7 +67,7 @@ if step.feasible and step.plan is not None:
         "Scaling page sweeps every size",
     )
     chart(
-        step_share_figure(step, f"Where the {step.step_time_s:,.2f} s step goes"),
+        step_share_chart(scenario),
         key="overview_step",
         name="overview step breakdown",
     )
@@ -162,15 +160,13 @@ if f.sharp and f.vendor != "infiniband":
     )
 
 chart(
-    busbw_curve_figure(
-        summary.allreduce_curve, f"All-reduce across {c.n_gpus:,} GPUs (NCCL-like algorithm choice)"
-    ),
+    allreduce_curve_chart(scenario),
     key="overview_busbw",
     name="overview allreduce busbw",
 )
 
 st.subheader("The same design on each vendor")
-vendors = vendor_summary_frame(facade.vendor_comparison(scenario))
+vendors = vendor_frame(scenario)
 st.dataframe(vendors, hide_index=True, width="stretch")
 csv_download(
     vendors,
