@@ -200,12 +200,9 @@ def auto_candidates(scenario: Scenario, op: str) -> tuple[str, ...]:
     As ``fabric_model.collectives.algo_models(ctx, op, "auto")``: SHARP only with
     ``fabric.sharp``, NVLS only with ``fabric.nvls``.
     """
-    from fabric_model.collectives import AUTO_CANDIDATES
+    from fabric_model.collectives.registry import auto_candidates as registry_candidates
 
-    f = scenario.fabric
-    return tuple(
-        a for a in AUTO_CANDIDATES[op] if (a != "sharp" or f.sharp) and (a != "nvls" or f.nvls)
-    )
+    return registry_candidates(scenario.fabric, op)
 
 
 def auto_models(

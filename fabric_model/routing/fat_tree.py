@@ -196,6 +196,29 @@ def _csr(paths: np.ndarray, n_links: int) -> FlowSet:
     return FlowSet(indptr, indices, np.ones(indices.size), n_links)
 
 
+def _explicit_routes(
+    topo: Topology,
+    paths: np.ndarray,
+    cap: np.ndarray,
+    conn: np.ndarray,
+    qps: int,
+    hops: np.ndarray,
+    policy: str,
+) -> RoutedFlows:
+    """One flow per queue pair along ``paths`` (rows of directed link ids, -1 = no hop)."""
+    labels, names = _class_labels(topo, ())
+    return RoutedFlows(
+        flows=_csr(paths, topo.graph.n_links),
+        link_capacity_Bps=cap,
+        link_class=labels,
+        class_names=names,
+        flow_of_connection=conn,
+        flow_fraction=np.full(conn.size, 1.0 / qps),
+        switch_hops=hops,
+        policy=policy,
+    )
+
+
 def _class_labels(topo: Topology, extra: tuple[str, ...]) -> tuple[np.ndarray, tuple[str, ...]]:
     names = tuple(lc.name for lc in topo.links) + extra
     return topo.graph.link_class.astype(np.int16), names
@@ -477,17 +500,7 @@ def _per_path(
         paths[xp, 2] = 2 * (base3 + cab_a)[xp]
         paths[xp, 3] = 2 * (base3 + cab_b)[xp] + 1
         paths[off, 4] = 2 * (n_e + b * u + j_b)[off] + 1
-    labels, names = _class_labels(topo, ())
-    return RoutedFlows(
-        flows=_csr(paths, topo.graph.n_links),
-        link_capacity_Bps=cap,
-        link_class=labels,
-        class_names=names,
-        flow_of_connection=conn,
-        flow_fraction=np.full(n, 1.0 / qps),
-        switch_hops=hops,
-        policy=policy,
-    )
+    return _explicit_routes(topo, paths, cap, conn, qps, hops, policy)
 
 
 def _wiring_4(topo: Topology, lay: dict[str, Any]) -> dict[str, Any]:
@@ -614,17 +627,7 @@ def _per_path_4(
     paths[xs, 4] = 2 * (base4 + dn4)[xs] + 1
     paths[xp, 5] = 2 * (base3 + cab_b)[xp] + 1
     paths[offl, 6] = 2 * (n_e + b * u + j_b)[offl] + 1
-    labels, names = _class_labels(topo, ())
-    return RoutedFlows(
-        flows=_csr(paths, topo.graph.n_links),
-        link_capacity_Bps=cap,
-        link_class=labels,
-        class_names=names,
-        flow_of_connection=conn,
-        flow_fraction=np.full(n, 1.0 / qps),
-        switch_hops=hops,
-        policy=policy,
-    )
+    return _explicit_routes(topo, paths, cap, conn, qps, hops, policy)
 
 
 #: Connections walked per kernel call: their uniforms are drawn into a buffer of
