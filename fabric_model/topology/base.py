@@ -219,6 +219,14 @@ class FabricGraph:
         return g
 
 
+def _both_ways(per_cable: np.ndarray, dtype: type[np.generic]) -> np.ndarray:
+    """Each cable's value twice, for its two directed links (``np.repeat(x, 2)``, 2x faster)."""
+    out = np.empty(2 * per_cable.shape[0], dtype=dtype)
+    out[0::2] = per_cable
+    out[1::2] = per_cable
+    return out
+
+
 def graph_from_cables(
     n_nodes: int,
     node_tier: np.ndarray,
@@ -241,8 +249,8 @@ def graph_from_cables(
         node_tier=node_tier.astype(np.int8),
         link_src=src,
         link_dst=dst,
-        link_capacity_Bps=np.repeat(cap.astype(np.float64), 2),
-        link_class=np.repeat(cable_class.astype(np.int16), 2),
+        link_capacity_Bps=_both_ways(cap, np.float64),
+        link_class=_both_ways(cable_class, np.int16),
         endpoint_node=np.arange(n_gpus * nics_per_gpu, dtype=np.int32).reshape(
             n_gpus, nics_per_gpu
         ),
@@ -401,9 +409,11 @@ def same_group_pairs(keys_i: np.ndarray, keys_j: np.ndarray) -> float:
     if keys_i.size == 0 or keys_j.size == 0:
         return 0.0
     n = int(max(keys_i.max(), keys_j.max())) + 1
-    ci = np.bincount(keys_i, minlength=n).astype(np.float64)
-    cj = np.bincount(keys_j, minlength=n).astype(np.float64)
-    return float(ci @ cj)
+    # Integer counts and an integer dot: exact, and no BLAS call (OpenBLAS wakes a
+    # spinning worker thread for a float dot of 10,000+ entries; the model does no algebra).
+    ci = np.bincount(keys_i, minlength=n)
+    cj = np.bincount(keys_j, minlength=n)
+    return float(int(np.dot(ci, cj)))
 
 
 def pairs_not_same_domain(keys: np.ndarray, dom: np.ndarray) -> float:

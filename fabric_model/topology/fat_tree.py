@@ -545,8 +545,8 @@ def _pair_counts(
     """
     n = req.n_gpus
     domain = np.arange(n, dtype=np.int64) // req.nvlink_domain
-    dom_sizes = np.bincount(domain).astype(np.float64)
-    total = float(n) * n - float(dom_sizes @ dom_sizes)
+    dom_sizes = np.bincount(domain)
+    total = float(n) * n - float(int(np.dot(dom_sizes, dom_sizes)))
     if total <= 0:
         return {}
     if tiers == 1:

@@ -123,23 +123,25 @@ def _pair_counts(
     the count runs over domain pairs weighted by ``size_a x size_b`` (bincounts, O(domains)).
     """
     n = req.n_gpus
-    dom_sizes = np.bincount(np.arange(n, dtype=np.int64) // req.nvlink_domain).astype(np.float64)
-    same_dom = float(dom_sizes @ dom_sizes)
+    dom_sizes = np.bincount(np.arange(n, dtype=np.int64) // req.nvlink_domain)
+    same_dom = float(int(np.dot(dom_sizes, dom_sizes)))
     total = float(n) * n - same_dom
     if total <= 0 or not multi_domain:
         return {}
     if rail.tiers == 1:
         return {1: total}
     down = int(rail.params["down_per_leaf"])
-    unit_sizes = np.full(n_units, float(unit))
+    unit_sizes = np.full(n_units, unit, dtype=np.int64)
     unit_sizes[-1] = n - unit * (n_units - 1)
     leaf_of_unit = np.arange(n_units, dtype=np.int64) // down
-    per_leaf = np.bincount(leaf_of_unit, weights=unit_sizes)
-    same_leaf = float(per_leaf @ per_leaf) - same_dom
+    per_leaf = np.bincount(leaf_of_unit, weights=unit_sizes).astype(np.int64)  # exact: < 2^53
+    same_leaf = float(int(np.dot(per_leaf, per_leaf))) - same_dom
     if rail.tiers == 2:
         return {1: same_leaf, 3: total - same_leaf}
-    per_pod = np.bincount(leaf_of_unit // int(rail.params["leaves_per_pod"]), weights=unit_sizes)
-    same_pod = float(per_pod @ per_pod) - same_dom
+    per_pod = np.bincount(
+        leaf_of_unit // int(rail.params["leaves_per_pod"]), weights=unit_sizes
+    ).astype(np.int64)
+    same_pod = float(int(np.dot(per_pod, per_pod))) - same_dom
     return {1: same_leaf, 3: same_pod - same_leaf, 5: total - same_pod}
 
 
