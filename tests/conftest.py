@@ -27,6 +27,10 @@ from typing import Any
 
 import pytest
 
+# Every flow set a router hands over unchecked (``FlowSet.built``) is checked in full under
+# the tests, in this process and in every server or CLI process a test starts.
+os.environ["FABRIC_MODEL_CHECK_FLOWS"] = "1"
+
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 

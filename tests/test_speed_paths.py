@@ -275,6 +275,70 @@ def test_first_round_is_the_full_solves_slowest_flow(inputs: tuple[FlowSet, np.n
     )
 
 
+def _rounds_equal(a: first_round.FirstRound | None, b: first_round.FirstRound | None) -> None:
+    assert (a is None) == (b is None)
+    if a is None or b is None:
+        return
+    assert a.level_Bps == b.level_Bps and a.worst_flow == b.worst_flow  # bit for bit
+    assert np.array_equal(a.worst_links, b.worst_links)
+    assert np.array_equal(a.worst_fill_Bps, b.worst_fill_Bps)
+    assert np.array_equal(a.fill_Bps, b.fill_Bps)
+    assert a.bottleneck_link() == b.bottleneck_link()
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(flow_sets(), st.integers(0, 40))
+def test_the_sparse_first_round_is_the_dense_one(
+    inputs: tuple[FlowSet, np.ndarray], spare: int
+) -> None:
+    """Sums over the crossed links only (a class solve) against every link's, ties included."""
+    fs, cap = inputs
+    cap = np.concatenate([cap, np.full(spare, 5.0)])  # links no flow crosses
+    demand = np.linspace(0.5, 3.0, fs.n_flows)
+    old = first_round.SPARSE_FRACTION
+    try:
+        got = {}
+        for frac in (0.0, np.inf):  # never sparse, always sparse
+            first_round.SPARSE_FRACTION = frac
+            got[frac] = (first_round.first_round(fs, cap), first_round.first_round(fs, cap, demand))
+    finally:
+        first_round.SPARSE_FRACTION = old
+    for dense, sparse in zip(got[0.0], got[np.inf], strict=True):
+        _rounds_equal(dense, sparse)
+
+
+def test_the_sparse_first_round_of_slots_is_the_dense_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A class solve's slot pattern (few flows, a fabric of links): both sums, the full solve."""
+    ctx = _ctx("dgx-h100-spectrum-x", {"cluster.n_gpus": 4096, "fabric.tiers": 3})
+    topo = ctx.topology
+    pick = np.random.default_rng(5)
+    src = pick.permutation(topo.n_endpoints)[:300]
+    dst = pick.permutation(topo.n_endpoints)[:300]
+    rf = route(topo, src, dst, "adaptive", ctx.capacity_Bps)
+    up, down, _ = ctx._endpoint_links
+    members = pick.integers(1, 9, src.size)
+    n_links = rf.link_capacity_Bps.size + 2 * src.size
+    flows = first_round.class_flows(rf, up[src], down[dst], members, n_links)
+    assert isinstance(flows, ColumnRouted)
+    capacity = np.concatenate(
+        [
+            rf.link_capacity_Bps,
+            members * ctx.capacity_Bps[up[src]],
+            members * ctx.capacity_Bps[down[dst]],
+        ]
+    )
+    assert flows.n_flows * len(flows.columns) < first_round.SPARSE_FRACTION * capacity.size
+    sparse = first_round.first_round(flows, capacity)
+    monkeypatch.setattr(first_round, "SPARSE_FRACTION", 0.0)
+    dense = first_round.first_round(flows, capacity)
+    _rounds_equal(dense, sparse)
+    sol = solve_maxmin(flows.flows, capacity)
+    assert sparse is not None and sparse.level_Bps == sol.rate_Bps.min()
+    assert sparse.bottleneck_link() == int(sol.bottleneck_link[int(np.argmin(sol.rate_Bps))])
+
+
 def test_first_round_declines_what_it_cannot_shortcut() -> None:
     fs = FlowSet(np.array([0, 1]), np.array([0]), np.array([1.0]), 1, np.array([5.0]))
     assert first_round.first_round(fs, np.array([10.0])) is None  # a demand

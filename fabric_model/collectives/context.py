@@ -584,7 +584,7 @@ class FabricContext:
             return None
         up, down, attach = self._endpoint_links
         cap = self.capacity_Bps
-        nominal = float(np.median(cap[up]))
+        nominal = self._nominal_nic_Bps
         n_nodes = topo.graph.n_nodes
         key_s = np.where(cap[up[src]] != nominal, n_nodes + src, attach[src])
         key_d = np.where(cap[down[dst]] != nominal, n_nodes + dst, attach[dst])
@@ -704,6 +704,12 @@ class FabricContext:
         up = order[indptr[:n_e]].astype(np.int64)
         return up, up ^ 1, g.link_dst[up].astype(np.int64)
 
+    @cached_property
+    def _nominal_nic_Bps(self) -> float:
+        """The NICs' nominal up-link rate (their median: a degraded NIC is the exception)."""
+        up, _, _ = self._endpoint_links
+        return float(np.median(self.capacity_Bps[up]))
+
     def solve_all_to_all(
         self,
         components: list[np.ndarray],
@@ -753,7 +759,7 @@ class FabricContext:
                 return by_orbit
         up, down, attach = self._endpoint_links
         cap = self.capacity_Bps
-        nominal = float(np.median(cap[up]))
+        nominal = self._nominal_nic_Bps
         n_nodes = self.topology.graph.n_nodes
         odd = (cap[up] < nominal) | (cap[down] < nominal)
         group_of = np.where(odd, n_nodes + np.arange(up.size), attach)
@@ -804,7 +810,7 @@ class FabricContext:
         up_cap = np.bincount(gi, weights=cap[up[all_ep]], minlength=groups.size)
         dn_cap = np.bincount(gi, weights=cap[down[all_ep]], minlength=groups.size)
         capacity = np.concatenate([rf.link_capacity_Bps, up_cap, dn_cap])
-        flows = FlowSet(
+        flows = FlowSet.built(
             fl.flow_link_indptr,
             idx,
             fl.flow_link_weights * (n_members * demand)[row],

@@ -69,13 +69,28 @@ class FirstRound:
     worst_fill_Bps : np.ndarray
         Their fill levels ``c / W``: the kernel takes round one's links from its heap in
         this order, so the first of the smallest froze the worst flow.
+    used_links : np.ndarray
+        Every link a flow crosses, ascending (the solver's heap holds these).
+    used_fill_Bps : np.ndarray
+        Their fill levels; :attr:`fill_Bps` spreads them over all ``n_links``.
+    n_links : int
+        Links of the capacity vector.
     """
 
     level_Bps: float
     worst_flow: int
     worst_links: np.ndarray
     worst_fill_Bps: np.ndarray
-    fill_Bps: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+    used_links: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, np.int64))
+    used_fill_Bps: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+    n_links: int = 0
+
+    @property
+    def fill_Bps(self) -> np.ndarray:
+        """Every link's fill level ``c / W`` (``inf`` where no flow crosses)."""
+        fill = np.full(self.n_links, np.inf)
+        fill[self.used_links] = self.used_fill_Bps
+        return fill
 
     def bottleneck_candidates(self) -> np.ndarray:
         """Return the links that may have frozen the worst flow (smallest fill level).
@@ -94,9 +109,30 @@ class FirstRound:
             return int(cands[0])
         from fabric_model.collectives._heap_order import first_popped
 
-        mark = np.zeros(self.fill_Bps.size, dtype=bool)
+        mark = np.zeros(self.n_links, dtype=bool)
         mark[cands] = True
         return int(first_popped(self.fill_Bps, mark))
+
+
+#: A pattern whose flows cross fewer than ``1 / SPARSE_FRACTION`` of the links (a class solve:
+#: a few thousand flows on a million links) sums its loads over the links it crosses only;
+#: the same sums in the same order (``tests/test_speed_paths.py``). Off: always dense.
+SPARSE_FRACTION = 0.25
+
+
+def _first_of(
+    level_links: np.ndarray,
+    weight: np.ndarray,
+    cap: np.ndarray,
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Fill levels of the links ``level_links`` with summed ``weight``: (t1, used, fill, sat)."""
+    keep = weight > 0.0  # every weight is > 0: a link carries weight iff a flow crosses it
+    if not keep.any():
+        return None
+    used = level_links[keep]
+    fill = cap[used] / weight[keep]
+    level = max(0.0, float(fill.min()))
+    return level, used, fill, fill <= level * (1.0 + REL_TOL)
 
 
 def first_round(
@@ -110,40 +146,103 @@ def first_round(
     with each flow's weights scaled by ``flow_weight``. None where the shortcut does not
     apply and the caller must solve in full: flows with demands, no flow crossing a link,
     or a capacity the solver would refuse (it then raises as it always has).
+
+    A flow set or a :class:`~fabric_model.routing.base.ColumnRouted` pattern with few
+    entries for its links (:data:`SPARSE_FRACTION`) is summed over the links it crosses
+    only: each link's weights in the same order, so the same sums bit for bit.
     """
     cap = np.asarray(link_capacity_Bps, dtype=np.float64)
-    if not np.all(np.isfinite(cap) & (cap > 0.0)):
+    # all finite and > 0 (a NaN fails both comparisons)
+    if cap.size and not (float(cap.min()) > 0.0 and float(cap.max()) < np.inf):
         return None
+    if isinstance(flows, ColumnRouted) and flows.n_space == cap.size:
+        if flows.n_flows * len(flows.columns) < SPARSE_FRACTION * cap.size:
+            links, weight = flows.used_link_loads(flow_weight)
+            got = _first_of(links, weight, cap)
+            if got is None:
+                return None
+            level, used, fill, sat = got
+            mark = np.zeros(cap.size, dtype=bool)
+            mark[used[sat]] = True
+            worst, wl = flows.first_flow_on(mark)
+            return _result(level, worst, wl.astype(np.int64), used, fill, cap.size)
     walked = hasattr(flows, "link_loads")
+    if not walked:
+        idx = flows.flow_link_indices
+        if flows.flow_demand_Bps is not None or idx.size == 0 or flows.n_links > cap.size:
+            return None
+        fw = np.zeros(0) if flow_weight is None else np.ascontiguousarray(flow_weight, float)
+        if idx.size < SPARSE_FRACTION * cap.size:
+            # the kernel's sums over the crossed links only, renumbered in link order
+            links, inverse = np.unique(idx, return_inverse=True)
+            compact = np.ascontiguousarray(inverse.ravel(), np.int32)
+            compact.flags.writeable = False
+            weight = np.zeros(links.size)
+            _kernels.link_weights(
+                flows.flow_link_indptr, compact, flows.flow_link_weights, fw, weight
+            )
+            got = _first_of(links.astype(np.int64), weight, cap)
+            if got is None:
+                return None
+            level, used, fill, sat = got
+            on = np.zeros(links.size, dtype=bool)
+            on[np.searchsorted(links, used[sat])] = True
+            on.flags.writeable = False
+            entry = int(_kernels.first_entry_on(compact, on))
+            return _entry_result(flows, entry, level, used, fill, cap.size)
     if walked:
         weight = flows.link_loads(flow_weight)
     else:
-        idx = flows.flow_link_indices
-        if flows.flow_demand_Bps is not None or idx.size == 0:
-            return None
         # the kernel's unfrozen weight per link: a sequential sum in entry order, as
         # bincount's, each entry times its flow's weight (weighted_flows' entries, unbuilt)
         weight = np.zeros(max(cap.size, flows.n_links))
-        fw = np.zeros(0) if flow_weight is None else np.ascontiguousarray(flow_weight, float)
         _kernels.link_weights(flows.flow_link_indptr, idx, flows.flow_link_weights, fw, weight)
-        weight = weight[: cap.size] if flows.n_links <= cap.size else weight
+        weight = weight[: cap.size]
     if weight.size != cap.size:
         return None
-    used = weight > 0.0  # every weight is > 0: a link carries weight iff a flow crosses it
-    if not used.any():
+    got = _first_of(np.arange(cap.size), weight, cap)
+    if got is None:
         return None
-    fill = np.full(cap.size, np.inf)
-    fill[used] = cap[used] / weight[used]
-    level = max(0.0, float(fill.min()))
-    saturated = fill <= level * (1.0 + REL_TOL)
+    level, used, fill, sat = got
+    saturated = np.zeros(cap.size, dtype=bool)
+    saturated[used[sat]] = True
     if walked:
         worst, links = flows.first_flow_on(saturated)
-    else:
-        entry = int(_kernels.first_entry_on(idx, saturated))  # first on a saturated link
-        worst = int(np.searchsorted(flows.flow_link_indptr, entry, side="right")) - 1
-        links = idx[flows.flow_link_indptr[worst] : flows.flow_link_indptr[worst + 1]]
-    links = links[saturated[links]].astype(np.int64)
-    return FirstRound(level, int(worst), links, fill[links], fill)
+        return _result(level, worst, links.astype(np.int64), used, fill, cap.size)
+    entry = int(_kernels.first_entry_on(idx, saturated))  # first on a saturated link
+    return _entry_result(flows, entry, level, used, fill, cap.size)
+
+
+def _entry_result(
+    flows: FlowSet,
+    entry: int,
+    level: float,
+    used: np.ndarray,
+    fill: np.ndarray,
+    n_links: int,
+) -> FirstRound:
+    """Return the first round whose worst flow holds flow-set entry ``entry``."""
+    worst = int(np.searchsorted(flows.flow_link_indptr, entry, side="right")) - 1
+    indptr = flows.flow_link_indptr
+    links = flows.flow_link_indices[indptr[worst] : indptr[worst + 1]].astype(np.int64)
+    return _result(level, worst, links, used, fill, n_links)
+
+
+def _result(
+    level: float,
+    worst: int,
+    links: np.ndarray,
+    used: np.ndarray,
+    fill: np.ndarray,
+    n_links: int,
+) -> FirstRound:
+    """Keep the worst flow's round-one links (those of smallest fill in ``used``)."""
+    pos = np.searchsorted(used, links)
+    pos = np.minimum(pos, used.size - 1)
+    crossed = used[pos] == links
+    on = np.zeros(links.size, dtype=bool)
+    on[crossed] = fill[pos[crossed]] <= level * (1.0 + REL_TOL)
+    return FirstRound(level, int(worst), links[on], fill[pos[on]], used, fill, n_links)
 
 
 def slowest(
@@ -189,7 +288,7 @@ def weighted_flows(rf: Any, demand: np.ndarray | None) -> FlowSet:
         return flows
     lengths = np.diff(flows.flow_link_indptr)
     per_flow = demand[rf.flow_of_connection]
-    return FlowSet(
+    return FlowSet.built(
         flows.flow_link_indptr,
         flows.flow_link_indices,
         flows.flow_link_weights * np.repeat(per_flow, lengths),
@@ -238,7 +337,7 @@ def class_flows(
     is_dn = idx == down[conn]
     idx[is_up] = n_base + conn[is_up]
     idx[is_dn] = n_base + n_cls + conn[is_dn]
-    return FlowSet(
+    return FlowSet.built(
         fl.flow_link_indptr,
         idx,
         fl.flow_link_weights * members[conn],

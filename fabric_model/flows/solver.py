@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, SupportsFloat, SupportsIndex
@@ -21,8 +22,10 @@ from fabric_model.flows import _kernels, _reference
 
 __all__ = ["FlowSet", "FlowSolution", "flowset_from_paths", "solve_maxmin"]
 
-#: On: :meth:`FlowSet.built` checks its arrays as the constructor does (the tests turn it on).
-CHECK_BUILT = False
+#: On: :meth:`FlowSet.built` checks its arrays as the constructor does. The test suite turns
+#: it on for every test and every process it starts (``FABRIC_MODEL_CHECK_FLOWS=1``, set in
+#: ``tests/conftest.py``), so every router's output is checked wherever the tests route.
+CHECK_BUILT = os.environ.get("FABRIC_MODEL_CHECK_FLOWS") == "1"
 
 #: Weights may exceed 1 by this much, so fractions such as 3 x (1/3) that round past 1 pass.
 WEIGHT_SLACK = 1e-9

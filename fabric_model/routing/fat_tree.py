@@ -193,7 +193,7 @@ def _csr(paths: np.ndarray, n_links: int) -> FlowSet:
     indptr = np.zeros(paths.shape[0] + 1, dtype=np.int64)
     np.cumsum(valid.sum(axis=1), out=indptr[1:])
     indices = paths[valid]
-    return FlowSet(indptr, indices, np.ones(indices.size), n_links)
+    return FlowSet.built(indptr, indices, np.ones(indices.size), n_links)  # checked in the tests
 
 
 def _explicit_routes(

@@ -340,7 +340,7 @@ def route_rail_only(
         indptr, idx, wts = _reorder_rows(indptr, idx, wts, order)
         flow_conn, flow_frac = flow_conn[order], flow_frac[order]
     return RoutedFlows(
-        flows=FlowSet(indptr, idx, wts, n_space),
+        flows=FlowSet.built(indptr, idx, wts, n_space),  # checked in the tests
         link_capacity_Bps=capacity,
         link_class=labels,
         class_names=class_names,
