@@ -200,6 +200,12 @@ def _descendants(pid: int) -> list[int]:
     return seen[1:]
 
 
+def _browser_cpu_seconds(server_pid: int | None) -> float:
+    """User + system CPU seconds of this script's processes other than the server's."""
+    server = {server_pid, *_descendants(server_pid)} if server_pid else set()
+    return sum(_cpu_seconds(p) or 0.0 for p in _descendants(os.getpid()) if p not in server)
+
+
 def pid_listening_on(url: str) -> int | None:
     """The pid of the local process that listens on the URL's port (readable ones only)."""
     port = urlsplit(url).port or 80
@@ -472,6 +478,7 @@ async def load_test(args: argparse.Namespace, base: str, server_pid: int | None)
         sampler.start()
         rss_before = _status_kb(server_pid, "VmRSS") if server_pid else None
         cpu_before = _cpu_seconds(server_pid) if server_pid else None
+        browser_before = _browser_cpu_seconds(server_pid)
         start, loaded = Start(asyncio.Semaphore(max(1, args.parallel_loads))), asyncio.Queue()
         tasks = [
             asyncio.create_task(
@@ -488,6 +495,7 @@ async def load_test(args: argparse.Namespace, base: str, server_pid: int | None)
         elapsed = time.monotonic() - t_start
         await sampler.stop()
         cpu_after = _cpu_seconds(server_pid) if server_pid else None
+        browser_used = _browser_cpu_seconds(server_pid) - browser_before
         for b in browsers:
             await b.close()
 
@@ -541,6 +549,11 @@ async def load_test(args: argparse.Namespace, base: str, server_pid: int | None)
     else:
         print("server RSS  n/a (no readable local process listens on that port)")
     print(f"browser RSS {sampler.browser_peak_kb / mib:,.0f} MiB peak (chromium processes summed)")
+    per_move = f", {browser_used / len(latencies) * 1000:,.0f} ms per move" if latencies else ""
+    print(
+        f"browser CPU {browser_used:,.1f} s ({browser_used / elapsed:.0%} of one core{per_move};"
+        " chromium processes summed)"
+    )
     print(f"load avg    {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     return 1 if n_errors else 0
 
