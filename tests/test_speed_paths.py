@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -331,9 +332,14 @@ def test_the_sparse_first_round_of_slots_is_the_dense_one(
     )
     assert flows.n_flows * len(flows.columns) < first_round.SPARSE_FRACTION * capacity.size
     sparse = first_round.first_round(flows, capacity)
+    n_base = rf.link_capacity_Bps.size
+    appended = first_round.Appended(capacity[:n_base], capacity[n_base:])  # as the model does
+    assert np.array_equal(np.asarray(appended), capacity)
+    _rounds_equal(sparse, first_round.first_round(flows, appended))
     monkeypatch.setattr(first_round, "SPARSE_FRACTION", 0.0)
     dense = first_round.first_round(flows, capacity)
     _rounds_equal(dense, sparse)
+    _rounds_equal(dense, first_round.first_round(flows, appended))
     sol = solve_maxmin(flows.flows, capacity)
     assert sparse is not None and sparse.level_Bps == sol.rate_Bps.min()
     assert sparse.bottleneck_link() == int(sol.bottleneck_link[int(np.argmin(sol.rate_Bps))])
@@ -407,6 +413,7 @@ def test_fast_paths_give_the_reference_results(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setattr(topo_fat_tree, "POD_LAYOUT_CACHE", False)
     monkeypatch.setattr(topo_fat_tree, "FAST_GROUPS", False)
     monkeypatch.setattr(training_layout, "FAST_SLOWEST_GROUP", False)
+    monkeypatch.setattr(training_layout, "FAST_PHYSICAL", False)
     reference = _results(s)
     clear_caches()
     assert _equal(fast, reference)
@@ -797,3 +804,38 @@ def test_alike_groups_shortcut_equals_laying_out_every_group(
         finally:
             training_layout.FAST_SLOWEST_GROUP = True
         assert fast == ref
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    domains=st.integers(1, 12),
+    dom=st.sampled_from([1, 2, 4, 8, 72]),
+    nics=st.sampled_from([1, 2, 8]),
+    n_logical=st.integers(0, 40),
+    n_groups=st.integers(1, 6),
+    seed=st.integers(0, 2**16),
+)
+def test_physical_endpoints_kernel_equals_the_numpy_expression(
+    domains: int, dom: int, nics: int, n_logical: int, n_groups: int, seed: int
+) -> None:
+    """``GroupContext._physical``: the one-pass kernel against the NumPy form."""
+    pick = np.random.default_rng(seed)
+    n_gpus = domains * dom
+    # the method reads only these fields of its context
+    probe = SimpleNamespace(
+        scenario=SimpleNamespace(cluster=SimpleNamespace(n_gpus=n_gpus, nvlink_domain=dom)),
+        nics=nics,
+        cluster_domain_order=pick.permutation(domains).astype(np.int64),
+    )
+    probe._gpu_place = training_layout.GroupContext._gpu_place.func(probe)  # type: ignore[arg-type]
+    logical = pick.integers(0, n_gpus * nics, n_logical)
+    # offsets as the model keeps them (mod the cluster), and beyond or below it
+    offsets = np.sort(pick.integers(-n_gpus, 3 * n_gpus, n_groups)).astype(np.int64)
+    method = training_layout.GroupContext._physical
+    fast = method(probe, logical, offsets)  # type: ignore[arg-type]
+    training_layout.FAST_PHYSICAL = False
+    try:
+        ref = method(probe, logical, offsets)  # type: ignore[arg-type]
+    finally:
+        training_layout.FAST_PHYSICAL = True
+    assert fast.dtype == np.int64 and np.array_equal(fast, ref)

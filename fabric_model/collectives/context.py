@@ -145,7 +145,7 @@ def _link_name(rf: Any, link: int) -> str:
 
 def _slowest(
     flows: FlowSet,
-    capacity_Bps: np.ndarray,
+    capacity_Bps: Any,
     flow_fraction: np.ndarray,
     name: Any,
     need_name: bool = True,
@@ -599,10 +599,14 @@ class FabricContext:
         n_cls = rep_s.size
         rf = route(topo, rep_s, rep_d, "adaptive", cap)
         n_base = rf.link_capacity_Bps.size
-        capacity = np.concatenate(
-            [rf.link_capacity_Bps, members * cap[up[rep_s]], members * cap[down[rep_d]]]
+        from fabric_model.collectives.first_round import Appended, class_flows
+
+        # the fabric's links, then each class's aggregate NIC links (not copied: the first
+        # round reads the few it crosses)
+        capacity = Appended(
+            rf.link_capacity_Bps,
+            np.concatenate([members * cap[up[rep_s]], members * cap[down[rep_d]]]),
         )
-        from fabric_model.collectives.first_round import class_flows
 
         # each class's NIC links become its members' summed links, its weights x members
         flows = class_flows(rf, up[rep_s], down[rep_d], members, capacity.size)
@@ -622,7 +626,7 @@ class FabricContext:
                 int(hops.max()),
                 lambda: self._solve_by_class(src, dst, full=True),
             )
-        sol = solve_maxmin(getattr(flows, "flows", flows), capacity)
+        sol = solve_maxmin(getattr(flows, "flows", flows), np.asarray(capacity))
         rate = np.full(n_cls, np.inf)
         np.minimum.at(rate, rf.flow_of_connection, sol.rate_Bps / rf.flow_fraction)
         worst = int(np.argmin(sol.rate_Bps))

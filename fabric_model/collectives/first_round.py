@@ -114,6 +114,47 @@ class FirstRound:
         return int(first_popped(self.fill_Bps, mark))
 
 
+@dataclass(frozen=True)
+class Appended:
+    """Capacities ``base`` then ``extra`` as one vector, without copying ``base``.
+
+    A class solve's capacity: the fabric's links (millions) and each class's aggregate NIC
+    links (thousands). :func:`first_round` reads the entries its sparse sums need;
+    ``np.asarray`` gives the whole vector.
+    """
+
+    base: np.ndarray
+    extra: np.ndarray
+
+    @property
+    def size(self) -> int:
+        """Entries of the whole vector."""
+        return int(self.base.size + self.extra.size)
+
+    def __getitem__(self, idx: np.ndarray) -> np.ndarray:
+        """Return the entries at the (integer) indices ``idx``."""
+        idx = np.asarray(idx, dtype=np.int64)
+        n = self.base.size
+        low = idx < n
+        out = np.empty(idx.size)
+        out[low] = self.base[idx[low]]
+        out[~low] = self.extra[idx[~low] - n]
+        return out
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """Return the whole vector (a copy)."""
+        return np.concatenate([self.base, self.extra]).astype(dtype or np.float64)
+
+    def all_positive_finite(self) -> bool:
+        """Whether every entry is finite and > 0 (the solver refuses any other)."""
+        return _positive_finite(self.base) and _positive_finite(self.extra)
+
+
+def _positive_finite(cap: np.ndarray) -> bool:
+    """All finite and > 0, in two reductions (a NaN fails both comparisons)."""
+    return not cap.size or (float(cap.min()) > 0.0 and float(cap.max()) < np.inf)
+
+
 #: A pattern whose flows cross fewer than ``1 / SPARSE_FRACTION`` of the links (a class solve:
 #: a few thousand flows on a million links) sums its loads over the links it crosses only;
 #: the same sums in the same order (``tests/test_speed_paths.py``). Off: always dense.
@@ -123,7 +164,7 @@ SPARSE_FRACTION = 0.25
 def _first_of(
     level_links: np.ndarray,
     weight: np.ndarray,
-    cap: np.ndarray,
+    cap: np.ndarray | Appended,
 ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray] | None:
     """Fill levels of the links ``level_links`` with summed ``weight``: (t1, used, fill, sat)."""
     keep = weight > 0.0  # every weight is > 0: a link carries weight iff a flow crosses it
@@ -136,7 +177,7 @@ def _first_of(
 
 
 def first_round(
-    flows: Any, link_capacity_Bps: np.ndarray, flow_weight: np.ndarray | None = None
+    flows: Any, link_capacity_Bps: np.ndarray | Appended, flow_weight: np.ndarray | None = None
 ) -> FirstRound | None:
     """Return the first round of ``solve_maxmin(flows, link_capacity_Bps)``, or None.
 
@@ -151,10 +192,14 @@ def first_round(
     entries for its links (:data:`SPARSE_FRACTION`) is summed over the links it crosses
     only: each link's weights in the same order, so the same sums bit for bit.
     """
-    cap = np.asarray(link_capacity_Bps, dtype=np.float64)
-    # all finite and > 0 (a NaN fails both comparisons)
-    if cap.size and not (float(cap.min()) > 0.0 and float(cap.max()) < np.inf):
-        return None
+    if isinstance(link_capacity_Bps, Appended):
+        cap: Any = link_capacity_Bps
+        if not cap.all_positive_finite():
+            return None
+    else:
+        cap = np.asarray(link_capacity_Bps, dtype=np.float64)
+        if not _positive_finite(cap):
+            return None
     if isinstance(flows, ColumnRouted) and flows.n_space == cap.size:
         if flows.n_flows * len(flows.columns) < SPARSE_FRACTION * cap.size:
             links, weight = flows.used_link_loads(flow_weight)
@@ -190,6 +235,7 @@ def first_round(
             on.flags.writeable = False
             entry = int(_kernels.first_entry_on(compact, on))
             return _entry_result(flows, entry, level, used, fill, cap.size)
+    cap = np.asarray(cap, dtype=np.float64)  # every link's: the whole vector
     if walked:
         weight = flows.link_loads(flow_weight)
     else:
@@ -247,7 +293,7 @@ def _result(
 
 def slowest(
     flows: Any,
-    link_capacity_Bps: np.ndarray,
+    link_capacity_Bps: np.ndarray | Appended,
     flow_fraction: np.ndarray | float,
     name: Callable[[int], str],
     need_name: bool = True,

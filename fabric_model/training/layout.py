@@ -96,6 +96,18 @@ class Layout:
 #: (``tests/test_speed_paths.py`` compares both).
 FAST_SLOWEST_GROUP = True
 
+#: Off: :meth:`GroupContext._physical` by its NumPy expression (the tests compare the two).
+FAST_PHYSICAL = True
+
+
+def _readonly_int64(values: np.ndarray) -> np.ndarray:
+    """``values`` as a C-contiguous int64 array the kernels take read-only (no copy if it is)."""
+    out = np.ascontiguousarray(values, dtype=np.int64)
+    if out.flags.writeable:
+        out = out.view()
+        out.flags.writeable = False
+    return out
+
 
 def _slowest_group(members: np.ndarray, offsets: np.ndarray, dom: int) -> tuple[int, int]:
     """Pick the group whose layout over NVLink domains is the slowest; count the stragglers.
@@ -239,10 +251,24 @@ class GroupContext(FabricContext):
         """Every logical NIC endpoint of the communicator."""
         return (self.members[:, None] * self.nics + np.arange(self.nics)).ravel()
 
+    @cached_property
+    def _gpu_place(self) -> np.ndarray:
+        """The physical GPU of each cluster GPU: its NVLink domain placed by the domain order."""
+        gpu = np.arange(self.scenario.cluster.n_gpus, dtype=np.int64)
+        dom = self.scenario.cluster.nvlink_domain
+        return _readonly_int64(self.cluster_domain_order[gpu // dom] * dom + gpu % dom)
+
     def _physical(self, logical: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """Physical endpoints of ``logical`` shifted to each group of ``offsets`` (row-major)."""
         nics = self.nics
         n_total = self.scenario.cluster.n_gpus
+        if FAST_PHYSICAL:  # one pass (training/_kernels.py), equal to the expression below
+            from fabric_model.training._kernels import physical_endpoints
+
+            src = _readonly_int64(logical)
+            out = np.empty(offsets.size * src.size, dtype=np.int64)
+            physical_endpoints(src, _readonly_int64(offsets), self._gpu_place, nics, out)
+            return out
         gpu = ((np.asarray(logical, np.int64) // nics)[None, :] + offsets[:, None]) % n_total
         dom = self.scenario.cluster.nvlink_domain
         phys_gpu = self.cluster_domain_order[gpu // dom] * dom + gpu % dom
