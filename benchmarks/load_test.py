@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import math
 import os
+import random
 import re
 import shutil
 import socket
@@ -200,12 +201,6 @@ def _descendants(pid: int) -> list[int]:
     return seen[1:]
 
 
-def _browser_cpu_seconds(server_pid: int | None) -> float:
-    """User + system CPU seconds of this script's processes other than the server's."""
-    server = {server_pid, *_descendants(server_pid)} if server_pid else set()
-    return sum(_cpu_seconds(p) or 0.0 for p in _descendants(os.getpid()) if p not in server)
-
-
 def pid_listening_on(url: str) -> int | None:
     """The pid of the local process that listens on the URL's port (readable ones only)."""
     port = urlsplit(url).port or 80
@@ -231,7 +226,13 @@ def pid_listening_on(url: str) -> int | None:
 
 @dataclass
 class MemorySampler:
-    """Samples the server's RSS and the summed RSS of this script's browser processes."""
+    """Samples the server's RSS and the browser processes' summed RSS and CPU time.
+
+    A browser process's CPU is read at every sample (a session's renderer exits when its
+    context closes, taking its counters with it): :meth:`browser_cpu_since_mark` sums each
+    process's CPU since :meth:`mark` (since its start for one born later), up to its last
+    sample.
+    """
 
     server_pid: int | None
     interval_s: float = 0.5
@@ -240,6 +241,17 @@ class MemorySampler:
     #: (monotonic time s, server RSS kB) of every sample, for the memory growth
     server_samples: list[tuple[float, int]] = field(default_factory=list)
     _task: asyncio.Task | None = None
+    _browser_cpu: dict[int, float] = field(default_factory=dict)
+    _browser_mark: dict[int, float] = field(default_factory=dict)
+
+    def mark(self) -> None:
+        """Start counting the browsers' CPU from now."""
+        self.sample()
+        self._browser_mark = dict(self._browser_cpu)
+
+    def browser_cpu_since_mark(self) -> float:
+        """CPU seconds the browser processes used since :meth:`mark`."""
+        return sum(v - self._browser_mark.get(p, 0.0) for p, v in self._browser_cpu.items())
 
     def sample(self) -> None:
         server = set()
@@ -249,6 +261,10 @@ class MemorySampler:
             self.server_peak_kb = max(self.server_peak_kb, rss_kb)
             self.server_samples.append((time.monotonic(), rss_kb))
         browser = [p for p in _descendants(os.getpid()) if p not in server]
+        for p in browser:
+            cpu = _cpu_seconds(p)
+            if cpu is not None:
+                self._browser_cpu[p] = cpu
         self.browser_peak_kb = max(
             self.browser_peak_kb, sum(_status_kb(p, "VmRSS") or 0 for p in browser)
         )
@@ -330,6 +346,7 @@ async def run_session(
 ) -> SessionResult:
     """One user: open the page, wait for the common start, move the slider until the end."""
     res = SessionResult()
+    think = random.Random(index)  # each session's pauses, the same run to run
     timeout_ms = args.timeout * 1000
     context = await browser.new_context(viewport=VIEWPORT)
     page = await context.new_page()
@@ -347,6 +364,8 @@ async def run_session(
         return res
     await loaded.put(index)
     await start.event.wait()
+    if args.think_ms:  # users do not all start at the same instant either
+        await asyncio.sleep(think.random() * args.think_ms / 1000)
 
     slider = slider_locator(page, args.slider)
     deadline = start.deadline
@@ -402,8 +421,9 @@ async def run_session(
             res.errors[name] += 1
             with contextlib.suppress(Exception):
                 await wait_drawn(page, timeout_ms)
-        if args.think_ms:
-            await asyncio.sleep(args.think_ms / 1000)
+        if args.think_ms:  # a user reads the result: mean think_ms, +- think_jitter of it
+            jitter = args.think_jitter * (2 * think.random() - 1)
+            await asyncio.sleep(args.think_ms * (1 + jitter) / 1000)
     await context.close()
     return res
 
@@ -477,8 +497,6 @@ async def load_test(args: argparse.Namespace, base: str, server_pid: int | None)
 
         sampler.start()
         rss_before = _status_kb(server_pid, "VmRSS") if server_pid else None
-        cpu_before = _cpu_seconds(server_pid) if server_pid else None
-        browser_before = _browser_cpu_seconds(server_pid)
         start, loaded = Start(asyncio.Semaphore(max(1, args.parallel_loads))), asyncio.Queue()
         tasks = [
             asyncio.create_task(
@@ -488,6 +506,9 @@ async def load_test(args: argparse.Namespace, base: str, server_pid: int | None)
         ]
         for _ in range(args.sessions):
             await loaded.get()
+        # CPU of the moves phase only (the page loads before it are not moves)
+        cpu_before = _cpu_seconds(server_pid) if server_pid else None
+        sampler.mark()
         t_start = time.monotonic()
         start.deadline = t_start + args.seconds
         start.event.set()
@@ -495,7 +516,7 @@ async def load_test(args: argparse.Namespace, base: str, server_pid: int | None)
         elapsed = time.monotonic() - t_start
         await sampler.stop()
         cpu_after = _cpu_seconds(server_pid) if server_pid else None
-        browser_used = _browser_cpu_seconds(server_pid) - browser_before
+        browser_used = sampler.browser_cpu_since_mark()
         for b in browsers:
             await b.close()
 
@@ -579,7 +600,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="sessions that open their page at the same time before the moves start",
     )
     p.add_argument("--timeout", type=float, default=30, help="seconds before a move times out")
-    p.add_argument("--think-ms", type=float, default=0, help="pause between moves")
+    p.add_argument("--think-ms", type=float, default=0, help="mean pause between a session's moves")
+    p.add_argument(
+        "--think-jitter",
+        type=float,
+        default=0.5,
+        help="each pause is think-ms x uniform(1 - j, 1 + j), so sessions do not move in step",
+    )
     p.add_argument("--poll-ms", type=float, default=20, help="redraw check interval")
     args = p.parse_args(argv)
     if args.sessions < 1 or args.seconds <= 0:
