@@ -832,7 +832,11 @@ def test_physical_endpoints_kernel_equals_the_numpy_expression(
     # offsets as the model keeps them (mod the cluster), and beyond or below it
     offsets = np.sort(pick.integers(-n_gpus, 3 * n_gpus, n_groups)).astype(np.int64)
     method = training_layout.GroupContext._physical
-    fast = method(probe, logical, offsets)  # type: ignore[arg-type]
+    training_layout.PHYSICAL_KERNEL_MIN_ENTRIES = 0  # the kernel at every size
+    try:
+        fast = method(probe, logical, offsets)  # type: ignore[arg-type]
+    finally:
+        training_layout.PHYSICAL_KERNEL_MIN_ENTRIES = 65_536
     training_layout.FAST_PHYSICAL = False
     try:
         ref = method(probe, logical, offsets)  # type: ignore[arg-type]

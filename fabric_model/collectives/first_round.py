@@ -29,14 +29,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from fabric_model.collectives import _kernels
 from fabric_model.collectives.context import PatternResult
 from fabric_model.flows import FlowSet
-from fabric_model.flows._kernels import REL_TOL
+from fabric_model.flows._tolerance import REL_TOL
 from fabric_model.routing.base import ColumnRouted
 
 __all__ = [
@@ -52,6 +52,13 @@ __all__ = [
 
 #: Off: every pattern is solved in full (the tests compare the two paths).
 ENABLED = True
+
+
+def _kernels() -> ModuleType:
+    """Return the first round's numba kernels, imported on first use (no compiler until then)."""
+    from fabric_model.collectives import _kernels as kernels
+
+    return kernels
 
 
 @dataclass(frozen=True)
@@ -223,7 +230,7 @@ def first_round(
             compact = np.ascontiguousarray(inverse.ravel(), np.int32)
             compact.flags.writeable = False
             weight = np.zeros(links.size)
-            _kernels.link_weights(
+            _kernels().link_weights(
                 flows.flow_link_indptr, compact, flows.flow_link_weights, fw, weight
             )
             got = _first_of(links.astype(np.int64), weight, cap)
@@ -233,7 +240,7 @@ def first_round(
             on = np.zeros(links.size, dtype=bool)
             on[np.searchsorted(links, used[sat])] = True
             on.flags.writeable = False
-            entry = int(_kernels.first_entry_on(compact, on))
+            entry = int(_kernels().first_entry_on(compact, on))
             return _entry_result(flows, entry, level, used, fill, cap.size)
     cap = np.asarray(cap, dtype=np.float64)  # every link's: the whole vector
     if walked:
@@ -242,7 +249,7 @@ def first_round(
         # the kernel's unfrozen weight per link: a sequential sum in entry order, as
         # bincount's, each entry times its flow's weight (weighted_flows' entries, unbuilt)
         weight = np.zeros(max(cap.size, flows.n_links))
-        _kernels.link_weights(flows.flow_link_indptr, idx, flows.flow_link_weights, fw, weight)
+        _kernels().link_weights(flows.flow_link_indptr, idx, flows.flow_link_weights, fw, weight)
         weight = weight[: cap.size]
     if weight.size != cap.size:
         return None
@@ -255,7 +262,7 @@ def first_round(
     if walked:
         worst, links = flows.first_flow_on(saturated)
         return _result(level, worst, links.astype(np.int64), used, fill, cap.size)
-    entry = int(_kernels.first_entry_on(idx, saturated))  # first on a saturated link
+    entry = int(_kernels().first_entry_on(idx, saturated))  # first on a saturated link
     return _entry_result(flows, entry, level, used, fill, cap.size)
 
 

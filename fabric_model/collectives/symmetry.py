@@ -98,7 +98,6 @@ import numpy as np
 from fabric_model.collectives.context import MAX_CLASSES, FabricContext, PatternResult
 from fabric_model.families import family_names
 from fabric_model.flows import FlowSet, solve_maxmin
-from fabric_model.flows._kernels import first_flow_with_duplicate_link
 from fabric_model.routing import route
 
 __all__ = [
@@ -765,6 +764,8 @@ def _solve(
     total = multiplicity * n_members
     weight = fl.flow_link_weights * total[row]
     indptr = fl.flow_link_indptr
+    from fabric_model.flows._kernels import first_flow_with_duplicate_link  # numba, lazily
+
     if first_flow_with_duplicate_link(indptr, new.astype(np.int32), capacity.size) >= 0:
         # merge a class's entries on one orbit (several hops along one dimension)
         key = row * capacity.size + new

@@ -16,13 +16,10 @@ import numpy as np
 from numba import types
 
 from fabric_model._jit import jit
+from fabric_model.flows._tolerance import REL_TOL
 
 __all__ = ["REL_TOL", "first_flow_with_duplicate_link", "maxmin_fill"]
 
-#: Relative tolerance of the filling: a link whose fill level is within ``REL_TOL`` of the
-#: current level saturates in the same round (its residual is then <= REL_TOL * capacity).
-#: It groups links that tie in exact arithmetic but differ by rounding.
-REL_TOL = 1e-9
 
 _NOT_IN_HEAP = -1
 

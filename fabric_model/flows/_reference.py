@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from fabric_model.flows._kernels import REL_TOL
+from fabric_model.flows._tolerance import REL_TOL
 
 __all__ = ["first_flow_with_duplicate_link", "maxmin_fill"]
 

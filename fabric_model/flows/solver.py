@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fabric_model.errors import FabricModelError
-from fabric_model.flows import _kernels, _reference
+from fabric_model.flows import _reference
 
 __all__ = ["FlowSet", "FlowSolution", "flowset_from_paths", "solve_maxmin"]
 
@@ -163,6 +163,8 @@ class FlowSet:
                 f"link {int(indices[k])}) must lie in (0, {self.max_weight:g}]: it is the "
                 "fraction of the flow's rate that crosses the link"
             )
+        from fabric_model.flows import _kernels  # numba, loaded on first use
+
         f = int(_kernels.first_flow_with_duplicate_link(indptr, indices, n_links))
         if f >= 0:
             raise FabricModelError(
@@ -474,6 +476,8 @@ def solve_maxmin(
     rate_Bps = np.empty(flows.n_flows)
     link_load_Bps = np.empty(flows.n_links)
     bottleneck_link = np.empty(flows.n_flows, dtype=np.int32)
+    from fabric_model.flows import _kernels  # numba, loaded on first use
+
     fill = _reference.maxmin_fill if reference else _kernels.maxmin_fill
     n_rounds = fill(
         flows.flow_link_indptr,

@@ -84,7 +84,6 @@ import numpy as np
 
 from fabric_model.families import FAMILIES
 from fabric_model.flows import FlowSet
-from fabric_model.routing import _kernels
 from fabric_model.routing.base import RoutedFlows, check_policy, hash_choices
 from fabric_model.topology import Topology
 from fabric_model.units import gbps_to_Bps
@@ -420,6 +419,8 @@ def _bundled(
     weights = np.empty(indices.size)
     filled = indptr[:-1].copy()
     for rows, ids, w in blocks:  # each row's entries in block order (a numba loop)
+        from fabric_model.routing import _kernels  # numba, loaded on first use
+
         _kernels.fill_rows(filled, rows, ids, w, indices, weights)
     hops = hops.copy()
     hops[vr] = 5

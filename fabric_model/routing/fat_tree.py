@@ -43,13 +43,13 @@ import threading
 import weakref
 from collections.abc import Callable
 from functools import cached_property
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet
-from fabric_model.routing import _kernels
 from fabric_model.routing.base import ColumnRouted, RoutedFlows, hash_choices
 from fabric_model.topology import Topology
 from fabric_model.topology.fat_tree import PodLayout, pod_layout, superpod_layout
@@ -730,6 +730,13 @@ def _walk_tables(lay: dict[str, Any], tiers: int) -> tuple[tuple[Any, ...], tupl
     return out, needed
 
 
+def _walk_kernels() -> ModuleType:
+    """Return the ECMP walk's numba kernels, imported on first use (no compiler until then)."""
+    from fabric_model.routing import _kernels
+
+    return _kernels
+
+
 class EcmpWalk(RoutedFlows):
     """ECMP hashing on a 2- or 3-tier fat-tree, walked by a kernel when asked; no path matrix.
 
@@ -785,9 +792,9 @@ class EcmpWalk(RoutedFlows):
         rows = 5 if three else 2
         walk = cls(topo, lay, src, dst, hops, cap, qps, state, rows, three)
         flags = walk._unit_walk()
-        if flags & _kernels.NEEDS_REFERENCE:
+        if flags & _walk_kernels().NEEDS_REFERENCE:
             return None
-        drawn = rows if not three or flags & _kernels.UNEVEN_DOWN else rows - 1
+        drawn = rows if not three or flags & _walk_kernels().UNEVEN_DOWN else rows - 1
         rng.bit_generator.advance(drawn * n)
         return walk
 
@@ -795,7 +802,7 @@ class EcmpWalk(RoutedFlows):
         """Walk every queue pair once: the unit loads and each link's first queue pair."""
         loads = np.zeros(self._n_links)
         first = np.full(self._n_links, -1, np.int64)
-        flags = self._walk(_kernels.ADD_LOADS, np.zeros(0), out_loads=loads, out_first=first)
+        flags = self._walk(_walk_kernels().ADD_LOADS, np.zeros(0), out_loads=loads, out_first=first)
         loads.flags.writeable = False
         first.flags.writeable = False
         object.__setattr__(self, "_unit_loads", loads)
@@ -906,7 +913,7 @@ class EcmpWalk(RoutedFlows):
                     bg.advance(f1 - f0)
             paths = out_paths[f0:f1] if out_paths is not None else one_path
             got = int(
-                _kernels.fat_tree_ecmp_walk(
+                _walk_kernels().fat_tree_ecmp_walk(
                     mode,
                     self._src[c0:c1],
                     self._dst[c0:c1],
@@ -937,7 +944,7 @@ class EcmpWalk(RoutedFlows):
             return self._unit_loads
         loads = np.zeros(self._n_links)
         weight = np.zeros(0) if flow_weight is None else flow_weight
-        self._walk(_kernels.ADD_LOADS, weight, out_loads=loads)
+        self._walk(_walk_kernels().ADD_LOADS, weight, out_loads=loads)
         return loads
 
     def first_flow_on(self, marked: np.ndarray) -> tuple[int, np.ndarray]:
@@ -956,7 +963,8 @@ class EcmpWalk(RoutedFlows):
         f = int(touch.min())
         c = f // self._qps
         paths = np.full((self._qps, 6), -1, np.int64)
-        self._walk(_kernels.WRITE_PATHS, np.zeros(0), out_paths=paths, connections=(c, c + 1))
+        kernels = _walk_kernels()
+        self._walk(kernels.WRITE_PATHS, np.zeros(0), out_paths=paths, connections=(c, c + 1))
         path = paths[f - c * self._qps]
         return f, path[path >= 0]
 
@@ -964,7 +972,7 @@ class EcmpWalk(RoutedFlows):
     def paths(self) -> np.ndarray:
         """Every queue pair's six path slots (``-1`` = none), as the reference lays them."""
         out = np.empty((self.n_flows, 6), np.int64)
-        self._walk(_kernels.WRITE_PATHS, np.zeros(0), out_paths=out)
+        self._walk(_walk_kernels().WRITE_PATHS, np.zeros(0), out_paths=out)
         return out
 
     @cached_property

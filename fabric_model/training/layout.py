@@ -98,6 +98,9 @@ FAST_SLOWEST_GROUP = True
 
 #: Off: :meth:`GroupContext._physical` by its NumPy expression (the tests compare the two).
 FAST_PHYSICAL = True
+#: Below this many endpoints the NumPy expression runs (no compiler loaded for a small
+#: fabric: the command line's default ``step``); above, the kernel.
+PHYSICAL_KERNEL_MIN_ENTRIES = 65_536
 
 
 def _readonly_int64(values: np.ndarray) -> np.ndarray:
@@ -262,7 +265,9 @@ class GroupContext(FabricContext):
         """Physical endpoints of ``logical`` shifted to each group of ``offsets`` (row-major)."""
         nics = self.nics
         n_total = self.scenario.cluster.n_gpus
-        if FAST_PHYSICAL:  # one pass (training/_kernels.py), equal to the expression below
+        entries = offsets.size * np.size(logical)
+        if FAST_PHYSICAL and entries >= PHYSICAL_KERNEL_MIN_ENTRIES:
+            # one pass (training/_kernels.py), equal to the expression below
             from fabric_model.training._kernels import physical_endpoints
 
             src = _readonly_int64(logical)
