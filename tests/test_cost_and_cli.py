@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -194,3 +195,23 @@ def test_model_never_imports_streamlit_or_plotly():
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout
+
+
+@pytest.mark.parametrize("verb", ["step", "collective"])
+def test_small_default_verbs_load_no_compiler(verb: str) -> None:
+    """The default step and collective run no kernel, so they never import numba (their start)."""
+    code = (
+        "import sys\n"
+        "from fabric_model.cli import main\n"
+        "try:\n"
+        f"    main([{verb!r}])\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        "sys.exit(3 if 'numba' in sys.modules else 0)\n"
+    )
+    # without the suite's full flow-set checks, whose duplicate-link scan is a kernel
+    env = {k: v for k, v in os.environ.items() if k != "FABRIC_MODEL_CHECK_FLOWS"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, (out.returncode, out.stderr[-500:])
