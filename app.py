@@ -7,6 +7,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from fabric_model import kernels
+
+# a long-running server loads the model's numba kernels once, at its first run, so no
+# user's first large fabric waits for the compiler (the command line loads them lazily)
+kernels.preload()
+
 st.set_page_config(page_title="Fabric what-if", page_icon="assets/icon.svg", layout="wide")
 
 pages = [

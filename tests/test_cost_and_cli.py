@@ -215,3 +215,17 @@ def test_small_default_verbs_load_no_compiler(verb: str) -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env
     )
     assert out.returncode == 0, (out.returncode, out.stderr[-500:])
+
+
+def test_preload_names_every_kernel_module() -> None:
+    """``fabric_model.kernels.KERNEL_MODULES`` is every module that compiles a kernel."""
+    from fabric_model import kernels
+
+    pkg = ROOT / "fabric_model"
+    compiling = {
+        ".".join(f.relative_to(ROOT).with_suffix("").parts)
+        for f in pkg.rglob("*.py")
+        if "from fabric_model._jit import" in f.read_text()
+    }
+    assert compiling == set(kernels.KERNEL_MODULES)
+    assert kernels.preload() >= 0.0
