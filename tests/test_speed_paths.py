@@ -276,6 +276,16 @@ def test_first_round_is_the_full_solves_slowest_flow(inputs: tuple[FlowSet, np.n
     )
 
 
+def _class_pattern(seed: int, n: int) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray]:
+    """A class solve's inputs on a 3-tier fabric: n connections, member counts 1-8."""
+    ctx = _ctx("dgx-h100-spectrum-x", {"cluster.n_gpus": 4096, "fabric.tiers": 3})
+    n_e = ctx.topology.n_endpoints
+    pick = np.random.default_rng(seed)
+    src, dst = pick.permutation(n_e)[:n], pick.permutation(n_e)[:n]
+    rf = route(ctx.topology, src, dst, "adaptive", ctx.capacity_Bps)
+    return ctx, rf, src, dst, pick.integers(1, 9, src.size)
+
+
 def _rounds_equal(a: first_round.FirstRound | None, b: first_round.FirstRound | None) -> None:
     assert (a is None) == (b is None)
     if a is None or b is None:
@@ -312,14 +322,8 @@ def test_the_sparse_first_round_of_slots_is_the_dense_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A class solve's slot pattern (few flows, a fabric of links): both sums, the full solve."""
-    ctx = _ctx("dgx-h100-spectrum-x", {"cluster.n_gpus": 4096, "fabric.tiers": 3})
-    topo = ctx.topology
-    pick = np.random.default_rng(5)
-    src = pick.permutation(topo.n_endpoints)[:300]
-    dst = pick.permutation(topo.n_endpoints)[:300]
-    rf = route(topo, src, dst, "adaptive", ctx.capacity_Bps)
+    ctx, rf, src, dst, members = _class_pattern(seed=5, n=300)
     up, down, _ = ctx._endpoint_links
-    members = pick.integers(1, 9, src.size)
     n_links = rf.link_capacity_Bps.size + 2 * src.size
     flows = first_round.class_flows(rf, up[src], down[dst], members, n_links)
     assert isinstance(flows, ColumnRouted)
@@ -525,12 +529,7 @@ def test_shared_communicators_do_not_change_a_step() -> None:
 
 def test_class_flows_by_slots_equal_the_flow_set() -> None:
     """The class solve's renumbered NIC links and member weights, by slots and by CSR."""
-    ctx = _ctx("dgx-h100-spectrum-x", {"cluster.n_gpus": 4096, "fabric.tiers": 3})
-    topo = ctx.topology
-    pick = np.random.default_rng(11)
-    src = pick.permutation(topo.n_endpoints)[:3000]
-    dst = pick.permutation(topo.n_endpoints)[:3000]
-    rf = route(topo, src, dst, "adaptive", ctx.capacity_Bps)
+    ctx, rf, src, dst, members = _class_pattern(seed=11, n=3000)
     assert isinstance(rf, ColumnRouted)
     plain = RoutedFlows(  # the same flows as a CSR
         flows=rf.flows,
@@ -543,7 +542,6 @@ def test_class_flows_by_slots_equal_the_flow_set() -> None:
         policy=rf.policy,
     )
     up, down, _ = ctx._endpoint_links
-    members = pick.integers(1, 9, src.size)
     n_links = rf.link_capacity_Bps.size + 2 * src.size
     by_slots = first_round.class_flows(rf, up[src], down[dst], members, n_links)
     by_csr = first_round.class_flows(plain, up[src], down[dst], members, n_links)
