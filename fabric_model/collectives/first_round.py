@@ -162,9 +162,9 @@ def _positive_finite(cap: np.ndarray) -> bool:
     return not cap.size or (float(cap.min()) > 0.0 and float(cap.max()) < np.inf)
 
 
-#: A pattern whose flows cross fewer than ``1 / SPARSE_FRACTION`` of the links (a class solve:
-#: a few thousand flows on a million links) sums its loads over the links it crosses only;
-#: the same sums in the same order (``tests/test_speed_paths.py``). Off: always dense.
+#: A pattern with fewer path entries than ``SPARSE_FRACTION`` x the links (a class solve: a
+#: few thousand flows on a million links) sums its loads over the links it crosses only; the
+#: same sums in the same order (``tests/test_speed_paths.py``). 0: always dense.
 SPARSE_FRACTION = 0.25
 
 
