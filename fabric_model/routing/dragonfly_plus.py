@@ -78,7 +78,10 @@ Link spaces: ``minimal`` and ``ecmp`` use the graph's cables; ``adaptive``, ``va
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -137,7 +140,29 @@ class _Layout:
         return u * (self.g - 1) + v - (v > u)
 
 
+#: Per built fabric (keyed by its graph, dropped with it): its layout and bundle members,
+#: which every pattern routed on it reuses (each collective, each policy).
+_KEPT: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+_KEPT_LOCK = threading.Lock()
+
+
+def _kept(topo: Topology, name: str, build: Any) -> Any:
+    """``build(topo)``, computed once per fabric graph."""
+    with _KEPT_LOCK:
+        held = _KEPT.setdefault(topo.graph, {})
+        if name in held:
+            return held[name]
+    value = build(topo)
+    with _KEPT_LOCK:
+        held[name] = value
+    return value
+
+
 def _layout(topo: Topology) -> _Layout:
+    return _kept(topo, "layout", _build_layout)  # type: ignore[no-any-return]
+
+
+def _build_layout(topo: Topology) -> _Layout:
     p = topo.params
     n_e = topo.n_endpoints
     g = topo.graph
@@ -185,6 +210,10 @@ def bundle_members(topo: Topology) -> tuple[np.ndarray, np.ndarray]:
     (indptr, links)
         CSR over bundles of directed link ids; a bundle's capacity is the sum of its members'.
     """
+    return _kept(topo, "bundle_members", _build_bundle_members)  # type: ignore[no-any-return]
+
+
+def _build_bundle_members(topo: Topology) -> tuple[np.ndarray, np.ndarray]:
     lay = _layout(topo)
     q = _part_size(lay)
     leaf = np.repeat(np.arange(lay.n_leaves, dtype=np.int64), lay.up)
@@ -200,6 +229,8 @@ def bundle_members(topo: Topology) -> tuple[np.ndarray, np.ndarray]:
     sizes = np.concatenate([np.full(n_parts, q), np.full(u.size, lay.m), np.full(n_parts, q)])
     indptr = np.zeros(sizes.size + 1, dtype=np.int64)
     np.cumsum(sizes, out=indptr[1:])
+    indptr.flags.writeable = False  # kept per fabric and shared
+    links.flags.writeable = False
     return indptr, links
 
 

@@ -133,6 +133,10 @@ _ADAPTIVE_SPACES: weakref.WeakKeyDictionary[Any, tuple[np.ndarray, np.ndarray, n
 
 #: Off: every call rebuilds the parts (``tests/test_speed_paths.py`` compares both).
 CACHE_ENABLED = True
+#: Per fabric: the adaptive link space's capacities for the last few capacity arrays.
+_ADAPTIVE_CAPACITIES: weakref.WeakKeyDictionary[Any, list[tuple[np.ndarray, np.ndarray]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _parts(topo: Topology) -> list[_Part]:
@@ -326,8 +330,7 @@ def route_rail_only(
     if adaptive:
         class_names = names + _ADAPTIVE_CLASSES
         owner, b_links, labels = _adaptive_space(topo, parts, labels, len(names))
-        b_cap = np.bincount(owner, weights=cap[b_links], minlength=n_bundles)
-        capacity = np.concatenate([cap, np.where(b_cap > 0, b_cap, 1.0)])
+        capacity = _adaptive_capacity(g, cap, owner, b_links, n_bundles)
         n_space += n_bundles
     empty = np.zeros(0, dtype=np.int64)
     indptr = np.concatenate(indptrs)
@@ -349,6 +352,29 @@ def route_rail_only(
         switch_hops=hops,
         policy=policy_used,
     )
+
+
+def _adaptive_capacity(
+    g: Any, cap: np.ndarray, owner: np.ndarray, b_links: np.ndarray, n_bundles: int
+) -> np.ndarray:
+    """Capacities of the links, then of the bundles (their members' sum; 1 for an empty one).
+
+    Kept per fabric for the few capacity arrays last routed on (by identity: a fabric's
+    context passes the same array to every pattern it routes).
+    """
+    if CACHE_ENABLED:
+        with _PARTS_LOCK:
+            for held, capacity in _ADAPTIVE_CAPACITIES.get(g, ()):
+                if held is cap:
+                    return capacity  # type: ignore[no-any-return]
+    b_cap = np.bincount(owner, weights=cap[b_links], minlength=n_bundles)
+    capacity = np.concatenate([cap, np.where(b_cap > 0, b_cap, 1.0)])
+    if CACHE_ENABLED:
+        capacity.flags.writeable = False
+        with _PARTS_LOCK:
+            kept = [e for e in _ADAPTIVE_CAPACITIES.get(g, ()) if e[0] is not cap][-3:]
+            _ADAPTIVE_CAPACITIES[g] = [*kept, (cap, capacity)]
+    return capacity
 
 
 def _adaptive_space(
