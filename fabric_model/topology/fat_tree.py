@@ -65,6 +65,7 @@ from fabric_model.topology.base import (
     graph_from_cables,
     hop_histogram,
     pairs_not_same_domain_rows,
+    same_group_pairs,
 )
 from fabric_model.units import gbps_to_GBps
 
@@ -545,8 +546,7 @@ def _pair_counts(
     """
     n = req.n_gpus
     domain = np.arange(n, dtype=np.int64) // req.nvlink_domain
-    dom_sizes = np.bincount(domain)
-    total = float(n) * n - float(int(np.dot(dom_sizes, dom_sizes)))
+    total = float(n) * n - same_group_pairs(domain, domain)
     if total <= 0:
         return {}
     if tiers == 1:

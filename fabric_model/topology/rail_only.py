@@ -46,6 +46,7 @@ from fabric_model.topology.base import (
     TopologyRequest,
     graph_from_cables,
     hop_histogram,
+    same_group_pairs,
 )
 from fabric_model.topology.fat_tree import build_fat_tree, leaf_ports, max_endpoints
 
@@ -123,8 +124,8 @@ def _pair_counts(
     the count runs over domain pairs weighted by ``size_a x size_b`` (bincounts, O(domains)).
     """
     n = req.n_gpus
-    dom_sizes = np.bincount(np.arange(n, dtype=np.int64) // req.nvlink_domain)
-    same_dom = float(int(np.dot(dom_sizes, dom_sizes)))
+    domain = np.arange(n, dtype=np.int64) // req.nvlink_domain
+    same_dom = same_group_pairs(domain, domain)
     total = float(n) * n - same_dom
     if total <= 0 or not multi_domain:
         return {}
