@@ -78,16 +78,13 @@ Link spaces: ``minimal`` and ``ecmp`` use the graph's cables; ``adaptive``, ``va
 from __future__ import annotations
 
 import math
-import threading
-import weakref
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from fabric_model.families import FAMILIES
 from fabric_model.flows import FlowSet
-from fabric_model.routing.base import RoutedFlows, check_policy, hash_choices
+from fabric_model.routing.base import RoutedFlows, check_policy, hash_choices, kept_per_fabric
 from fabric_model.topology import Topology
 from fabric_model.units import gbps_to_Bps
 
@@ -140,26 +137,8 @@ class _Layout:
         return u * (self.g - 1) + v - (v > u)
 
 
-#: Per built fabric (keyed by its graph, dropped with it): its layout and bundle members,
-#: which every pattern routed on it reuses (each collective, each policy).
-_KEPT: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
-_KEPT_LOCK = threading.Lock()
-
-
-def _kept(topo: Topology, name: str, build: Any) -> Any:
-    """``build(topo)``, computed once per fabric graph."""
-    with _KEPT_LOCK:
-        held = _KEPT.setdefault(topo.graph, {})
-        if name in held:
-            return held[name]
-    value = build(topo)
-    with _KEPT_LOCK:
-        held[name] = value
-    return value
-
-
 def _layout(topo: Topology) -> _Layout:
-    return _kept(topo, "layout", _build_layout)  # type: ignore[no-any-return]
+    return kept_per_fabric(topo.graph, "dragonfly+ layout", lambda: _build_layout(topo))
 
 
 def _build_layout(topo: Topology) -> _Layout:
@@ -210,7 +189,9 @@ def bundle_members(topo: Topology) -> tuple[np.ndarray, np.ndarray]:
     (indptr, links)
         CSR over bundles of directed link ids; a bundle's capacity is the sum of its members'.
     """
-    return _kept(topo, "bundle_members", _build_bundle_members)  # type: ignore[no-any-return]
+    return kept_per_fabric(
+        topo.graph, "dragonfly+ bundle members", lambda: _build_bundle_members(topo)
+    )
 
 
 def _build_bundle_members(topo: Topology) -> tuple[np.ndarray, np.ndarray]:

@@ -50,7 +50,7 @@ import numpy as np
 
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet
-from fabric_model.routing.base import ColumnRouted, RoutedFlows, hash_choices
+from fabric_model.routing.base import ColumnRouted, RoutedFlows, hash_choices, kept_per_capacity
 from fabric_model.topology import Topology
 from fabric_model.topology.fat_tree import PodLayout, pod_layout, superpod_layout
 
@@ -140,18 +140,19 @@ def route_fat_tree(
     else:
         cross_pod = np.zeros_like(same_leaf)
     hops = np.where(same_leaf, 1, np.where(cross_pod, 5, 3)).astype(np.int64)
+    cross_sp = None
     if topo.tiers == 4:
         spp = int(lay["spp"])  # type: ignore[arg-type]
         cross_sp = cross_pod & (a // lpp // spp != b // lpp // spp)
         hops[cross_sp] = 7
-        if policy == "adaptive":
-            return _adaptive(
-                topo, lay, src, dst, same_leaf, cross_pod, hops, capacity_Bps, cross_sp
-            )
-        if policy not in ("ecmp", "dmodk"):
-            raise InfeasibleDesignError(
-                "fabric.routing", f"a fat-tree routes with adaptive, ecmp or dmodk, not {policy}"
-            )
+    if policy == "adaptive" or topo.tiers == 1:
+        return _adaptive(topo, lay, src, dst, same_leaf, cross_pod, hops, capacity_Bps, cross_sp)
+    if policy not in ("ecmp", "dmodk"):
+        raise InfeasibleDesignError(
+            "fabric.routing", f"a fat-tree routes with adaptive, ecmp or dmodk, not {policy}"
+        )
+    queue_pairs = qps if policy == "ecmp" else 1
+    if cross_sp is not None:
         return _per_path_4(
             topo,
             lay,
@@ -163,28 +164,11 @@ def route_fat_tree(
             hops,
             capacity_Bps,
             policy,
-            qps if policy == "ecmp" else 1,
+            queue_pairs,
             rng,
         )
-
-    if policy == "adaptive" or topo.tiers == 1:
-        return _adaptive(topo, lay, src, dst, same_leaf, cross_pod, hops, capacity_Bps)
-    if policy not in ("ecmp", "dmodk"):
-        raise InfeasibleDesignError(
-            "fabric.routing", f"a fat-tree routes with adaptive, ecmp or dmodk, not {policy}"
-        )
     return _per_path(
-        topo,
-        lay,
-        src,
-        dst,
-        same_leaf,
-        cross_pod,
-        hops,
-        capacity_Bps,
-        policy,
-        qps if policy == "ecmp" else 1,
-        rng,
+        topo, lay, src, dst, same_leaf, cross_pod, hops, capacity_Bps, policy, queue_pairs, rng
     )
 
 
@@ -281,10 +265,12 @@ def _bundle_space(topo: Topology, lay: dict, cap: np.ndarray) -> dict[str, Any]:
     Kept per fabric for the few capacity arrays last routed on (by identity: a fabric's
     context passes the same array to every pattern it routes).
     """
-    with _LAYOUTS_LOCK:
-        for held, space in lay.get("_bundle_spaces", ()):
-            if held is cap:
-                return space  # type: ignore[no-any-return]
+    return kept_per_capacity(
+        topo.graph, "fat-tree bundle space", cap, lambda: _build_bundle_space(topo, lay, cap)
+    )
+
+
+def _build_bundle_space(topo: Topology, lay: dict, cap: np.ndarray) -> dict[str, Any]:
     g = topo.graph
     n_links = g.n_links
     n_leaves = int(lay["L"])
@@ -386,10 +372,7 @@ def _bundle_space(topo: Topology, lay: dict, cap: np.ndarray) -> dict[str, Any]:
     }
     for value in space.values():
         if isinstance(value, np.ndarray):
-            value.flags.writeable = False
-    with _LAYOUTS_LOCK:
-        held = [e for e in lay.get("_bundle_spaces", ()) if e[0] is not cap][-3:]
-        lay["_bundle_spaces"] = (*held, (cap, space))
+            value.flags.writeable = False  # shared by every pattern routed on the fabric
     return space
 
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from fabric_model.families import FAMILIES
 from fabric_model.flows import FlowSet
-from fabric_model.routing.base import RoutedFlows, check_policy
+from fabric_model.routing.base import RoutedFlows, check_policy, kept_per_capacity
 from fabric_model.routing.fat_tree import _ADAPTIVE_CLASSES, route_fat_tree
 from fabric_model.topology import Topology
 from fabric_model.topology.fat_tree import build_fat_tree
@@ -133,10 +133,6 @@ _ADAPTIVE_SPACES: weakref.WeakKeyDictionary[Any, tuple[np.ndarray, np.ndarray, n
 
 #: Off: every call rebuilds the parts (``tests/test_speed_paths.py`` compares both).
 CACHE_ENABLED = True
-#: Per fabric: the adaptive link space's capacities for the last few capacity arrays.
-_ADAPTIVE_CAPACITIES: weakref.WeakKeyDictionary[Any, list[tuple[np.ndarray, np.ndarray]]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 def _parts(topo: Topology) -> list[_Part]:
@@ -362,19 +358,16 @@ def _adaptive_capacity(
     Kept per fabric for the few capacity arrays last routed on (by identity: a fabric's
     context passes the same array to every pattern it routes).
     """
-    if CACHE_ENABLED:
-        with _PARTS_LOCK:
-            for held, capacity in _ADAPTIVE_CAPACITIES.get(g, ()):
-                if held is cap:
-                    return capacity  # type: ignore[no-any-return]
-    b_cap = np.bincount(owner, weights=cap[b_links], minlength=n_bundles)
-    capacity = np.concatenate([cap, np.where(b_cap > 0, b_cap, 1.0)])
-    if CACHE_ENABLED:
-        capacity.flags.writeable = False
-        with _PARTS_LOCK:
-            kept = [e for e in _ADAPTIVE_CAPACITIES.get(g, ()) if e[0] is not cap][-3:]
-            _ADAPTIVE_CAPACITIES[g] = [*kept, (cap, capacity)]
-    return capacity
+
+    def build() -> np.ndarray:
+        b_cap = np.bincount(owner, weights=cap[b_links], minlength=n_bundles)
+        capacity = np.concatenate([cap, np.where(b_cap > 0, b_cap, 1.0)])
+        capacity.flags.writeable = False  # shared by every pattern routed on the fabric
+        return capacity
+
+    if not CACHE_ENABLED:
+        return build()
+    return kept_per_capacity(g, "rail-only adaptive capacity", cap, build)
 
 
 def _adaptive_space(
