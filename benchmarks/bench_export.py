@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fabric_model.cli import format_table
 from fabric_model.errors import FabricModelError
-from fabric_model.export import EXPORT_FORMATS, deployment_plan, export_design
+from fabric_model.plant.export import EXPORT_FORMATS, deployment_plan, export_design
 from fabric_model.presets import load_preset
 from fabric_model.scenario import apply_overrides
 

@@ -15,9 +15,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fabric_model.cli import format_table
-from fabric_model.cost import bill_of_materials
-from fabric_model.design import build_topology
 from fabric_model.errors import FabricModelError
+from fabric_model.plant.cost import bill_of_materials
+from fabric_model.plant.design import build_topology
 from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.topology import BUILDERS
 

@@ -214,7 +214,7 @@ def _bom_text(bom: Any) -> str:
 
 def _site_text(bom: Any) -> str:
     """Describe the other two networks and the floor plan, after the compute fabric's bill."""
-    from fabric_model.floorplan import verdict_text
+    from fabric_model.plant.floorplan import verdict_text
 
     out = [""]
     split = ";  ".join(
@@ -277,8 +277,8 @@ def _bom_args(p: argparse.ArgumentParser) -> None:
     add_arguments=_bom_args,
 )
 def _bom(args: argparse.Namespace) -> int:
-    from fabric_model.cost import bill_of_materials, compare_vendors
-    from fabric_model.summaries import vendor_rows
+    from fabric_model.plant.cost import bill_of_materials, compare_vendors
+    from fabric_model.report.summaries import vendor_rows
 
     scenario = scenario_from_args(args)
     if not args.compare:
@@ -555,7 +555,7 @@ def _parse_with_op(path: str, op: str) -> Any:
 def _step_text(d: dict[str, Any], plan_label: str, comm: Sequence[Any] = ()) -> str:
     """Describe one step: its terms, the communication per dimension (``comm``), MFU, memory.
 
-    ``comm`` is :func:`fabric_model.summaries.comm_breakdown` of the step.
+    ``comm`` is :func:`fabric_model.report.summaries.comm_breakdown` of the step.
     """
     lines = [
         f"# one training step: {plan_label}",
@@ -612,7 +612,7 @@ def _step_text(d: dict[str, Any], plan_label: str, comm: Sequence[Any] = ()) -> 
     "parallel dimension, MFU, memory",
 )
 def _step(args: argparse.Namespace) -> int:
-    from fabric_model.summaries import comm_breakdown
+    from fabric_model.report.summaries import comm_breakdown
     from fabric_model.training import training_step
 
     result = training_step(scenario_from_args(args), suggest=True)
@@ -812,7 +812,7 @@ def _explore_args(p: argparse.ArgumentParser) -> None:
     add_arguments=_explore_args,
 )
 def _explore(args: argparse.Namespace) -> int:
-    from fabric_model.explore import explore, parse_vary, write_csv
+    from fabric_model.run.explore import explore, parse_vary, write_csv
 
     scenario = scenario_from_args(args)
     dims = [parse_vary(v) for v in args.vary]
@@ -927,7 +927,7 @@ def _export_args(p: argparse.ArgumentParser) -> None:
 def _export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from fabric_model.export import export_design
+    from fabric_model.plant.export import export_design
 
     out = None if args.out == "-" else Path(args.out)
     if out is not None and (out.is_dir() or not out.parent.is_dir()):

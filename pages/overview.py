@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from fabric_model.errors import FabricModelError
-from fabric_model.summaries import step_headline
+from fabric_model.report.summaries import step_headline
 from ui import facade
 from ui.overview import allreduce_curve_chart, step_share_chart, vendor_frame
 from ui.page_common import current_scenario, show_model_error

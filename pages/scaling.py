@@ -7,8 +7,8 @@ import time
 import streamlit as st
 
 from fabric_model.presets import DEFAULT_PRESET
+from fabric_model.report.summaries import step_headline
 from fabric_model.scenario import field_spec
-from fabric_model.summaries import step_headline
 from ui import facade
 from ui.page_common import current_scenario, require_buildable
 from ui.state import cli_command

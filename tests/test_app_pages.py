@@ -16,8 +16,8 @@ import pytest
 from conftest import app_pages
 from streamlit.testing.v1 import AppTest
 
-from fabric_model.cost import bill_of_materials
-from fabric_model.design import build_topology
+from fabric_model.plant.cost import bill_of_materials
+from fabric_model.plant.design import build_topology
 from fabric_model.presets import DEFAULT_PRESET, list_presets, load_preset
 from fabric_model.scenario import apply_overrides
 from tests.apptest_helpers import (
@@ -178,7 +178,7 @@ def test_cost_widgets_change_the_capex_chart() -> None:
     at.radio(key="w:fabric.vendor").set_value("roce").run()
     assert_no_exception(at)
     on_roce = y_values(at)
-    switches = 0  # traces follow fabric_model.cost.CATEGORIES; bars are IB, Spectrum-X, RoCE
+    switches = 0  # traces follow fabric_model.plant.cost.CATEGORIES; bars are IB, Spectrum-X, RoCE
     assert on_roce[switches][0] == on_spectrum[switches][0]
     assert on_roce[switches][1] > on_spectrum[switches][1]
     assert on_roce[switches][2] < on_spectrum[switches][2]

@@ -18,7 +18,7 @@ import pytest
 from conftest import app_pages, wait_for_page
 from playwright.sync_api import BrowserContext, Locator, Page, expect
 
-from fabric_model.cost import bill_of_materials, compare_vendors
+from fabric_model.plant.cost import bill_of_materials, compare_vendors
 from fabric_model.presets import DEFAULT_PRESET, load_preset
 from fabric_model.scenario import apply_overrides
 

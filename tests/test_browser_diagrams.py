@@ -12,7 +12,7 @@ import pytest
 from conftest import wait_for_page
 from playwright.sync_api import Page, expect
 
-from fabric_model.cost import bill_of_materials
+from fabric_model.plant.cost import bill_of_materials
 from fabric_model.presets import load_preset
 from ui.diagrams import cable_info
 from ui.theme import TOPOLOGY_LABELS

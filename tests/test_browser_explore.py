@@ -13,8 +13,8 @@ import pytest
 from conftest import IDLE, wait_for_page
 from playwright.sync_api import Page, expect
 
-from fabric_model.explore import explore, parse_vary
 from fabric_model.presets import DEFAULT_PRESET, load_preset
+from fabric_model.run.explore import explore, parse_vary
 
 pytestmark = pytest.mark.e2e
 

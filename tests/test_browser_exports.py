@@ -20,8 +20,8 @@ import pytest
 from conftest import app_pages, wait_for_page
 from playwright.sync_api import Download, Locator, Page, expect
 
-from fabric_model.cost import compare_vendors
-from fabric_model.design import build_topology
+from fabric_model.plant.cost import compare_vendors
+from fabric_model.plant.design import build_topology
 from fabric_model.presets import DEFAULT_PRESET, load_preset
 from fabric_model.scenario import apply_overrides
 from ui.exports import PNG_SCALE

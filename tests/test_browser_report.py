@@ -16,7 +16,7 @@ from conftest import app_pages, wait_for_page
 from markupsafe import escape
 from playwright.sync_api import Page, expect
 
-from fabric_model.cost import bill_of_materials
+from fabric_model.plant.cost import bill_of_materials
 from fabric_model.presets import DEFAULT_PRESET, load_preset
 from fabric_model.scenario import apply_overrides, dump_scenario
 from fabric_model.training import training_step

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fabric_model.cli import main
-from fabric_model.cost import bill_of_materials, compare_vendors
+from fabric_model.plant.cost import bill_of_materials, compare_vendors
 from fabric_model.presets import list_presets, load_preset
 from fabric_model.scenario import Scenario, apply_overrides
 
@@ -188,7 +188,7 @@ def test_cli_help_on_every_verb():
 
 def test_model_never_imports_streamlit_or_plotly():
     code = (
-        "import sys, fabric_model.cli, fabric_model.cost, fabric_model.design;"
+        "import sys, fabric_model.cli, fabric_model.plant.cost, fabric_model.plant.design;"
         "import fabric_model.topology, fabric_model.catalog, fabric_model.scenario;"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('streamlit', 'plotly')];"
         "print(bad); sys.exit(1 if bad else 0)"

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabric_model.cost import bill_of_materials
-from fabric_model.design import build_topology
+from fabric_model.plant.cost import bill_of_materials
+from fabric_model.plant.design import build_topology
 from fabric_model.presets import load_preset
 from fabric_model.scenario import apply_overrides
 from fabric_model.topology import BUILDERS, Topology, TopologyRequest, build_topology_from_request

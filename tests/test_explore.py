@@ -1,6 +1,6 @@
 """The explore verb: Pareto flags, the run model's formulas, Dask equal to local, bad input.
 
-Hand calculations use the formulas of ``fabric_model/reliability.py``'s docstring (Young 1974
+Hand calculations use the formulas of ``fabric_model/run/reliability.py``'s docstring (Young 1974
 / Daly 2006 first-order waste) with numbers written out here, and the calibration of
 ``assets/reliability.yaml`` is recomputed from Llama 3's Table 5 and this model's bill of
 materials.
@@ -21,8 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabric_model.cli import main
-from fabric_model.cost import bill_of_materials
-from fabric_model.explore import (
+from fabric_model.plant.cost import bill_of_materials
+from fabric_model.presets import DEFAULT_PRESET, load_preset
+from fabric_model.run.explore import (
     DesignTask,
     Dimension,
     design_scenario,
@@ -31,8 +32,7 @@ from fabric_model.explore import (
     pareto_flags,
     parse_vary,
 )
-from fabric_model.presets import DEFAULT_PRESET, load_preset
-from fabric_model.reliability import (
+from fabric_model.run.reliability import (
     CHECKPOINT_BYTES_PER_PARAM,
     estimate_run,
     goodput,
@@ -333,7 +333,7 @@ def test_the_default_grid_limit_is_ten_thousand(capsys: pytest.CaptureFixture[st
 
 
 def test_sensitivity_is_a_tornado_of_independent_runs() -> None:
-    from fabric_model.explore import sensitivity
+    from fabric_model.run.explore import sensitivity
 
     rows = sensitivity(BASE)
     swings = [r.swing_usd for r in rows]

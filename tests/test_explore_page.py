@@ -1,7 +1,7 @@
 """AppTest tests of the Explore page: the current design's run, the design set, its URL, the
 Pareto chart and table, loading a design into the sidebar.
 
-Expected numbers come from the model (``fabric_model.explore``), never from the page.
+Expected numbers come from the model (``fabric_model.run.explore``), never from the page.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from fabric_model.explore import DesignTask, evaluate_design, explore, parse_vary
 from fabric_model.presets import DEFAULT_PRESET, load_preset
+from fabric_model.run.explore import DesignTask, evaluate_design, explore, parse_vary
 from tests.apptest_helpers import figures, metric_value, open_page, url
 from ui.explore import parse_params, url_params
 
@@ -127,7 +127,7 @@ def test_url_params_round_trip() -> None:
 
 
 def test_the_sensitivity_tornado_matches_the_model() -> None:
-    from fabric_model.explore import sensitivity
+    from fabric_model.run.explore import sensitivity
 
     at = _open()
     at.toggle(key="ex_tornado_on").set_value(True).run()

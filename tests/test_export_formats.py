@@ -24,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fabric_model.errors import FabricModelError
-from fabric_model.export import (
+from fabric_model.plant.export import (
     EXPORT_FORMATS,
     cabling_frame,
     deployment_plan,

@@ -19,7 +19,7 @@ import pytest
 from conftest import in_ci
 from streamlit.testing.v1 import AppTest
 
-from fabric_model.design import build_topology
+from fabric_model.plant.design import build_topology
 from fabric_model.presets import DEFAULT_PRESET, load_preset
 from tests.apptest_helpers import open_page
 from ui import exports

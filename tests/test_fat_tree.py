@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabric_model.cli import main
-from fabric_model.design import build_topology
 from fabric_model.errors import InfeasibleDesignError
+from fabric_model.plant.design import build_topology
 from fabric_model.presets import load_preset
 from fabric_model.routing import route
 from fabric_model.scenario import Scenario, apply_overrides

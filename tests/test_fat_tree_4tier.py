@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from fabric_model.catalog import FrozenMap, load_catalog
 from fabric_model.collectives import FabricContext, symmetry
-from fabric_model.design import build_topology
 from fabric_model.errors import InfeasibleDesignError, ScenarioError
+from fabric_model.plant.design import build_topology
 from fabric_model.routing import route
 from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.topology.base import TopologyRequest
@@ -235,7 +235,7 @@ def test_orbit_solve_equals_every_class_on_four_tiers(rail: bool, monkeypatch) -
 
 
 def test_cost_prices_the_fourth_cable_class() -> None:
-    from fabric_model.cost import bill_of_materials
+    from fabric_model.plant.cost import bill_of_materials
 
     sc = apply_overrides(Scenario(), {**IB_1M, "facility.cable_lengths": "keys"})
     b = bill_of_materials(sc)

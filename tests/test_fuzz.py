@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from fabric_model.cli import main
 from fabric_model.collectives import FabricContext
-from fabric_model.design import build_topology
 from fabric_model.errors import InfeasibleDesignError
+from fabric_model.plant.design import build_topology
 from fabric_model.routing import degraded_capacities
 from fabric_model.scenario import Scenario, apply_overrides, iter_field_specs
 from tests.fuzz_scenarios import (

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from fabric_model.cost import bill_of_materials
 from fabric_model.errors import InfeasibleDesignError
+from fabric_model.plant.cost import bill_of_materials
 from fabric_model.scenario import Scenario, apply_overrides
 
 XDR = {"cluster.gpu": "b300", "fabric.vendor": "infiniband", "fabric.link_gbps": 800}

@@ -11,8 +11,8 @@ import pytest
 
 from fabric_model.catalog import load_catalog
 from fabric_model.collectives import collective
-from fabric_model.cost import bill_of_materials
 from fabric_model.errors import InfeasibleDesignError
+from fabric_model.plant.cost import bill_of_materials
 from fabric_model.scenario import Scenario, apply_overrides
 
 GIB = 2**30

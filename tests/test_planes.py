@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from fabric_model.cli import main
 from fabric_model.collectives import algo_models
 from fabric_model.collectives.context import FabricContext
-from fabric_model.cost import bill_of_materials
-from fabric_model.design import build_topology
 from fabric_model.errors import InfeasibleDesignError, ScenarioError
 from fabric_model.flows import FlowSet, solve_maxmin
+from fabric_model.plant.cost import bill_of_materials
+from fabric_model.plant.design import build_topology
 from fabric_model.routing import route
 from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.topology import TopologyRequest, build_topology_from_request

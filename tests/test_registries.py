@@ -33,10 +33,10 @@ from fabric_model.collectives import (
     symmetry,
 )
 from fabric_model.collectives.context import CLASS_FAMILIES
-from fabric_model.cost import compare_vendors
-from fabric_model.design import SWITCHLESS, build_topology
 from fabric_model.errors import CatalogError, InfeasibleDesignError, ScenarioError
 from fabric_model.families import FAMILIES, FAMILY_KEYS, OKABE_ITO, family, family_label
+from fabric_model.plant.cost import compare_vendors
+from fabric_model.plant.design import SWITCHLESS, build_topology
 from fabric_model.presets import DEFAULT_PRESET, load_preset
 from fabric_model.routing import POLICIES, route
 from fabric_model.scenario import VENDORS, Scenario, apply_overrides, field_spec

@@ -25,11 +25,11 @@ from plotly.offline import get_plotlyjs
 
 import fabric_model
 from fabric_model.catalog import load_catalog
-from fabric_model.citations import formula_citations, training_constant_sources
 from fabric_model.cli import main
 from fabric_model.collectives import collective, nccl_constants
-from fabric_model.cost import bill_of_materials, compare_vendors
+from fabric_model.plant.cost import bill_of_materials, compare_vendors
 from fabric_model.presets import DEFAULT_PRESET, load_preset
+from fabric_model.report.citations import formula_citations, training_constant_sources
 from fabric_model.scenario import MODEL_SHAPES, Scenario, apply_overrides, dump_scenario
 from fabric_model.training import training_step
 from ui.report import SECTIONS, build_report, scaling_sizes

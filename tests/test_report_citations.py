@@ -1,4 +1,4 @@
-"""Where the report's sources come from: ``fabric_model.citations`` reads them from data files.
+"""Where the report's sources come from: ``report.citations`` reads them from data files.
 
 The formulas from ``assets/formulas.yaml`` (each naming the code that implements it and its
 source), and the data files' source notes, with no list kept in code and no docstring read;
@@ -12,7 +12,11 @@ from pathlib import Path
 import pytest
 
 from fabric_model.catalog import load_catalog
-from fabric_model.citations import (
+from fabric_model.collectives import nccl_constants
+from fabric_model.errors import CatalogError
+from fabric_model.plant.cost import compare_vendors
+from fabric_model.presets import DEFAULT_PRESET, load_preset
+from fabric_model.report.citations import (
     bom_catalog_entries,
     cited_source_keys,
     entry_sources,
@@ -25,10 +29,6 @@ from fabric_model.citations import (
     used_catalog_entries,
     value_text,
 )
-from fabric_model.collectives import nccl_constants
-from fabric_model.cost import compare_vendors
-from fabric_model.errors import CatalogError
-from fabric_model.presets import DEFAULT_PRESET, load_preset
 from fabric_model.resources import asset
 from fabric_model.scenario import MODEL_SHAPES, field_spec
 from fabric_model.training.constants import training_constants

@@ -15,9 +15,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from fabric_model.design import SWITCHLESS
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet, solve_maxmin
+from fabric_model.plant.design import SWITCHLESS
 from fabric_model.routing import POLICIES, RoutedFlows, degraded_capacities, route
 from fabric_model.routing import dragonfly_plus as df_router
 from fabric_model.routing import hypercube as hc_router

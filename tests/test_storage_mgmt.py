@@ -19,11 +19,11 @@ from streamlit.testing.v1 import AppTest
 
 from fabric_model.catalog import load_catalog
 from fabric_model.cli import main
-from fabric_model.cost import bill_of_materials, compare_vendors
 from fabric_model.errors import InfeasibleDesignError
+from fabric_model.plant.cost import bill_of_materials, compare_vendors
+from fabric_model.plant.storage_mgmt import MANAGEMENT_AGGREGATION
 from fabric_model.presets import DEFAULT_PRESET, load_preset
 from fabric_model.scenario import apply_overrides
-from fabric_model.storage_mgmt import MANAGEMENT_AGGREGATION
 from tests.apptest_helpers import metric_value, open_page
 from ui.cost_figures import vendor_capex_figure, vendor_power_figure
 from ui.floorplan import floorplan_figure, network_split_frame

@@ -1,4 +1,4 @@
-"""The pure summaries layer (``fabric_model.summaries``): one computation per headline number.
+"""The pure summaries layer (``fabric_model.report.summaries``): one computation per headline.
 
 The pages (through ``ui.facade``), the HTML report and the command line call these functions;
 here they are checked on their own: the step's shares, the per-dimension communication, the
@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabric_model import summaries
 from fabric_model.collectives import FabricContext, algo_models, times_from_models
-from fabric_model.cost import CATEGORIES, compare_vendors
+from fabric_model.plant.cost import CATEGORIES, compare_vendors
 from fabric_model.presets import load_preset
+from fabric_model.report import summaries
 from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.training import DIMS, training_step
 from fabric_model.units import GIB
@@ -182,7 +182,7 @@ def test_scenario_metric_keys_are_the_compare_tables_rows() -> None:
 
 
 def test_scenario_metrics_take_the_headline_numbers(base: Scenario, ctx: FabricContext) -> None:
-    from fabric_model.cost import bill_of_materials
+    from fabric_model.plant.cost import bill_of_materials
 
     bom = bill_of_materials(base)
     step = training_step(base)

@@ -22,7 +22,7 @@ from fabric_model.collectives import (
     symmetry,
 )
 from fabric_model.collectives.switchless import node_link_bound_Bps, torus_phase_times
-from fabric_model.cost import bill_of_materials
+from fabric_model.plant.cost import bill_of_materials
 from fabric_model.scenario import Scenario, apply_overrides
 
 GIB = 2**30

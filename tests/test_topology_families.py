@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric_model.design import SWITCHLESS
 from fabric_model.errors import InfeasibleDesignError
+from fabric_model.plant.design import SWITCHLESS
 from fabric_model.topology.base import Topology, TopologyRequest
 from fabric_model.topology.dragonfly_plus import (
     build_dragonfly_plus,

@@ -2,7 +2,7 @@
 
 Both pages show a few scenarios side by side through :class:`ScenarioMetrics` (one
 scenario's headline results, or why its design cannot be built: defined in
-``fabric_model.summaries``, filled in by ``ui.facade.scenario_metrics``). Results in,
+``fabric_model.report.summaries``, filled in by ``ui.facade.scenario_metrics``). Results in,
 ``pandas.DataFrame`` or ``plotly.graph_objects.Figure`` out, so the HTML report can reuse
 them.
 """
@@ -18,7 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from fabric_model.collectives import CollectiveTime
-from fabric_model.summaries import ScenarioMetrics
+from fabric_model.report.summaries import ScenarioMetrics
 from fabric_model.training import StepResult
 from ui.figure_base import size_label
 from ui.theme import BASE_LAYOUT, OKABE_ITO, STEP_TERM_COLORS, STEP_TERM_LABELS

@@ -1,7 +1,7 @@
 """Cost figures: capex, power and TCO per vendor, and the vendor comparison table.
 
-Pure builders over ``fabric_model.cost.compare_vendors`` results; the table's numbers come
-from ``fabric_model.summaries.vendor_rows`` (the command line's ``bom --compare`` reads the
+Pure builders over ``fabric_model.plant.cost.compare_vendors`` results; the table's numbers come
+from ``fabric_model.report.summaries.vendor_rows`` (the command line's ``bom --compare`` reads the
 same rows).
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from fabric_model.cost import CATEGORIES, BillOfMaterials, VendorComparison
-from fabric_model.summaries import vendor_rows
+from fabric_model.plant.cost import CATEGORIES, BillOfMaterials, VendorComparison
+from fabric_model.report.summaries import vendor_rows
 from ui.figure_base import figure_layout
 from ui.floorplan import NETWORK_COLORS, NETWORK_LABELS
 from ui.theme import CATEGORY_COLORS, VENDOR_LABELS

@@ -1,6 +1,6 @@
 """Deployment-file downloads (cabling plan, Slurm topology, graph) for the Topology page.
 
-The files come from :mod:`fabric_model.export`; each is written only when its button is
+The files come from :mod:`fabric_model.plant.export`; each is written only when its button is
 clicked (a deferred ``st.download_button`` payload; at 131,072 GPUs the cabling plan is
 ~40 MB), cached per scenario and format.
 """
@@ -11,7 +11,7 @@ import functools
 
 import streamlit as st
 
-from fabric_model.export import EXPORT_FORMATS, export_design, export_unavailable_reason
+from fabric_model.plant.export import EXPORT_FORMATS, export_design, export_unavailable_reason
 from fabric_model.scenario import Scenario
 from fabric_model.topology import Topology
 from ui.cache_keys import SCENARIO_HASH

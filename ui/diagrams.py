@@ -25,7 +25,7 @@ Styles (:data:`STYLES`; each family names its style in the family registry,
   colour per dimension.
 
 The media and lengths come from the bill of materials (:func:`cable_info`, which calls the
-BOM's own :func:`fabric_model.cost.link_media` on the BOM's link classes).
+BOM's own :func:`fabric_model.plant.cost.link_media` on the BOM's link classes).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from fabric_model.catalog import load_catalog
-from fabric_model.cost import BillOfMaterials, LinkMedia, link_media
 from fabric_model.families import FAMILIES
+from fabric_model.plant.cost import BillOfMaterials, LinkMedia, link_media
 from fabric_model.topology import LinkClass, Topology
 from ui.theme import BASE_LAYOUT, OKABE_ITO, TIER_COLORS, TOPOLOGY_LABELS
 
@@ -198,7 +198,7 @@ def cable_info(bom: BillOfMaterials) -> dict[str, CableInfo]:
     ----------
     bom
         The design's bill of materials; its topology carries the lengths it priced (the
-        floor plan's where there is one) and :func:`fabric_model.cost.link_media` picks the
+        floor plan's where there is one) and :func:`fabric_model.plant.cost.link_media` picks the
         media from them, as the BOM lines do.
 
     Returns

@@ -2,11 +2,11 @@
 
 The design set is a value list per dimension (:data:`DIMENSIONS`) plus the plan-search switch;
 every combination, on top of the sidebar's scenario, is a design
-(:func:`fabric_model.explore.design_grid`). In the URL each dimension is one parameter,
+(:func:`fabric_model.run.explore.design_grid`). In the URL each dimension is one parameter,
 ``ex.<key>=<v1>~<v2>`` (``ex.fabric.vendor=infiniband~roce``), and ``ex.plan_search=true``;
 they are read on the page's first run in a session, a bad one gets one ``st.error`` naming
 it and is ignored. Each design is evaluated once per process
-(:func:`fabric_model.explore.evaluate_design`, cached here at the UI edge).
+(:func:`fabric_model.run.explore.evaluate_design`, cached here at the UI edge).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import streamlit as st
 
 from fabric_model.catalog import load_catalog
 from fabric_model.errors import FabricModelError, shown_value
-from fabric_model.explore import (
+from fabric_model.families import FAMILIES
+from fabric_model.run.explore import (
     EXTRAS,
     NUMBERS,
     DesignTask,
@@ -35,7 +36,6 @@ from fabric_model.explore import (
     parse_vary,
     sensitivity,
 )
-from fabric_model.families import FAMILIES
 from fabric_model.scenario import Scenario, field_spec
 from ui import facade
 from ui.cache_keys import SCENARIO_HASH

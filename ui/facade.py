@@ -15,7 +15,6 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from fabric_model import summaries
 from fabric_model.catalog import load_catalog
 from fabric_model.collectives import (
     AUTO_CANDIDATES,
@@ -27,17 +26,23 @@ from fabric_model.collectives import (
     registry,
     times_from_models,
 )
-from fabric_model.cost import BillOfMaterials, VendorComparison, bill_of_materials, compare_vendors
-from fabric_model.design import build_topology
 from fabric_model.errors import FabricModelError
-from fabric_model.scenario import Scenario, apply_overrides
-from fabric_model.summaries import (
+from fabric_model.plant.cost import (
+    BillOfMaterials,
+    VendorComparison,
+    bill_of_materials,
+    compare_vendors,
+)
+from fabric_model.plant.design import build_topology
+from fabric_model.report import summaries
+from fabric_model.report.summaries import (
     CURVE_SIZES,
     SUMMARY_SIZES,
     CollectiveSummary,
     ScenarioMetrics,
     scaling_variant,
 )
+from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.topology import Topology
 from fabric_model.training import Problem, StepResult, SweepPoint, sweep
 from fabric_model.training import training_step as _training_step
@@ -103,7 +108,7 @@ def vendor_comparison(scenario: Scenario) -> list[VendorComparison]:
 @st.cache_resource(max_entries=16, show_spinner=False, hash_funcs=SCENARIO_HASH)
 def hybrid_comparison(scenario: Scenario) -> pd.DataFrame:
     """Price a hybrid against one fat-tree of the same size and vendor (one row each)."""
-    from fabric_model.hybrid import compare_with_fat_tree
+    from fabric_model.plant.hybrid import compare_with_fat_tree
 
     return pd.DataFrame(compare_with_fat_tree(scenario))
 
@@ -251,7 +256,7 @@ def fabric_effects(scenario: Scenario) -> pd.DataFrame:
     One row per (vendor, case): the :data:`EFFECT_SIZE_BYTES` row of the collective with the
     vendor's default routing and the scenario's placement (``what_if.placement``), or the
     reason it cannot be computed (``reason`` non-empty, numbers NaN): the rows of
-    :func:`fabric_model.summaries.fabric_effect_rows` over the per-algorithm cache.
+    :func:`fabric_model.report.summaries.fabric_effect_rows` over the per-algorithm cache.
     """
     rows = summaries.fabric_effect_rows(
         scenario,
@@ -290,14 +295,14 @@ def acceptance_table(scenario: Scenario, tolerance: float) -> Any:
 # ----------------------------------------------------------------------- Overview
 
 # SUMMARY_SIZES, CURVE_SIZES and CollectiveSummary (and the all-to-all's GPU limit) live in
-# fabric_model.summaries (imported above: the report and the CLI compute the same numbers).
+# fabric_model.report.summaries (imported above: the report and the CLI compute the same numbers).
 
 
 @st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=SCENARIO_HASH)
 def collective_summary(scenario: Scenario) -> CollectiveSummary:
     """NCCL-like ``auto`` all-reduce and all-to-all at 1 MiB and 1 GiB (one fabric build).
 
-    Cached :func:`fabric_model.summaries.collective_summary` over the per-algorithm cache;
+    Cached :func:`fabric_model.report.summaries.collective_summary` over the per-algorithm cache;
     raises ``AlgorithmUnavailableError`` when no all-reduce algorithm runs.
     """
     _fabric_context(scenario)  # an infeasible design raises here, not as a "reason"
@@ -465,7 +470,7 @@ def moe_points(
 
 @st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=SCENARIO_HASH)
 def replica_scaling_efficiency(scenario: Scenario) -> tuple[float, int] | None:
-    """Return :func:`fabric_model.summaries.replica_scaling_efficiency`, cached."""
+    """Return :func:`fabric_model.report.summaries.replica_scaling_efficiency`, cached."""
     return summaries.replica_scaling_efficiency(scenario, training_step(scenario))
 
 

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from fabric_model.cost import BillOfMaterials
-from fabric_model.floorplan import FloorPlan, facility_value, rack_positions, verdict_text
+from fabric_model.plant.cost import BillOfMaterials
+from fabric_model.plant.floorplan import FloorPlan, facility_value, rack_positions, verdict_text
 from ui.theme import BASE_LAYOUT, OKABE_ITO
 
 __all__ = [

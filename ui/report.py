@@ -13,7 +13,7 @@ The document is a jinja2 template (``ui/templates/report.html.j2``, extending
 autoescaping: :func:`report_context` assembles plain data (numbers already formatted as
 text) and the charts, pre-rendered by plotly, and every other value the template prints is
 escaped, user text (scenario name and description, values in error messages) included. The
-sources come from the model itself (:mod:`fabric_model.citations`): the source notes of the
+sources come from the model itself (:mod:`fabric_model.report.citations`): the source notes of the
 catalog entries the design uses, the NCCL and training constants files, the model shape's
 source and the formulas behind the numbers (``assets/formulas.yaml``: each formula with the
 code implementing it and its source).
@@ -39,16 +39,16 @@ from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
 import fabric_model
-from fabric_model import citations, summaries
 from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.collectives import CollectiveTime, FabricContext
-from fabric_model.cost import (
+from fabric_model.errors import FabricModelError
+from fabric_model.plant.cost import (
     BillOfMaterials,
     VendorComparison,
     bill_of_materials,
     compare_vendors,
 )
-from fabric_model.errors import FabricModelError
+from fabric_model.report import citations, summaries
 from fabric_model.scenario import (
     GPU_COUNT_MAX,
     Scenario,
@@ -176,7 +176,7 @@ def scaling_sizes(scenario: Scenario) -> tuple[int, ...]:
 def _collectives(scenario: Scenario) -> tuple[_Outcome, _Outcome]:
     """NCCL-like ``auto`` all-reduce curve and all-to-all at 1 GiB on one built fabric.
 
-    :func:`fabric_model.summaries.collective_summary`, exactly as the Overview computes it
+    :func:`fabric_model.report.summaries.collective_summary`, exactly as the Overview computes it
     (the same all-to-all rule at every cluster size, so the two always agree).
     """
     try:

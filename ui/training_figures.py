@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from fabric_model.summaries import step_headline
+from fabric_model.report.summaries import step_headline
 from fabric_model.training import DIMS, StepResult, SweepPoint
 from ui.theme import (
     BASE_LAYOUT,

@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 
 from fabric_model.catalog import Catalog, load_catalog
-from fabric_model.design import Hardware, resolve_hardware, topology_request
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.families import family_names
 from fabric_model.flows import FlowSet, solve_maxmin
+from fabric_model.plant.design import Hardware, resolve_hardware, topology_request
 from fabric_model.resources import asset, load_yaml
 from fabric_model.routing import POLICIES, degraded_capacities, route
 from fabric_model.scenario import Scenario
@@ -233,7 +233,7 @@ class FabricContext:
         """Build the topology and capacities (with the what-if degradation) for a scenario."""
         cat = catalog or load_catalog()
         if scenario.fabric.topology == "hybrid":  # hybrid.job: one partition, or both
-            from fabric_model.hybrid import job_scenario
+            from fabric_model.plant.hybrid import job_scenario
 
             scenario = job_scenario(scenario)
         hw = resolve_hardware(scenario, cat)

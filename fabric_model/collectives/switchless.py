@@ -52,8 +52,8 @@ import numpy as np
 
 from fabric_model.collectives.context import ECMP_SEEDS, FabricContext, PatternResult
 from fabric_model.collectives.model import AlgoModel, AlgorithmUnavailableError, bus_factor
-from fabric_model.design import SWITCHLESS
 from fabric_model.flows import solve_maxmin
+from fabric_model.plant.design import SWITCHLESS
 from fabric_model.routing import route
 
 __all__ = [

@@ -534,7 +534,7 @@ def training_step(
     """
     s = scenario
     if s.fabric.topology == "hybrid":  # the job runs where hybrid.job puts it
-        from fabric_model.hybrid import job_scenario
+        from fabric_model.plant.hybrid import job_scenario
 
         s = job_scenario(s)
     cat = catalog or load_catalog()

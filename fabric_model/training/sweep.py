@@ -38,8 +38,8 @@ import numpy as np
 from fabric_model.catalog import load_catalog
 from fabric_model.collectives.algorithms import receive_weights
 from fabric_model.collectives.context import nccl_constants
-from fabric_model.cost import bill_of_materials
 from fabric_model.errors import FabricModelError, ScenarioError
+from fabric_model.plant.cost import bill_of_materials
 from fabric_model.scenario import Scenario, apply_overrides, field_spec
 from fabric_model.training.fabric import DimensionFabric
 from fabric_model.training.gemm import linear_utilisation

@@ -22,8 +22,8 @@ from typing import Any
 
 from fabric_model import __version__
 from fabric_model.collectives import collective, nccl_constants
-from fabric_model.design import build_topology
 from fabric_model.errors import FabricModelError
+from fabric_model.plant.design import build_topology
 from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.units import format_size_bytes
 

@@ -32,7 +32,7 @@ from fabric_model.units import GIB
 if TYPE_CHECKING:  # the collectives and training models load numba: imported where used,
     # so ``python -m fabric_model bom`` (vendor rows only) starts as fast as before
     from fabric_model.collectives import AlgoModel, CollectiveTime, FabricContext
-    from fabric_model.cost import BillOfMaterials, VendorComparison
+    from fabric_model.plant.cost import BillOfMaterials, VendorComparison
     from fabric_model.topology import Topology
     from fabric_model.training import StepResult
 

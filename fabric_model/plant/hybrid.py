@@ -22,8 +22,8 @@ from fabric_model.topology.hybrid import HybridRequest, HybridTopology
 
 if TYPE_CHECKING:
     from fabric_model.catalog import Catalog
-    from fabric_model.cost import BomLine
-    from fabric_model.design import Hardware
+    from fabric_model.plant.cost import BomLine
+    from fabric_model.plant.design import Hardware
 
 __all__ = [
     "check_hybrid",
@@ -139,7 +139,7 @@ def hybrid_request(scenario: Scenario, hardware: Hardware, base: TopologyRequest
         On a ``hybrid.*`` key: vendors of two link layers, partitions that do not fit, or a
         partition's hardware its vendor refuses (that refusal follows).
     """
-    from fabric_model.design import resolve_hardware, topology_request
+    from fabric_model.plant.design import resolve_hardware, topology_request
 
     check_hybrid(scenario)
     reqs, labels = [], []
@@ -186,7 +186,7 @@ def job_scenario(scenario: Scenario) -> Scenario:
 @lru_cache(maxsize=64)
 def _check_builds(scenario: Scenario) -> None:
     """Build the hybrid's counts once (raising its refusals, which name ``hybrid.*`` keys)."""
-    from fabric_model.design import build_topology
+    from fabric_model.plant.design import build_topology
 
     build_topology(scenario)
 
@@ -232,8 +232,8 @@ def hybrid_bom_lines(
     shared uplinks (``A core-shared``, ``B spine-shared``) and the shared cores take
     ``fabric.vendor``'s switch and its optics.
     """
-    from fabric_model.cost import _bom_lines
-    from fabric_model.design import resolve_hardware
+    from fabric_model.plant.cost import _bom_lines
+    from fabric_model.plant.design import resolve_hardware
 
     if not isinstance(topo, HybridTopology):
         raise InfeasibleDesignError("fabric.topology", "not a hybrid topology")
@@ -264,7 +264,7 @@ def compare_with_fat_tree(
     Returns one row per design (``design``, switches, cables, transceivers, capex, capex per
     GPU, power, bisection, most switch hops; ``error`` when the fat-tree cannot be built).
     """
-    from fabric_model.cost import bill_of_materials
+    from fabric_model.plant.cost import bill_of_materials
 
     keys = dataclasses.replace(
         scenario, facility=dataclasses.replace(scenario.facility, cable_lengths="keys")

@@ -4,7 +4,7 @@ A design is the base scenario with one value of each varied key (any scenario ke
 and checked by the scenario's own coercion, so a bad key or value is the scenario's one-line
 error). Each design gets its training step (the scenario's plan, or with ``plan_search`` the
 fastest plan :func:`~fabric_model.training.sweep.plan_search` finds), its bill of materials,
-and its run (:func:`~fabric_model.reliability.estimate_run`: failures, goodput, days, cost).
+and its run (:func:`~fabric_model.run.reliability.estimate_run`: failures, goodput, days, cost).
 The Pareto front is the feasible designs that no other feasible design beats on both
 objectives, time to train and cost per run (:data:`OBJECTIVES`), lower being better.
 
@@ -181,8 +181,8 @@ def evaluate_design(task: DesignTask, *, deadline: float | None = None) -> dict[
     (``time.monotonic()``) bounds the plan search: a search it stopped gives the best plan
     found so far and the entry carries ``"cut_short": True`` (the key is absent otherwise).
     """
-    from fabric_model.cost import bill_of_materials
-    from fabric_model.reliability import estimate_run
+    from fabric_model.plant.cost import bill_of_materials
+    from fabric_model.run.reliability import estimate_run
     from fabric_model.training import training_step
     from fabric_model.training.sweep import plan_search
 
@@ -464,7 +464,7 @@ def sensitivity_ranges(base: Scenario) -> list[tuple[str, str, str, Any, Any]]:
     most 1), the restart 5 to 30 minutes, the link speed one step down and up the allowed
     speeds, the leaf oversubscription from non-blocking to twice the design's.
     """
-    from fabric_model.cost import bill_of_materials
+    from fabric_model.plant.cost import bill_of_materials
     from fabric_model.scenario import field_spec
 
     bom = bill_of_materials(base)

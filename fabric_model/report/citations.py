@@ -43,7 +43,7 @@ from fabric_model.scenario import MODEL_SHAPES, field_spec
 from fabric_model.training.constants import CONSTANTS_PATH, training_constants
 
 if TYPE_CHECKING:
-    from fabric_model.cost import BillOfMaterials
+    from fabric_model.plant.cost import BillOfMaterials
 
 __all__ = [
     "FORMULAS_PATH",

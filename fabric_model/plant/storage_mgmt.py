@@ -10,7 +10,7 @@ Storage (``storage.*``)
     a non-blocking Spectrum-4 (SN5600) Ethernet leaf-spine, the storage switch of DGX SuperPOD
     GB200 [S44]. The fabric is the package's own fat-tree builder with one rail per storage
     port, so leaves, spines, cables and transceivers follow the same rules as the compute
-    fabric (:func:`fabric_model.cost.link_lines`). The NIC is the dual-port BlueField-3 DPU
+    fabric (:func:`fabric_model.plant.cost.link_lines`). The NIC is the dual-port BlueField-3 DPU
     B3220, ``ceil(ports / 2)`` cards per server. The parallel filesystem's own servers and
     their ports are not counted.
 
@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabric_model.catalog import Catalog
-from fabric_model.cost import CATEGORIES, BomLine, link_lines
-from fabric_model.design import Hardware
 from fabric_model.errors import InfeasibleDesignError
+from fabric_model.plant.cost import CATEGORIES, BomLine, link_lines
+from fabric_model.plant.design import Hardware
 from fabric_model.scenario import FACILITY_DATA, CostSpec, Scenario
 from fabric_model.topology import Topology, TopologyRequest, build_topology_from_request
 

@@ -46,12 +46,11 @@ from typing import Any
 import numpy as np
 
 from fabric_model.catalog import Catalog
-from fabric_model.cost import BomLine
-from fabric_model.design import Hardware
 from fabric_model.errors import ScenarioError
 from fabric_model.families import FAMILIES
-from fabric_model.scenario import FACILITY_DATA, CostSpec, FabricSpec, Scenario
-from fabric_model.storage_mgmt import (
+from fabric_model.plant.cost import BomLine
+from fabric_model.plant.design import Hardware
+from fabric_model.plant.storage_mgmt import (
     MANAGEMENT_AGGREGATION,
     MANAGEMENT_SWITCH_BY_GBPS,
     ManagementCounts,
@@ -62,6 +61,7 @@ from fabric_model.storage_mgmt import (
     storage_bill,
     storage_design,
 )
+from fabric_model.scenario import FACILITY_DATA, CostSpec, FabricSpec, Scenario
 from fabric_model.topology import Topology
 
 __all__ = [

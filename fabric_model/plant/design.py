@@ -249,8 +249,8 @@ def topology_request(scenario: Scenario, hardware: Hardware) -> TopologyRequest:
         direct_link_m=f.direct_link_m,
         planes=f.planes,
     )
-    if f.topology == "hybrid":  # two partitions and a shared tier (fabric_model.hybrid)
-        from fabric_model.hybrid import hybrid_request
+    if f.topology == "hybrid":  # two partitions and a shared tier (fabric_model.plant.hybrid)
+        from fabric_model.plant.hybrid import hybrid_request
 
         return hybrid_request(scenario, hardware, req)
     return req

@@ -2,7 +2,7 @@
 
 Everything here is derived from the built topology's cables (``Topology.graph``: one entry
 per cable, in link-class order) and from the bill of materials' media choice
-(:func:`fabric_model.cost.link_media`), so the files agree with the BOM by construction.
+(:func:`fabric_model.plant.cost.link_media`), so the files agree with the BOM by construction.
 
 Conventions
 -----------
@@ -42,8 +42,8 @@ import numpy as np
 
 from fabric_model import __version__
 from fabric_model.catalog import Catalog, load_catalog
-from fabric_model.cost import BillOfMaterials, LinkMedia, bill_of_materials, link_media
 from fabric_model.errors import FabricModelError, InfeasibleDesignError
+from fabric_model.plant.cost import BillOfMaterials, LinkMedia, bill_of_materials, link_media
 from fabric_model.scenario import Scenario
 from fabric_model.topology import Topology
 

@@ -4,7 +4,7 @@ A synchronous training job stops whenever any part it runs on fails: a GPU, a se
 or any switch, transceiver or cable of its fabric (a failed leaf stops every rank behind it,
 and with them the job). Rates per component class are the ``reliability.*`` keys, whose
 defaults and sources are in ``assets/reliability.yaml``; the counts come from the design's
-bill of materials (:func:`fabric_model.cost.bill_of_materials`), so more optics and switches
+bill of materials (:func:`fabric_model.plant.cost.bill_of_materials`), so more optics and switches
 mean more interruptions.
 
 Formulas (``lambda`` = interruptions per second, ``M = 1 / lambda`` the MTBF, ``delta`` the
@@ -26,7 +26,7 @@ time):
 - days to train = ``training.total_tokens`` / (tokens/s of the step x goodput) / 86,400;
 - cost per run = the cluster's TCO per day x days, where the TCO is the servers' and the
   network's capex plus their energy at the PUE and $/kWh over ``costs.years``
-  (:class:`~fabric_model.cost.BillOfMaterials`), so capex is amortised over the horizon;
+  (:class:`~fabric_model.plant.cost.BillOfMaterials`), so capex is amortised over the horizon;
 - $ per million tokens = cost per run / (total tokens / 1e6).
 
 >>> goodput(interval_s=3600.0, write_s=60.0, restart_s=600.0, failures_per_s=1 / 86_400)
@@ -39,7 +39,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from fabric_model.cost import BillOfMaterials
+from fabric_model.plant.cost import BillOfMaterials
 from fabric_model.scenario import RELIABILITY_DATA, Scenario
 from fabric_model.training.memory import OPTIMIZER_BYTES, WEIGHT_BYTES
 from fabric_model.training.shapes import shape_counts

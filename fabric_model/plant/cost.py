@@ -16,9 +16,9 @@ Counting rules (hardware-and-cost-facts sections 3.1, 6.1 and 8.3):
 - Power: switches without optics + modules + NICs + active cables, at the wall times the PUE
   for energy; TCO = capex + energy over the horizon.
 - Lengths: with ``facility.cable_lengths = floorplan`` (the default) each link class's length
-  is its longest run on the floor plan (:mod:`fabric_model.floorplan`), so the media follow
+  is its longest run on the floor plan (:mod:`fabric_model.plant.floorplan`), so the media follow
   the racks; a ``fabric.*_m`` key set away from its default still wins for its class.
-- The storage and management networks (:mod:`fabric_model.storage_mgmt`) are priced apart
+- The storage and management networks (:mod:`fabric_model.plant.storage_mgmt`) are priced apart
   (``BillOfMaterials.networks``): every total, per-GPU figure, share and TCO here is the
   compute fabric's.
 
@@ -36,15 +36,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fabric_model.catalog import Cable, Catalog, Optic, load_catalog
-from fabric_model.design import Hardware, resolve_hardware, topology_request
 from fabric_model.errors import FabricModelError
+from fabric_model.plant.design import Hardware, resolve_hardware, topology_request
 from fabric_model.scenario import CostSpec, Scenario
 from fabric_model.topology import LinkClass, Topology, build_topology_from_request
 from fabric_model.units import HOURS_PER_YEAR
 
 if TYPE_CHECKING:
-    from fabric_model.floorplan import FloorPlan
-    from fabric_model.storage_mgmt import NetworkBill
+    from fabric_model.plant.floorplan import FloorPlan
+    from fabric_model.plant.storage_mgmt import NetworkBill
 
 __all__ = [
     "CATEGORIES",
@@ -505,12 +505,12 @@ def bill_of_materials(
         scenario.fabric.topology, topology_request(scenario, hw)
     )
     # the floor plan sets the cable lengths, so it comes before the lines
-    from fabric_model.floorplan import plan_site
+    from fabric_model.plant.floorplan import plan_site
 
     site = plan_site(scenario, hw, topo, cat)
     topo = site.topology
-    if topo.family == "hybrid":  # each partition on its vendor's parts (fabric_model.hybrid)
-        from fabric_model.hybrid import hybrid_bom_lines
+    if topo.family == "hybrid":  # each partition on its vendor's parts (fabric_model.plant.hybrid)
+        from fabric_model.plant.hybrid import hybrid_bom_lines
 
         lines = hybrid_bom_lines(scenario, topo, hw, cat, own_vendor)
     else:
