@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from fabric_model.cli import main
 from fabric_model.collectives import collective
 from fabric_model.flows import solve_maxmin
-from fabric_model.plant.cost import bill_of_materials
+from fabric_model.plant.cost import bill_of_materials, compare_with_fat_tree
 from fabric_model.plant.design import build_topology
-from fabric_model.plant.hybrid import compare_with_fat_tree, partition_scenario
+from fabric_model.plant.hybrid import partition_scenario
 from fabric_model.presets import load_preset
 from fabric_model.routing import route
 from fabric_model.routing.hybrid import route_hybrid

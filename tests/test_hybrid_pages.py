@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from fabric_model.plant.cost import compare_with_fat_tree
 from fabric_model.plant.design import build_topology
-from fabric_model.plant.hybrid import compare_with_fat_tree
 from fabric_model.presets import load_preset
 from fabric_model.scenario import apply_overrides
 from tests.apptest_helpers import assert_no_exception, figure, messages, open_page

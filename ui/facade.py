@@ -108,7 +108,7 @@ def vendor_comparison(scenario: Scenario) -> list[VendorComparison]:
 @st.cache_resource(max_entries=16, show_spinner=False, hash_funcs=SCENARIO_HASH)
 def hybrid_comparison(scenario: Scenario) -> pd.DataFrame:
     """Price a hybrid against one fat-tree of the same size and vendor (one row each)."""
-    from fabric_model.plant.hybrid import compare_with_fat_tree
+    from fabric_model.plant.cost import compare_with_fat_tree
 
     return pd.DataFrame(compare_with_fat_tree(scenario))
 

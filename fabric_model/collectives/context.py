@@ -22,7 +22,7 @@ from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.families import family_names
 from fabric_model.flows import FlowSet, solve_maxmin
-from fabric_model.plant.design import Hardware, resolve_hardware, topology_request
+from fabric_model.plant.design import Hardware, job_scenario, resolve_hardware, topology_request
 from fabric_model.resources import asset, load_yaml
 from fabric_model.routing import POLICIES, degraded_capacities, route
 from fabric_model.scenario import Scenario
@@ -233,8 +233,6 @@ class FabricContext:
         """Build the topology and capacities (with the what-if degradation) for a scenario."""
         cat = catalog or load_catalog()
         if scenario.fabric.topology == "hybrid":  # hybrid.job: one partition, or both
-            from fabric_model.plant.hybrid import job_scenario
-
             scenario = job_scenario(scenario)
         hw = resolve_hardware(scenario, cat)
         topo = build_topology_from_request(scenario.fabric.topology, topology_request(scenario, hw))

@@ -30,21 +30,29 @@ scenario's own vendor only (another vendor's switch is another product).
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from fabric_model.catalog import Cable, Catalog, Optic, load_catalog
+from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.design import Hardware, resolve_hardware, topology_request
+from fabric_model.plant.floorplan import FloorPlan, plan_site
+from fabric_model.plant.hybrid import single_fat_tree_scenario
+from fabric_model.plant.lines import (
+    CATEGORIES,
+    BomLine,
+    LinkMedia,
+    _bom_lines,
+    _price,
+    hybrid_bom_lines,
+    link_lines,
+    link_media,
+)
+from fabric_model.plant.storage_mgmt import NetworkBill
 from fabric_model.scenario import CostSpec, Scenario
-from fabric_model.topology import LinkClass, Topology, build_topology_from_request
+from fabric_model.topology import Topology, build_topology_from_request
 from fabric_model.units import HOURS_PER_YEAR
-
-if TYPE_CHECKING:
-    from fabric_model.plant.floorplan import FloorPlan
-    from fabric_model.plant.storage_mgmt import NetworkBill
 
 __all__ = [
     "CATEGORIES",
@@ -54,44 +62,10 @@ __all__ = [
     "VendorComparison",
     "bill_of_materials",
     "compare_vendors",
+    "compare_with_fat_tree",
     "link_lines",
     "link_media",
 ]
-
-#: Capex/power categories, in display order.
-CATEGORIES = ("switches", "nics", "optics", "cables")
-
-
-@dataclass(frozen=True)
-class BomLine:
-    """One line of the bill: a part, where it sits, how many, what it costs and draws."""
-
-    category: str
-    item: str
-    key: str
-    where: str
-    quantity: int
-    unit_price_usd: float
-    unit_power_w: float
-    price_source: str
-
-    @property
-    def capex_usd(self) -> float:
-        """Quantity x unit price, USD."""
-        return self.quantity * self.unit_price_usd
-
-    @property
-    def power_w(self) -> float:
-        """Quantity x unit power, W."""
-        return self.quantity * self.unit_power_w
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict with the derived columns."""
-        return {
-            **dataclasses.asdict(self),
-            "capex_usd": self.capex_usd,
-            "power_w": self.power_w,
-        }
 
 
 @dataclass(frozen=True)
@@ -274,205 +248,6 @@ class BillOfMaterials:
         }
 
 
-def _price(override: float | None, catalog_value: float) -> float:
-    return float(catalog_value) if override is None else float(override)
-
-
-@dataclass(frozen=True)
-class LinkMedia:
-    """How the cables of one link class are built: copper, or fiber with a module per end.
-
-    Attributes
-    ----------
-    copper
-        The copper cable (``dac``, ``acc``, ``lacc``) when one carries the link's speed over
-        its length, else None (the link is optical).
-    fiber
-        The fiber entry, counted once per optical link.
-    nic_optic, switch_optic
-        Transceiver at a NIC end and at a switch end of an optical link (None for copper
-        links and for ends the class does not have).
-    """
-
-    copper: Cable | None
-    fiber: Cable
-    nic_optic: Optic | None
-    switch_optic: Optic | None
-
-    @property
-    def cable(self) -> Cable:
-        """The physical cable of one link: the copper cable, else the fiber."""
-        return self.copper if self.copper is not None else self.fiber
-
-    @property
-    def links_per_cable(self) -> int:
-        """Logical links one physical cable carries (2 for a 1:2 splitter DAC), count."""
-        return max(1, int(self.copper.links_per_cable)) if self.copper is not None else 1
-
-
-def link_media(lc: LinkClass, hw: Hardware, cat: Catalog) -> LinkMedia:
-    """Choose the media of one link class by speed, length and what sits at its ends.
-
-    A copper cable when the catalog has one for the speed over the length (a NIC-to-switch
-    class only with a splitter that fans one cage out to ``cage / link`` NICs, and at the
-    switch cage's lane rate); otherwise fiber, with the cheapest module by reach at each end
-    (switch modules sized to the cage: the twin-port rule).
-
-    Raises
-    ------
-    InfeasibleDesignError
-        If no transceiver runs the link's speed over its length.
-    """
-    sw = hw.switch
-    on_switch = bool(lc.port_groups)
-    # a switch cage has 8 SerDes lanes: 800G cages run 100G lanes, 1.6T cages 200G lanes
-    lane_gbps = sw.cage_gbps // 8
-    # NIC to switch: one twin-port cage feeds cage/link NICs through a splitter cable
-    split = max(1, sw.cage_gbps // lc.link_gbps) if on_switch and lc.n_nic_ends else None
-    copper = cat.cable_for(
-        lc.link_gbps, lc.length_m, split=split, lane_gbps=lane_gbps if on_switch else None
-    )
-    if copper is not None:
-        return LinkMedia(copper, cat.fiber, None, None)
-    protocol = hw.vendor.protocol
-    nic_optic = None
-    if lc.n_nic_ends and lc.nic_breakout > 1:  # a NIC port's links, one per plane, on one module
-        nic_optic = cat.optic_for(
-            "nic",
-            lc.link_gbps,
-            lc.length_m,
-            cage_gbps=lc.link_gbps * lc.nic_breakout,
-            protocol=protocol,
-            form="twin",
-            key="fabric.planes",
-        )
-    elif lc.n_nic_ends:
-        nic_optic = cat.optic_for(
-            "nic", lc.link_gbps, lc.length_m, protocol=protocol, form="single"
-        )
-    switch_optic = (
-        cat.optic_for(
-            "switch", lc.link_gbps, lc.length_m, cage_gbps=sw.cage_gbps, protocol=protocol
-        )
-        if on_switch
-        else None
-    )
-    return LinkMedia(None, cat.fiber, nic_optic, switch_optic)
-
-
-def _bom_lines(
-    topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec, own_vendor: bool
-) -> list[BomLine]:
-    lines: list[BomLine] = []
-    sw, nic = hw.switch, hw.nic
-    switch_price = _price(costs.switch_usd if own_vendor else None, sw.price_usd)
-    nic_price = _price(costs.nic_usd if own_vendor else None, nic.price_usd)
-    for tier, count in topo.switches_by_tier.items():
-        if count:
-            lines.append(
-                BomLine(
-                    "switches",
-                    sw.name,
-                    sw.key,
-                    tier,
-                    count,
-                    switch_price,
-                    sw.power_w,
-                    cat.source_note("switches", sw.key, "price_usd"),
-                )
-            )
-    lines.append(
-        BomLine(
-            "nics",
-            nic.name,
-            nic.key,
-            "servers",
-            topo.n_endpoints,
-            nic_price,
-            nic.power_w,
-            cat.source_note("nics", nic.key, "price_usd"),
-        )
-    )
-    lines.extend(link_lines(topo, hw, cat, costs))
-    return lines
-
-
-def link_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec) -> list[BomLine]:
-    """Return the cable and transceiver lines of every link class of ``topo``.
-
-    Copper cables per ``ceil(links / links_per_cable)``; an optical link takes one fiber,
-    one NIC-side module per NIC port (a breakout module per ``nic_breakout`` links) and, at
-    each switch tier, ``ceil(ports / ports_per_module)`` twin-port modules per switch.
-    """
-    lines: list[BomLine] = []
-    for lc in topo.links:
-        media = link_media(lc, hw, cat)
-        copper = media.copper
-        if copper is not None:
-            lines.append(
-                BomLine(
-                    "cables",
-                    copper.name,
-                    copper.key,
-                    lc.name,
-                    math.ceil(lc.n_links / media.links_per_cable),
-                    _price(costs.copper_cable_usd, copper.price_usd),
-                    copper.power_w,
-                    cat.source_note("cables", copper.key, "price_usd"),
-                )
-            )
-            continue
-        fiber = media.fiber
-        lines.append(
-            BomLine(
-                "cables",
-                fiber.name,
-                fiber.key,
-                lc.name,
-                lc.n_links,
-                _price(costs.fiber_usd, fiber.price_usd),
-                fiber.power_w,
-                cat.source_note("cables", fiber.key, "price_usd"),
-            )
-        )
-        if media.nic_optic is not None:
-            optic = media.nic_optic
-            lines.append(
-                BomLine(
-                    "optics",
-                    optic.name,
-                    optic.key,
-                    f"{lc.name} (NIC side)",
-                    math.ceil(lc.n_nic_ends / lc.nic_breakout),
-                    _price(costs.optic_nic_usd, optic.price_usd),
-                    optic.power_w,
-                    cat.source_note("optics", optic.key, "price_usd"),
-                )
-            )
-        if media.switch_optic is not None:
-            optic = media.switch_optic
-            per = optic.ports_per_module(lc.link_gbps)
-            by_tier: dict[str, int] = {}
-            for g in lc.port_groups:
-                by_tier[g.tier] = by_tier.get(g.tier, 0) + g.n_switches * math.ceil(
-                    g.ports_per_switch / per
-                )
-            for tier, n_modules in by_tier.items():
-                lines.append(
-                    BomLine(
-                        "optics",
-                        optic.name,
-                        optic.key,
-                        f"{lc.name} ({tier} side)",
-                        n_modules,
-                        _price(costs.optic_switch_usd, optic.price_usd),
-                        optic.power_w,
-                        cat.source_note("optics", optic.key, "price_usd"),
-                    )
-                )
-    return lines
-
-
 def bill_of_materials(
     scenario: Scenario,
     catalog: Catalog | None = None,
@@ -505,13 +280,9 @@ def bill_of_materials(
         scenario.fabric.topology, topology_request(scenario, hw)
     )
     # the floor plan sets the cable lengths, so it comes before the lines
-    from fabric_model.plant.floorplan import plan_site
-
     site = plan_site(scenario, hw, topo, cat)
     topo = site.topology
     if topo.family == "hybrid":  # each partition on its vendor's parts (fabric_model.plant.hybrid)
-        from fabric_model.plant.hybrid import hybrid_bom_lines
-
         lines = hybrid_bom_lines(scenario, topo, hw, cat, own_vendor)
     else:
         lines = _bom_lines(topo, hw, cat, scenario.costs, own_vendor)
@@ -577,3 +348,44 @@ def compare_vendors(
         except FabricModelError as exc:
             out.append(VendorComparison(vendor, None, str(exc)))
     return out
+
+
+def compare_with_fat_tree(
+    scenario: Scenario, catalog: Catalog | None = None
+) -> list[dict[str, object]]:
+    """Price the hybrid and one fat-tree of the same size, vendor and speed.
+
+    Both take their cable lengths from the ``fabric.*_m`` keys (``facility.cable_lengths =
+    keys``): the floor plan places no hybrid cable yet, so this keeps the optics comparable.
+    Returns one row per design (``design``, switches, cables, transceivers, capex, capex per
+    GPU, power, bisection, most switch hops; ``error`` when the fat-tree cannot be built).
+    """
+    keys = dataclasses.replace(
+        scenario, facility=dataclasses.replace(scenario.facility, cable_lengths="keys")
+    )
+    rows: list[dict[str, object]] = []
+    for label, variant in (
+        ("hybrid", keys),
+        ("single fat-tree", single_fat_tree_scenario(keys)),
+    ):
+        try:
+            bom = bill_of_materials(variant, catalog)
+        except FabricModelError as exc:
+            rows.append({"design": label, "error": str(exc)})
+            continue
+        topo = bom.topology
+        rows.append(
+            {
+                "design": label,
+                "n_switches": topo.n_switches,
+                "n_cables": bom.n_cables,
+                "n_transceivers": bom.n_transceivers,
+                "capex_usd": bom.capex_usd,
+                "capex_per_gpu_usd": bom.capex_per_gpu_usd,
+                "power_w": bom.power_w,
+                "bisection_GBps": topo.bisection_GBps,
+                "max_switch_hops": topo.max_switch_hops,
+                "error": "",
+            }
+        )
+    return rows

@@ -7,12 +7,20 @@ hands plain numbers to the topology builders.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from fabric_model.catalog import Catalog, Gpu, Nic, Server, Switch, Vendor, load_catalog
-from fabric_model.errors import InfeasibleDesignError, ScenarioError, UnknownCatalogKeyError
+from fabric_model.errors import (
+    FabricModelError,
+    InfeasibleDesignError,
+    ScenarioError,
+    UnknownCatalogKeyError,
+)
 from fabric_model.families import family_names
+from fabric_model.plant.hybrid import check_hybrid, partition_scenario
 from fabric_model.scenario import Scenario
 from fabric_model.topology import (
     PLANE_FAMILIES,
@@ -20,8 +28,17 @@ from fabric_model.topology import (
     TopologyRequest,
     build_topology_from_request,
 )
+from fabric_model.topology.hybrid import HybridRequest
 
-__all__ = ["SWITCHLESS", "Hardware", "build_topology", "resolve_hardware", "topology_request"]
+__all__ = [
+    "SWITCHLESS",
+    "Hardware",
+    "build_topology",
+    "hybrid_request",
+    "job_scenario",
+    "resolve_hardware",
+    "topology_request",
+]
 
 #: Families without switches: their links run NIC to NIC (``Family.switchless``).
 SWITCHLESS = frozenset(family_names(lambda f: f.switchless))
@@ -250,8 +267,6 @@ def topology_request(scenario: Scenario, hardware: Hardware) -> TopologyRequest:
         planes=f.planes,
     )
     if f.topology == "hybrid":  # two partitions and a shared tier (fabric_model.plant.hybrid)
-        from fabric_model.plant.hybrid import hybrid_request
-
         return hybrid_request(scenario, hardware, req)
     return req
 
@@ -266,3 +281,60 @@ def build_topology(scenario: Scenario, catalog: Catalog | None = None) -> Topolo
     """
     hw = resolve_hardware(scenario, catalog)
     return build_topology_from_request(scenario.fabric.topology, topology_request(scenario, hw))
+
+
+def hybrid_request(scenario: Scenario, hardware: Hardware, base: TopologyRequest) -> HybridRequest:
+    """Return the :class:`HybridRequest` of a hybrid scenario (``base``: the whole cluster's).
+
+    Raises
+    ------
+    InfeasibleDesignError
+        On a ``hybrid.*`` key: vendors of two link layers, partitions that do not fit, or a
+        partition's hardware its vendor refuses (that refusal follows).
+    """
+    check_hybrid(scenario)
+    reqs, labels = [], []
+    for part in ("a", "b"):
+        ps = partition_scenario(scenario, part)
+        try:
+            hw = resolve_hardware(ps)
+        except FabricModelError as exc:
+            raise InfeasibleDesignError(
+                f"hybrid.{part}_vendor", f"partition {part.upper()} cannot be built: {exc}"
+            ) from None
+        reqs.append(topology_request(ps, hw))
+        labels.append(f"{ps.fabric.topology}, {ps.fabric.vendor} ({hw.switch.key})")
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(TopologyRequest)}
+    return HybridRequest(
+        **fields,
+        a_family=scenario.hybrid.a_topology,
+        a=reqs[0],
+        b_family=scenario.hybrid.b_topology,
+        b=reqs[1],
+        a_label=labels[0],
+        b_label=labels[1],
+        core_radix=hardware.radix,
+        core_switch_key=hardware.switch.key,
+        shared_oversubscription=float(scenario.hybrid.shared_oversubscription),
+    )
+
+
+def job_scenario(scenario: Scenario) -> Scenario:
+    """Return the scenario the job of ``hybrid.job`` runs on.
+
+    ``a`` or ``b``: the partition alone (its links are the only ones the job's traffic
+    crosses, with the same capacities); ``both``, or a scenario that is not a hybrid: the
+    scenario itself.
+    """
+    if scenario.fabric.topology != "hybrid":
+        return scenario
+    if scenario.hybrid.job == "both":
+        return scenario
+    _check_builds(scenario)  # both partitions and the shared tier, with the hybrid's keys
+    return partition_scenario(scenario, scenario.hybrid.job)
+
+
+@lru_cache(maxsize=64)
+def _check_builds(scenario: Scenario) -> None:
+    """Build the hybrid's counts once (raising its refusals, which name ``hybrid.*`` keys)."""
+    build_topology(scenario)

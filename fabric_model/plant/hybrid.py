@@ -1,4 +1,4 @@
-"""Hybrid clusters from a scenario: the partitions' scenarios, request, job and bill.
+"""Hybrid clusters from a scenario: the partitions' scenarios and views.
 
 ``fabric.topology = hybrid`` splits the cluster into partition A (GPUs ``0 .. a - 1``, family
 ``hybrid.a_topology``, vendor ``hybrid.a_vendor``) and partition B (the rest), joined by a
@@ -7,33 +7,28 @@ it). Each partition is the scenario with its own size, family and vendor
 (:func:`partition_scenario`); the job (``hybrid.job``) runs on A's GPUs, B's, or both
 (:func:`job_scenario`): a job inside one partition crosses only that partition's links
 (``tests/test_hybrid.py`` holds it), so it is modelled on the partition alone.
+
+The hybrid's request and job live with every family's (:mod:`fabric_model.plant.design`),
+its bill lines with every design's (:mod:`fabric_model.plant.lines`), and the comparison with
+one fat-tree in :mod:`fabric_model.plant.cost`; this module is the partitioning they share.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from functools import lru_cache
-from typing import TYPE_CHECKING
 
-from fabric_model.errors import FabricModelError, InfeasibleDesignError
+from fabric_model.catalog import Catalog, load_catalog
+from fabric_model.errors import InfeasibleDesignError
 from fabric_model.scenario import Scenario
 from fabric_model.topology import Topology, TopologyRequest
-from fabric_model.topology.hybrid import HybridRequest, HybridTopology
-
-if TYPE_CHECKING:
-    from fabric_model.catalog import Catalog
-    from fabric_model.plant.cost import BomLine
-    from fabric_model.plant.design import Hardware
+from fabric_model.topology.hybrid import HybridTopology
 
 __all__ = [
     "check_hybrid",
-    "compare_with_fat_tree",
-    "hybrid_bom_lines",
-    "hybrid_request",
-    "job_scenario",
     "partition_gpus",
     "partition_scenario",
     "partition_vendor",
+    "partition_view",
     "single_fat_tree_scenario",
 ]
 
@@ -103,8 +98,6 @@ def check_hybrid(scenario: Scenario, catalog: Catalog | None = None) -> None:
         On ``hybrid.a_vendor`` / ``hybrid.b_vendor`` (InfiniBand and Ethernet cannot share
         one core tier) or ``fabric.planes``.
     """
-    from fabric_model.catalog import load_catalog
-
     cat = catalog or load_catalog()
     partition_gpus(scenario)
     shared = scenario.fabric.vendor
@@ -130,67 +123,6 @@ def check_hybrid(scenario: Scenario, catalog: Catalog | None = None) -> None:
         )
 
 
-def hybrid_request(scenario: Scenario, hardware: Hardware, base: TopologyRequest) -> HybridRequest:
-    """Return the :class:`HybridRequest` of a hybrid scenario (``base``: the whole cluster's).
-
-    Raises
-    ------
-    InfeasibleDesignError
-        On a ``hybrid.*`` key: vendors of two link layers, partitions that do not fit, or a
-        partition's hardware its vendor refuses (that refusal follows).
-    """
-    from fabric_model.plant.design import resolve_hardware, topology_request
-
-    check_hybrid(scenario)
-    reqs, labels = [], []
-    for part in ("a", "b"):
-        ps = partition_scenario(scenario, part)
-        try:
-            hw = resolve_hardware(ps)
-        except FabricModelError as exc:
-            raise InfeasibleDesignError(
-                f"hybrid.{part}_vendor", f"partition {part.upper()} cannot be built: {exc}"
-            ) from None
-        reqs.append(topology_request(ps, hw))
-        labels.append(f"{ps.fabric.topology}, {ps.fabric.vendor} ({hw.switch.key})")
-    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(TopologyRequest)}
-    return HybridRequest(
-        **fields,
-        a_family=scenario.hybrid.a_topology,
-        a=reqs[0],
-        b_family=scenario.hybrid.b_topology,
-        b=reqs[1],
-        a_label=labels[0],
-        b_label=labels[1],
-        core_radix=hardware.radix,
-        core_switch_key=hardware.switch.key,
-        shared_oversubscription=float(scenario.hybrid.shared_oversubscription),
-    )
-
-
-def job_scenario(scenario: Scenario) -> Scenario:
-    """Return the scenario the job of ``hybrid.job`` runs on.
-
-    ``a`` or ``b``: the partition alone (its links are the only ones the job's traffic
-    crosses, with the same capacities); ``both``, or a scenario that is not a hybrid: the
-    scenario itself.
-    """
-    if scenario.fabric.topology != "hybrid":
-        return scenario
-    if scenario.hybrid.job == "both":
-        return scenario
-    _check_builds(scenario)  # both partitions and the shared tier, with the hybrid's keys
-    return partition_scenario(scenario, scenario.hybrid.job)
-
-
-@lru_cache(maxsize=64)
-def _check_builds(scenario: Scenario) -> None:
-    """Build the hybrid's counts once (raising its refusals, which name ``hybrid.*`` keys)."""
-    from fabric_model.plant.design import build_topology
-
-    build_topology(scenario)
-
-
 def single_fat_tree_scenario(scenario: Scenario) -> Scenario:
     """Return the same cluster (size, vendor, speed) as one fat-tree (the Cost comparison)."""
     return dataclasses.replace(
@@ -200,8 +132,13 @@ def single_fat_tree_scenario(scenario: Scenario) -> Scenario:
     )
 
 
-def _view(topo: HybridTopology, prefix: str, base: Topology, request: TopologyRequest) -> Topology:
-    """Return the part of a (floor-planned) hybrid whose tiers and links start with ``prefix``."""
+def partition_view(
+    topo: HybridTopology, prefix: str, base: Topology, request: TopologyRequest
+) -> Topology:
+    """Return the part of a (floor-planned) hybrid whose tiers and links start with ``prefix``.
+
+    ``prefix`` is a partition's name, or ``"shared"`` for the shared tier and its uplinks.
+    """
     shared = prefix == "shared"
     links = tuple(
         lc
@@ -217,81 +154,3 @@ def _view(topo: HybridTopology, prefix: str, base: Topology, request: TopologyRe
         notes=(),
         warnings=(),
     )
-
-
-def hybrid_bom_lines(
-    scenario: Scenario,
-    topo: Topology,
-    hardware: Hardware,
-    catalog: Catalog,
-    own_vendor: bool,
-) -> list[BomLine]:
-    """Bill lines of a hybrid: each partition priced with its vendor's parts, then the shared tier.
-
-    Partition links (``A leaf-spine``, ...) take that partition's switch, NIC and optics; the
-    shared uplinks (``A core-shared``, ``B spine-shared``) and the shared cores take
-    ``fabric.vendor``'s switch and its optics.
-    """
-    from fabric_model.plant.cost import _bom_lines
-    from fabric_model.plant.design import resolve_hardware
-
-    if not isinstance(topo, HybridTopology):
-        raise InfeasibleDesignError("fabric.topology", "not a hybrid topology")
-    lines: list[BomLine] = []
-    for part, p in zip(("a", "b"), topo.partitions, strict=True):
-        ps = partition_scenario(scenario, part)
-        hw = resolve_hardware(ps, catalog)
-        own = own_vendor and ps.fabric.vendor == scenario.fabric.vendor
-        view = _view(topo, p.name, p.topology, p.topology.request)
-        lines.extend(_bom_lines(view, hw, catalog, scenario.costs, own))
-    shared_req = dataclasses.replace(topo.request, n_gpus=0)
-    shared = _view(topo, "shared", topo.partitions[0].topology, shared_req)
-    lines.extend(
-        line
-        for line in _bom_lines(shared, hardware, catalog, scenario.costs, own_vendor)
-        if line.quantity
-    )
-    return lines
-
-
-def compare_with_fat_tree(
-    scenario: Scenario, catalog: Catalog | None = None
-) -> list[dict[str, object]]:
-    """Price the hybrid and one fat-tree of the same size, vendor and speed.
-
-    Both take their cable lengths from the ``fabric.*_m`` keys (``facility.cable_lengths =
-    keys``): the floor plan places no hybrid cable yet, so this keeps the optics comparable.
-    Returns one row per design (``design``, switches, cables, transceivers, capex, capex per
-    GPU, power, bisection, most switch hops; ``error`` when the fat-tree cannot be built).
-    """
-    from fabric_model.plant.cost import bill_of_materials
-
-    keys = dataclasses.replace(
-        scenario, facility=dataclasses.replace(scenario.facility, cable_lengths="keys")
-    )
-    rows: list[dict[str, object]] = []
-    for label, variant in (
-        ("hybrid", keys),
-        ("single fat-tree", single_fat_tree_scenario(keys)),
-    ):
-        try:
-            bom = bill_of_materials(variant, catalog)
-        except FabricModelError as exc:
-            rows.append({"design": label, "error": str(exc)})
-            continue
-        topo = bom.topology
-        rows.append(
-            {
-                "design": label,
-                "n_switches": topo.n_switches,
-                "n_cables": bom.n_cables,
-                "n_transceivers": bom.n_transceivers,
-                "capex_usd": bom.capex_usd,
-                "capex_per_gpu_usd": bom.capex_per_gpu_usd,
-                "power_w": bom.power_w,
-                "bisection_GBps": topo.bisection_GBps,
-                "max_switch_hops": topo.max_switch_hops,
-                "error": "",
-            }
-        )
-    return rows

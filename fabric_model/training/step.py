@@ -48,6 +48,7 @@ from typing import Any
 from fabric_model.catalog import Catalog, Gpu, load_catalog
 from fabric_model.collectives.algorithms import receive_weights
 from fabric_model.errors import FabricModelError
+from fabric_model.plant.design import job_scenario
 from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.training.constants import training_constant
 from fabric_model.training.fabric import CommTime, DimensionFabric
@@ -534,8 +535,6 @@ def training_step(
     """
     s = scenario
     if s.fabric.topology == "hybrid":  # the job runs where hybrid.job puts it
-        from fabric_model.plant.hybrid import job_scenario
-
         s = job_scenario(s)
     cat = catalog or load_catalog()
     gpu = cat.gpu(s.cluster.gpu)

@@ -1,0 +1,292 @@
+"""Line items of a bill: each part of a fabric (switch, NIC, module, cable) priced and powered.
+
+The counting rules of :mod:`fabric_model.plant.cost` (copper or optics per link class by
+length, the twin-port rule on switch ends, breakout modules for planes) are applied here, one
+link class or switch tier at a time, so the compute fabric, the storage and management
+networks (:mod:`fabric_model.plant.storage_mgmt`) and the floor plan's tallies
+(:mod:`fabric_model.plant.floorplan`) price their parts the same way; the whole bill is
+assembled in :mod:`fabric_model.plant.cost`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from fabric_model.catalog import Cable, Catalog, Optic
+from fabric_model.errors import InfeasibleDesignError
+from fabric_model.plant.design import Hardware, resolve_hardware
+from fabric_model.plant.hybrid import partition_scenario, partition_view
+from fabric_model.scenario import CostSpec, Scenario
+from fabric_model.topology import LinkClass, Topology
+from fabric_model.topology.hybrid import HybridTopology
+
+__all__ = ["CATEGORIES", "BomLine", "LinkMedia", "hybrid_bom_lines", "link_lines", "link_media"]
+
+#: Capex/power categories, in display order.
+CATEGORIES = ("switches", "nics", "optics", "cables")
+
+
+@dataclass(frozen=True)
+class BomLine:
+    """One line of the bill: a part, where it sits, how many, what it costs and draws."""
+
+    category: str
+    item: str
+    key: str
+    where: str
+    quantity: int
+    unit_price_usd: float
+    unit_power_w: float
+    price_source: str
+
+    @property
+    def capex_usd(self) -> float:
+        """Quantity x unit price, USD."""
+        return self.quantity * self.unit_price_usd
+
+    @property
+    def power_w(self) -> float:
+        """Quantity x unit power, W."""
+        return self.quantity * self.unit_power_w
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict with the derived columns."""
+        return {
+            **dataclasses.asdict(self),
+            "capex_usd": self.capex_usd,
+            "power_w": self.power_w,
+        }
+
+
+def _price(override: float | None, catalog_value: float) -> float:
+    return float(catalog_value) if override is None else float(override)
+
+
+@dataclass(frozen=True)
+class LinkMedia:
+    """How the cables of one link class are built: copper, or fiber with a module per end.
+
+    Attributes
+    ----------
+    copper
+        The copper cable (``dac``, ``acc``, ``lacc``) when one carries the link's speed over
+        its length, else None (the link is optical).
+    fiber
+        The fiber entry, counted once per optical link.
+    nic_optic, switch_optic
+        Transceiver at a NIC end and at a switch end of an optical link (None for copper
+        links and for ends the class does not have).
+    """
+
+    copper: Cable | None
+    fiber: Cable
+    nic_optic: Optic | None
+    switch_optic: Optic | None
+
+    @property
+    def cable(self) -> Cable:
+        """The physical cable of one link: the copper cable, else the fiber."""
+        return self.copper if self.copper is not None else self.fiber
+
+    @property
+    def links_per_cable(self) -> int:
+        """Logical links one physical cable carries (2 for a 1:2 splitter DAC), count."""
+        return max(1, int(self.copper.links_per_cable)) if self.copper is not None else 1
+
+
+def link_media(lc: LinkClass, hw: Hardware, cat: Catalog) -> LinkMedia:
+    """Choose the media of one link class by speed, length and what sits at its ends.
+
+    A copper cable when the catalog has one for the speed over the length (a NIC-to-switch
+    class only with a splitter that fans one cage out to ``cage / link`` NICs, and at the
+    switch cage's lane rate); otherwise fiber, with the cheapest module by reach at each end
+    (switch modules sized to the cage: the twin-port rule).
+
+    Raises
+    ------
+    InfeasibleDesignError
+        If no transceiver runs the link's speed over its length.
+    """
+    sw = hw.switch
+    on_switch = bool(lc.port_groups)
+    # a switch cage has 8 SerDes lanes: 800G cages run 100G lanes, 1.6T cages 200G lanes
+    lane_gbps = sw.cage_gbps // 8
+    # NIC to switch: one twin-port cage feeds cage/link NICs through a splitter cable
+    split = max(1, sw.cage_gbps // lc.link_gbps) if on_switch and lc.n_nic_ends else None
+    copper = cat.cable_for(
+        lc.link_gbps, lc.length_m, split=split, lane_gbps=lane_gbps if on_switch else None
+    )
+    if copper is not None:
+        return LinkMedia(copper, cat.fiber, None, None)
+    protocol = hw.vendor.protocol
+    nic_optic = None
+    if lc.n_nic_ends and lc.nic_breakout > 1:  # a NIC port's links, one per plane, on one module
+        nic_optic = cat.optic_for(
+            "nic",
+            lc.link_gbps,
+            lc.length_m,
+            cage_gbps=lc.link_gbps * lc.nic_breakout,
+            protocol=protocol,
+            form="twin",
+            key="fabric.planes",
+        )
+    elif lc.n_nic_ends:
+        nic_optic = cat.optic_for(
+            "nic", lc.link_gbps, lc.length_m, protocol=protocol, form="single"
+        )
+    switch_optic = (
+        cat.optic_for(
+            "switch", lc.link_gbps, lc.length_m, cage_gbps=sw.cage_gbps, protocol=protocol
+        )
+        if on_switch
+        else None
+    )
+    return LinkMedia(None, cat.fiber, nic_optic, switch_optic)
+
+
+def _bom_lines(
+    topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec, own_vendor: bool
+) -> list[BomLine]:
+    lines: list[BomLine] = []
+    sw, nic = hw.switch, hw.nic
+    switch_price = _price(costs.switch_usd if own_vendor else None, sw.price_usd)
+    nic_price = _price(costs.nic_usd if own_vendor else None, nic.price_usd)
+    for tier, count in topo.switches_by_tier.items():
+        if count:
+            lines.append(
+                BomLine(
+                    "switches",
+                    sw.name,
+                    sw.key,
+                    tier,
+                    count,
+                    switch_price,
+                    sw.power_w,
+                    cat.source_note("switches", sw.key, "price_usd"),
+                )
+            )
+    lines.append(
+        BomLine(
+            "nics",
+            nic.name,
+            nic.key,
+            "servers",
+            topo.n_endpoints,
+            nic_price,
+            nic.power_w,
+            cat.source_note("nics", nic.key, "price_usd"),
+        )
+    )
+    lines.extend(link_lines(topo, hw, cat, costs))
+    return lines
+
+
+def link_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec) -> list[BomLine]:
+    """Return the cable and transceiver lines of every link class of ``topo``.
+
+    Copper cables per ``ceil(links / links_per_cable)``; an optical link takes one fiber,
+    one NIC-side module per NIC port (a breakout module per ``nic_breakout`` links) and, at
+    each switch tier, ``ceil(ports / ports_per_module)`` twin-port modules per switch.
+    """
+    lines: list[BomLine] = []
+    for lc in topo.links:
+        media = link_media(lc, hw, cat)
+        copper = media.copper
+        if copper is not None:
+            lines.append(
+                BomLine(
+                    "cables",
+                    copper.name,
+                    copper.key,
+                    lc.name,
+                    math.ceil(lc.n_links / media.links_per_cable),
+                    _price(costs.copper_cable_usd, copper.price_usd),
+                    copper.power_w,
+                    cat.source_note("cables", copper.key, "price_usd"),
+                )
+            )
+            continue
+        fiber = media.fiber
+        lines.append(
+            BomLine(
+                "cables",
+                fiber.name,
+                fiber.key,
+                lc.name,
+                lc.n_links,
+                _price(costs.fiber_usd, fiber.price_usd),
+                fiber.power_w,
+                cat.source_note("cables", fiber.key, "price_usd"),
+            )
+        )
+        if media.nic_optic is not None:
+            optic = media.nic_optic
+            lines.append(
+                BomLine(
+                    "optics",
+                    optic.name,
+                    optic.key,
+                    f"{lc.name} (NIC side)",
+                    math.ceil(lc.n_nic_ends / lc.nic_breakout),
+                    _price(costs.optic_nic_usd, optic.price_usd),
+                    optic.power_w,
+                    cat.source_note("optics", optic.key, "price_usd"),
+                )
+            )
+        if media.switch_optic is not None:
+            optic = media.switch_optic
+            per = optic.ports_per_module(lc.link_gbps)
+            by_tier: dict[str, int] = {}
+            for g in lc.port_groups:
+                by_tier[g.tier] = by_tier.get(g.tier, 0) + g.n_switches * math.ceil(
+                    g.ports_per_switch / per
+                )
+            for tier, n_modules in by_tier.items():
+                lines.append(
+                    BomLine(
+                        "optics",
+                        optic.name,
+                        optic.key,
+                        f"{lc.name} ({tier} side)",
+                        n_modules,
+                        _price(costs.optic_switch_usd, optic.price_usd),
+                        optic.power_w,
+                        cat.source_note("optics", optic.key, "price_usd"),
+                    )
+                )
+    return lines
+
+
+def hybrid_bom_lines(
+    scenario: Scenario,
+    topo: Topology,
+    hardware: Hardware,
+    catalog: Catalog,
+    own_vendor: bool,
+) -> list[BomLine]:
+    """Bill lines of a hybrid: each partition priced with its vendor's parts, then the shared tier.
+
+    Partition links (``A leaf-spine``, ...) take that partition's switch, NIC and optics; the
+    shared uplinks (``A core-shared``, ``B spine-shared``) and the shared cores take
+    ``fabric.vendor``'s switch and its optics.
+    """
+    if not isinstance(topo, HybridTopology):
+        raise InfeasibleDesignError("fabric.topology", "not a hybrid topology")
+    lines: list[BomLine] = []
+    for part, p in zip(("a", "b"), topo.partitions, strict=True):
+        ps = partition_scenario(scenario, part)
+        hw = resolve_hardware(ps, catalog)
+        own = own_vendor and ps.fabric.vendor == scenario.fabric.vendor
+        view = partition_view(topo, p.name, p.topology, p.topology.request)
+        lines.extend(_bom_lines(view, hw, catalog, scenario.costs, own))
+    shared_req = dataclasses.replace(topo.request, n_gpus=0)
+    shared = partition_view(topo, "shared", topo.partitions[0].topology, shared_req)
+    lines.extend(
+        line
+        for line in _bom_lines(shared, hardware, catalog, scenario.costs, own_vendor)
+        if line.quantity
+    )
+    return lines
