@@ -41,8 +41,8 @@ from typing import Any
 
 from fabric_model.plant.cost import BillOfMaterials
 from fabric_model.scenario import RELIABILITY_DATA, Scenario
+from fabric_model.scenario.shapes import shape_counts
 from fabric_model.training.memory import OPTIMIZER_BYTES, WEIGHT_BYTES
-from fabric_model.training.shapes import shape_counts
 from fabric_model.units import GIB, HOURS_PER_YEAR
 
 __all__ = [

@@ -6,7 +6,7 @@
 (True, True)
 """
 
-from fabric_model.training.shapes import ShapeCounts, shape_counts
+from fabric_model.scenario.shapes import ShapeCounts, shape_counts
 from fabric_model.training.step import (
     DIMS,
     InfeasiblePlanError,

@@ -72,8 +72,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fabric_model.scenario import Scenario
+from fabric_model.scenario.shapes import ShapeCounts
 from fabric_model.training.constants import training_constant
-from fabric_model.training.shapes import ShapeCounts
 
 if TYPE_CHECKING:
     from fabric_model.training.step import Plan

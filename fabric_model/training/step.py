@@ -35,7 +35,7 @@
             last bucket. Expert weights reduce over their own (``dp / ep``) groups.
   ========  ==============================================================================
 
-MFU = model FLOPs (:mod:`fabric_model.training.shapes`) per step / (GPUs x dense BF16 peak x
+MFU = model FLOPs (:mod:`fabric_model.scenario.shapes`) per step / (GPUs x dense BF16 peak x
 step time), as the command-line contract defines it.
 """
 
@@ -50,6 +50,7 @@ from fabric_model.collectives.algorithms import receive_weights
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.design import job_scenario
 from fabric_model.scenario import Scenario, apply_overrides
+from fabric_model.scenario.shapes import ShapeCounts, shape_counts
 from fabric_model.training.constants import training_constant
 from fabric_model.training.fabric import CommTime, DimensionFabric
 from fabric_model.training.gemm import linear_utilisation
@@ -59,7 +60,6 @@ from fabric_model.training.memory import (
     activation_traffic_bytes_per_layer,
     memory_per_gpu,
 )
-from fabric_model.training.shapes import ShapeCounts, shape_counts
 
 __all__ = [
     "DIMS",

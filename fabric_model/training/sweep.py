@@ -41,11 +41,11 @@ from fabric_model.collectives.context import nccl_constants
 from fabric_model.errors import FabricModelError, ScenarioError
 from fabric_model.plant.cost import bill_of_materials
 from fabric_model.scenario import Scenario, apply_overrides, field_spec
+from fabric_model.scenario.shapes import shape_counts
 from fabric_model.training.fabric import DimensionFabric
 from fabric_model.training.gemm import linear_utilisation
 from fabric_model.training.layout import Layout
 from fabric_model.training.memory import activation_traffic_bytes_per_layer, memory_per_gpu
-from fabric_model.training.shapes import shape_counts
 from fabric_model.training.step import (
     BF16,
     BUCKET_MIN_PARAMS,

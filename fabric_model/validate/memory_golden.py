@@ -23,8 +23,8 @@ import yaml
 
 from fabric_model.catalog import load_catalog
 from fabric_model.scenario import Scenario
+from fabric_model.scenario.shapes import shape_counts
 from fabric_model.training.memory import MemoryBreakdown, memory_per_gpu
-from fabric_model.training.shapes import shape_counts
 from fabric_model.training.step import resolve_plan
 from fabric_model.validate.training_golden import golden_scenario
 

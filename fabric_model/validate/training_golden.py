@@ -17,7 +17,7 @@ import yaml
 
 from fabric_model.presets import load_preset
 from fabric_model.scenario import Scenario, apply_overrides
-from fabric_model.training.shapes import shape_counts
+from fabric_model.scenario.shapes import shape_counts
 from fabric_model.training.step import StepResult, training_step
 
 __all__ = [

@@ -22,8 +22,10 @@ to the GPU, not to the model FLOPs that MFU counts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from fabric_model.scenario import ModelSpec
+if TYPE_CHECKING:
+    from fabric_model.scenario import ModelSpec
 
 __all__ = ["ShapeCounts", "shape_counts"]
 

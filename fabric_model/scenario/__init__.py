@@ -24,6 +24,7 @@ from fabric_model.catalog import load_catalog
 from fabric_model.errors import ScenarioError, ScenarioFileError, shown_value
 from fabric_model.families import FAMILIES
 from fabric_model.resources import asset
+from fabric_model.scenario.shapes import shape_counts
 
 __all__ = [
     "MAX_SCENARIO_BYTES",
@@ -1405,8 +1406,6 @@ def _check_cross_fields(s: Scenario) -> None:
     if m.kv_heads > m.heads or m.heads % m.kv_heads:
         raise ScenarioError("model.kv_heads", m.kv_heads, f"must divide model.heads = {m.heads}")
     if m.params_b != "auto":
-        from fabric_model.training.shapes import shape_counts
-
         counted_b = shape_counts(m).total / 1e9
         if abs(float(m.params_b) - counted_b) > 0.05 * counted_b:
             raise ScenarioError(
