@@ -214,7 +214,7 @@ def _bom_text(bom: Any) -> str:
 
 def _site_text(bom: Any) -> str:
     """Describe the other two networks and the floor plan, after the compute fabric's bill."""
-    from fabric_model.plant.floorplan import verdict_text
+    from fabric_model.plant.floorplan import halls_text, verdict_text
 
     out = [""]
     split = ";  ".join(
@@ -255,8 +255,8 @@ def _site_text(bom: Any) -> str:
         f"compute rack, {plan.network_rack_kw:,.1f} kW per network rack; "
         f"{plan.total_it_kw:,.0f} kW IT",
         f"cooling ({lay.cooling}): {verdict_text(plan)}",
-        f"floor area {lay.floor_area_m2:,.0f} m2 ({lay.hall_width_m:,.1f} x "
-        f"{lay.hall_depth_m:,.1f} m); cable lengths (longest run per class): {runs}",
+        f"floor area {lay.floor_area_m2:,.0f} m2 ({halls_text(lay)}); cable lengths "
+        f"(longest run per class): {runs}",
         *(f"warning: {w}" for w in plan.warnings),
         *(f"note: {n}" for n in plan.notes),
     ]

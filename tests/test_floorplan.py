@@ -197,9 +197,46 @@ def test_layout_invariants(n_servers: int, spr: object, row: object, vendor: str
     assert pos["x_m"].size == lay.n_racks
     assert int((pos["kind"] == 0).sum()) == lay.n_compute_racks
     assert len(set(zip(pos["x_m"].round(3), pos["y_m"].round(3), strict=True))) == lay.n_racks
-    assert (pos["x_m"] > 0).all() and (pos["x_m"] < lay.hall_width_m).all()
+    assert (pos["x_m"] > 0).all() and (pos["x_m"] < lay.site_width_m).all()
     assert (pos["y_m"] >= 0).all() and (pos["y_m"] < lay.hall_depth_m).all()
     assert plan.total_it_kw > plan.compute_rack_kw > 0
+
+
+# ------------------------------------------------------------------------ halls that scale
+
+
+def test_a_100k_gpu_hall_is_roughly_square_with_runs_near_100_m() -> None:
+    """N4 (expert review 2): the 100K-GPU hall was a 12.6 x 451 m corridor, 240 m leaf-spine runs.
+
+    Hand check: 3,385 racks in rows of 16 (+2 network racks) are 10.8 m wide; one column of
+    ~200 rows is ~450 m deep, so about sqrt(450 / 12) = 6 columns make a square hall of ~70 m.
+    The longest leaf-spine run is then about half the width beyond the centre block plus half
+    the depth: 45-50 m + ~40 m, plus the rises.
+    """
+    lay = bom("colossus-100k-spectrum-x").floorplan.layout
+    assert lay.n_halls == 1 and lay.n_columns >= 4
+    assert 0.5 < lay.hall_width_m / lay.hall_depth_m < 2.0
+    assert lay.floor_area_m2 <= facility_value("hall", "max_m2")
+    assert 60.0 < lay.lengths_m["leaf-spine"] < 110.0  # was 240.6 m in one corridor
+
+
+def test_past_a_halls_size_the_top_class_crosses_between_halls() -> None:
+    small = bom(**{"facility.hall_max_m2": 7900.0}).floorplan.layout
+    assert small.n_halls == 1
+    big = bom("colossus-100k-spectrum-x", **{"facility.hall_max_m2": 1500.0})
+    lay = big.floorplan.layout
+    assert lay.n_halls >= 4
+    assert lay.hall_width_m * lay.hall_depth_m <= 1500.0
+    one = bom("colossus-100k-spectrum-x").floorplan.layout
+    gap = lay.n_halls // 2 * (lay.hall_width_m + facility_value("hall", "gap_m"))
+    # the top class (spine-core) runs to the middle hall; the classes below stay in a hall
+    assert lay.lengths_m["spine-core"] > gap
+    assert lay.lengths_m["leaf-spine"] < one.lengths_m["leaf-spine"]
+    pos = rack_positions(lay)
+    assert pos["x_m"].size == lay.n_racks
+    assert len(set(zip(pos["x_m"].round(3), pos["y_m"].round(3), strict=True))) == lay.n_racks
+    assert (pos["x_m"] > 0).all() and (pos["x_m"] < lay.site_width_m).all()
+    assert any("data halls" in n for n in big.floorplan.notes)
 
 
 # ------------------------------------------------------------------------------- the CLI

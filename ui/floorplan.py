@@ -15,7 +15,13 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from fabric_model.plant.cost import BillOfMaterials
-from fabric_model.plant.floorplan import FloorPlan, facility_value, rack_positions, verdict_text
+from fabric_model.plant.floorplan import (
+    FloorPlan,
+    facility_value,
+    halls_text,
+    rack_positions,
+    verdict_text,
+)
 from ui.theme import BASE_LAYOUT, OKABE_ITO
 
 __all__ = [
@@ -106,12 +112,12 @@ def floorplan_figure(plan: FloorPlan) -> go.Figure:
     fig.update_layout(
         **BASE_LAYOUT,
         title={"text": title, "x": 0.0, "xanchor": "left", "font": {"size": 13}},
-        xaxis={"title": "along the rows (m)", "range": [0, lay.hall_width_m]},
+        xaxis={"title": "along the rows (m)", "range": [0, lay.site_width_m]},
         yaxis={
             "title": "across the rows (m)",
+            "range": [lay.site_depth_m, 0],
             "scaleanchor": "x",
             "scaleratio": 1,
-            "autorange": "reversed",
         },
         height=min(900, max(320, 120 + 22 * lay.n_rows)),
         legend={"orientation": "h", "y": -0.12},
@@ -175,8 +181,7 @@ def site_section(bom: BillOfMaterials) -> None:
         cols[3].metric(
             "Floor area",
             f"{lay.floor_area_m2:,.0f} m²",
-            help=f"{lay.hall_width_m:,.1f} x {lay.hall_depth_m:,.1f} m: racks, aisles and "
-            "end aisles",
+            help=f"{halls_text(lay)}: racks, aisles and end aisles",
         )
         for w in plan.warnings:
             st.warning(w)

@@ -71,6 +71,7 @@ __all__ = [
     "Site",
     "class_lengths_m",
     "facility_value",
+    "halls_text",
     "plan_site",
     "rack_positions",
     "servers_per_rack",
@@ -177,7 +178,13 @@ class Layout:
     management
         Management switch counts (None when ``management.enabled`` is off).
     hall_width_m, hall_depth_m
-        The hall's plan size, m.
+        One hall's plan size, m.
+    n_columns, rows_per_column
+        Columns of row blocks side by side in a hall (a cross aisle between two), and the
+        compute rows in each.
+    n_halls, rows_per_hall, hall_gap_m, cross_aisle_m
+        Halls in a near-square grid (past ``facility.hall_max_m2``), the compute rows each
+        holds, the gap an inter-hall cable crosses, and the cross aisle between columns, m.
     cooling
         ``air`` or ``liquid`` (``facility.cooling``, auto = the server type's own).
     notes
@@ -207,6 +214,12 @@ class Layout:
     cooling: str
     native_cooling: str
     notes: tuple[str, ...] = ()
+    n_columns: int = 1
+    rows_per_column: int = 0
+    n_halls: int = 1
+    rows_per_hall: int = 0
+    hall_gap_m: float = 0.0
+    cross_aisle_m: float = 0.0
 
     @property
     def n_network_racks(self) -> int:
@@ -225,13 +238,25 @@ class Layout:
 
     @property
     def floor_area_m2(self) -> float:
-        """Hall area: rows, aisles and end aisles, m^2."""
-        return self.hall_width_m * self.hall_depth_m
+        """Area of every hall: rows, aisles and end aisles, m^2."""
+        return self.n_halls * self.hall_width_m * self.hall_depth_m
+
+    @property
+    def site_width_m(self) -> float:
+        """The halls across the campus grid with the gaps between them, m."""
+        across = _hall_grid(self.n_halls)[0]
+        return across * self.hall_width_m + (across - 1) * self.hall_gap_m
+
+    @property
+    def site_depth_m(self) -> float:
+        """The halls deep in the campus grid with the gaps between them, m."""
+        deep = _hall_grid(self.n_halls)[1]
+        return deep * self.hall_depth_m + (deep - 1) * self.hall_gap_m
 
     @property
     def center_row_index(self) -> int:
-        """Index of the first centre network row among all rows."""
-        return self.n_compute_rows // 2
+        """Index of the first centre network row among one column's rows."""
+        return (self.rows_per_column or self.n_compute_rows) // 2
 
 
 def _auto_racks_per_row(n_racks: int, group_racks: int, pitch: float, width: float) -> int:
@@ -242,6 +267,91 @@ def _auto_racks_per_row(n_racks: int, group_racks: int, pitch: float, width: flo
         groups = max(1, min(round(target / group_racks), row_max // group_racks))
         target = groups * group_racks
     return max(1, min(target, n_racks))
+
+
+@dataclass(frozen=True)
+class _Shape:
+    columns: int  # columns of row blocks in one hall
+    rows: int  # compute rows per column
+    center_rows: int  # centre network rows per hall (across all its columns)
+    halls: int
+    hall_rows: int  # compute rows per hall (whole row blocks; the last hall may hold fewer)
+
+
+def _site_shape(
+    n_rows: int,
+    block: int,
+    slots: int,
+    n_center: int,
+    width: float,
+    pitch: float,
+    hall_max_m2: float,
+) -> _Shape:
+    """Columns of whole row blocks per hall (a roughly square hall), and halls past its size.
+
+    A column stacks row blocks (the rows one leaf group serves) as one hall always did; columns
+    stand side by side with a cross aisle between them, as many as make the hall about as wide
+    as it is deep. Centre rows run across the whole hall in the middle of every column. When
+    that hall is larger than ``hall_max_m2``, the row blocks are shared out over more halls of
+    the same shape, each with its share of the centre racks.
+    """
+    n_blocks = max(1, -(-n_rows // block))
+    cross = facility_value("aisle", "cross_m")
+    end = facility_value("aisle", "end_m")
+    cold = facility_value("aisle", "cold_m")
+    col_w = slots * width
+
+    def shape(halls: int) -> tuple[_Shape, float]:
+        blocks = -(-n_blocks // halls)
+        rows = min(n_rows, blocks * block)
+        cols = max(1, min(blocks, round(math.sqrt(rows * pitch / (col_w + cross)))))
+        per_col = -(-blocks // cols)
+        cols = -(-blocks // per_col)
+        rpc = min(rows, per_col * block)
+        per_hall = -(-n_center // halls) if n_center else 0
+        crows = -(-per_hall // (cols * slots)) if per_hall else 0
+        if cols > 1 and per_hall:
+            # a compact centre block: deeper than one row where that shortens the longest
+            # leaf-to-centre run (half its width against one more pitch of depth)
+            compact = round(math.sqrt(per_hall * width / (2 * pitch)))
+            crows = max(crows, min(-(-per_hall // slots), compact))
+        area = (cols * col_w + (cols - 1) * cross + 2 * end) * ((rpc + crows) * pitch + cold)
+        return _Shape(cols, rpc, crows, halls, rows), area
+
+    halls = 1
+    best, area = shape(halls)
+    while area > hall_max_m2 and halls < n_blocks:
+        halls = max(halls + 1, math.ceil(halls * area / hall_max_m2))
+        halls = min(halls, n_blocks)
+        best, area = shape(halls)
+    return best
+
+
+def _center_x(k: int, used: int, cols: int, slots: int, width: float, cross: float) -> float:
+    """Return the x of the ``k``-th rack of a centre row of ``used`` racks, centred in a hall.
+
+    The hall's columns are ``slots`` racks wide with a ``cross`` aisle between two; x is from
+    the first column's first slot, m.
+    """
+    idx = (cols * slots - used) // 2 + k
+    c, slot = divmod(idx, slots)
+    return c * (slots * width + cross) + (slot + 0.5) * width
+
+
+def _hall_grid(n_halls: int) -> tuple[int, int]:
+    """Return the halls across and deep of a near-square campus of ``n_halls`` halls."""
+    across = math.ceil(math.sqrt(n_halls))
+    return across, -(-n_halls // across)
+
+
+#: Link classes from the bottom of a switched fabric up; the last one present is its top.
+_CLASS_ORDER = ("nic-leaf", "leaf-spine", "spine-core", "core-super", "global")
+
+
+def _top_class(topo: Topology) -> str:
+    """Return the fabric's top link class: the one that crosses between halls."""
+    names = {lc.name for lc in topo.links}
+    return next((c for c in reversed(_CLASS_ORDER) if c in names), "")
 
 
 def _far(start: int, length: int, slots: int) -> int:
@@ -332,23 +442,53 @@ def _layout(
         center_u += mgmt.n_aggregation_switches * agg.rack_units
         center_u += -(-center_switches // per_access) if center_switches else 0
     n_center = -(-center_u // usable_u) if center_u else 0
-    n_crow_center = -(-n_center // slots) if n_center else 0
 
-    # rows: compute rows, the centre rows in the middle
-    m = n_crows // 2
-    dy_center_rows = max(m + n_crow_center - 1, n_crows + n_crow_center - 1 - m)
+    # the site: row blocks in columns side by side (a roughly square hall), halls in a grid
+    shape = _site_shape(n_crows, block, slots, n_center, width, pitch, float(f.hall_max_m2))
+    cols, rpc, n_crow_center, n_halls = shape.columns, shape.rows, shape.center_rows, shape.halls
+    cross = facility_value("aisle", "cross_m")
+    inner = cols * slots * width + (cols - 1) * cross  # one hall's racks, end to end
+    # the farthest compute row from the centre rows (in the middle of every column)
+    m = rpc // 2
+    dy_center_rows = max(m + n_crow_center - 1, rpc + n_crow_center - 1 - m)
+    # a leaf's network racks (column 0 or the last) to the far end of the centre rows
+    n_center_hall = -(-n_center // n_halls) if n_center else 0
+    if cols == 1:  # centre rows as wide as the row, filled from the left
+        far_x = _far(left, n_net, slots) * width
+    else:  # a centre block in the middle of the hall (_center_x places its racks)
+        used = -(-n_center_hall // n_crow_center) if n_crow_center else 0
+        lo, hi = (
+            _center_x(0, used, cols, slots, width, cross),
+            _center_x(used - 1, used, cols, slots, width, cross),
+        )
+        step = slots * width + cross
+        far_x = max(
+            abs(hi - (left + 0.5) * width),
+            abs((cols - 1) * step + (left + n_net - 0.5) * width - lo),
+        )
     to_center = (
-        _far(left, n_net, slots) * width + dy_center_rows * pitch + rise2
+        far_x + dy_center_rows * pitch + rise2
         if n_crow_center
-        else (slots - 1) * width + (n_crows - 1) * pitch + rise2
+        else inner - width + (rpc - 1) * pitch + rise2
     )
     nic_leaf = _far(left, n_net, slots) * width + (block // 2) * pitch + rise2
-    if n_center <= 1:
+    if n_center_hall <= 1:
         across_center = in_rack
+    elif cols > 1:
+        across_center = hi - lo + (n_crow_center - 1) * pitch + rise2
     elif n_crow_center == 1:
-        across_center = (n_center - 1) * width + rise2
+        across_center = (n_center_hall - 1) * width + rise2
     else:
         across_center = (slots - 1) * width + (n_crow_center - 1) * pitch + rise2
+    end = facility_value("aisle", "end_m")
+    hall_w = inner + 2 * end
+    gap = facility_value("hall", "gap_m")
+    hall_d = (rpc + n_crow_center) * pitch + facility_value("aisle", "cold_m")
+    # between halls (a near-square grid of them): the farthest hall's centre rows to the
+    # middle hall's, where the top tier stands (every tier below stays inside its hall)
+    grid_x, grid_y = _hall_grid(n_halls)
+    inter_hall = (grid_x // 2) * (hall_w + gap) + (grid_y // 2) * (hall_d + gap)
+    top = _top_class(topo)
     lengths: dict[str, float] = {}
     for lc in topo.links:
         if lc.name == "nic-leaf":
@@ -359,10 +499,20 @@ def _layout(
             lengths[lc.name] = to_center
         elif lc.name in ("spine-core", "core-super"):
             lengths[lc.name] = across_center
-        elif lc.name == "global":  # block to block, the whole hall deep
+        elif lc.name == "global":  # block to block, the whole hall across and deep
             lengths[lc.name] = (
-                max(0, n_net - 1) * width + (n_crows + n_crow_center - 1) * (pitch) + rise2
+                (inner - width if cols > 1 else max(0, n_net - 1) * width)
+                + (rpc + n_crow_center - 1) * pitch
+                + rise2
             )
+        if lc.name == top and n_halls > 1:
+            lengths[lc.name] += inter_hall
+    if n_halls > 1:
+        notes.append(
+            f"{n_halls} data halls in a {grid_x} x {grid_y} grid (facility.hall_max_m2 = "
+            f"{f.hall_max_m2:,.0f} m2 each): the {top} links cross between halls to the middle "
+            f"hall, {inter_hall:,.1f} m more than inside one"
+        )
     if topo.tiers == 0:
         notes.append(
             "a switchless family: its direct links keep fabric.direct_link_m (the floor plan "
@@ -379,7 +529,8 @@ def _layout(
                     _far(left, n_net, slots) * width + (s_block // 2) * pitch + rise2
                 )
             else:
-                storage_lengths[lc.name] = to_center
+                crosses = n_halls > 1 and lc.name == _top_class(storage.topology)
+                storage_lengths[lc.name] = to_center + (inter_hall if crosses else 0.0)
     if mgmt is not None:
         mgmt = dataclasses.replace(mgmt, uplink_m=_ceil_tenth(to_center))
     if group_racks > row:
@@ -388,7 +539,6 @@ def _layout(
             f"{row} racks; its leaves sit in the middle row"
         )
     cooling = _native_cooling(hw.server.key) if f.cooling == "auto" else f.cooling
-    end = facility_value("aisle", "end_m")
     return Layout(
         n_servers=n_servers,
         servers_per_rack=spr,
@@ -408,11 +558,17 @@ def _layout(
         lengths_m={k: _ceil_tenth(v) for k, v in lengths.items()},
         storage_lengths_m={k: _ceil_tenth(v) for k, v in storage_lengths.items()},
         management=mgmt,
-        hall_width_m=slots * width + 2 * end,
-        hall_depth_m=(n_crows + n_crow_center) * pitch + facility_value("aisle", "cold_m"),
+        hall_width_m=hall_w,
+        hall_depth_m=hall_d,
         cooling=cooling,
         native_cooling=_native_cooling(hw.server.key),
         notes=tuple(notes),
+        n_columns=cols,
+        rows_per_column=rpc,
+        n_halls=n_halls,
+        rows_per_hall=shape.hall_rows,
+        hall_gap_m=gap,
+        cross_aisle_m=cross,
     )
 
 
@@ -452,37 +608,63 @@ def _with_lengths(topo: Topology, lengths: Mapping[str, float]) -> Topology:
 def rack_positions(layout: Layout) -> dict[str, np.ndarray]:
     """Return every rack's centre ``x_m``, ``y_m`` and ``kind`` (0 compute, 1 network).
 
-    Compute rows keep their network racks in the middle of their block's middle row; the
-    centre rows are filled row-major from the left.
+    Rows fill hall by hall, column by column (each column a stack of whole row blocks); a
+    block keeps its network racks in the middle of its middle row; each hall's centre rows
+    (in the middle of every column) are filled row-major from the left, across the columns.
     """
     w, p, end = layout.width_m, layout.pitch_m, facility_value("aisle", "end_m")
     row, slots, n_net = layout.racks_per_row, layout.row_slots, layout.network_racks_per_block
     left = -(-row // 2)
-    m, n_center_rows = layout.center_row_index, layout.n_center_rows
+    rpc = layout.rows_per_column or layout.n_compute_rows
+    cols, halls = layout.n_columns, layout.n_halls
+    m, n_center_rows = rpc // 2, layout.n_center_rows
+    col_step = slots * w + layout.cross_aisle_m
+    across = _hall_grid(halls)[0]
+
+    def hall_x0(h: int) -> float:
+        return (h % across) * (layout.hall_width_m + layout.hall_gap_m)
+
+    def hall_y0(h: int) -> float:
+        return (h // across) * (layout.hall_depth_m + layout.hall_gap_m)
+
     xs: list[float] = []
     ys: list[float] = []
     kinds: list[int] = []
     remaining = layout.n_compute_racks
     b, n_rows = layout.rows_per_block, layout.n_compute_rows
-    middle_rows = {s + (min(s + b, n_rows) - s) // 2 for s in range(0, n_rows, b)}
-    for r in range(layout.n_compute_rows):
-        y = (r if r < m else r + n_center_rows) * p
-        in_row = min(row, remaining)
-        remaining -= in_row
-        block_row = r in middle_rows
-        for i in range(in_row):
-            slot = i if i < left else i + n_net
-            xs.append(end + (slot + 0.5) * w)
-            ys.append(y)
-            kinds.append(0)
-        if block_row and layout.n_blocks:
-            for j in range(n_net):
-                xs.append(end + (left + j + 0.5) * w)
+    per_hall_rows = layout.rows_per_hall or n_rows
+    for g0 in range(0, n_rows, rpc):  # one column of rows at a time
+        h, in_hall = divmod(g0, per_hall_rows)
+        c = in_hall // rpc
+        x0 = end + hall_x0(h) + c * col_step
+        rows_here = min(rpc, n_rows - g0, per_hall_rows - in_hall)
+        middle_rows = {s + (min(s + b, rows_here) - s) // 2 for s in range(0, rows_here, b)}
+        for r in range(rows_here):
+            y = hall_y0(h) + (r if r < m else r + n_center_rows) * p
+            in_row = min(row, remaining)
+            remaining -= in_row
+            for i in range(in_row):
+                slot = i if i < left else i + n_net
+                xs.append(x0 + (slot + 0.5) * w)
                 ys.append(y)
-                kinds.append(1)
+                kinds.append(0)
+            if r in middle_rows and layout.n_blocks:
+                for j in range(n_net):
+                    xs.append(x0 + (left + j + 0.5) * w)
+                    ys.append(y)
+                    kinds.append(1)
+    per_hall = -(-layout.n_center_racks // halls) if layout.n_center_racks else 0
+    used = -(-per_hall // n_center_rows) if n_center_rows else 0
     for k in range(layout.n_center_racks):
-        xs.append(end + (k % slots + 0.5) * w)
-        ys.append((m + k // slots) * p)
+        h, pos = divmod(k, per_hall)
+        if cols == 1:  # as wide as the row, from the left
+            crow, slot = divmod(pos, slots)
+            x = (slot + 0.5) * w
+        else:  # the centre block in the middle of the hall
+            crow, at = divmod(pos, used)
+            x = _center_x(at, used, cols, slots, w, layout.cross_aisle_m)
+        xs.append(end + hall_x0(h) + x)
+        ys.append(hall_y0(h) + (m + crow) * p)
         kinds.append(1)
     return {
         "x_m": np.asarray(xs, dtype=np.float64),
@@ -559,6 +741,10 @@ class FloorPlan:
             "floor_area_m2": lay.floor_area_m2,
             "hall_width_m": lay.hall_width_m,
             "hall_depth_m": lay.hall_depth_m,
+            "n_halls": lay.n_halls,
+            "row_columns_per_hall": lay.n_columns,
+            "site_width_m": lay.site_width_m,
+            "site_depth_m": lay.site_depth_m,
             "lengths_m": dict(self.lengths_m),
             "floorplan_lengths_m": dict(lay.lengths_m),
             "storage_lengths_m": dict(lay.storage_lengths_m),
@@ -574,6 +760,18 @@ _VERDICT_TEXT = {
     "(above the ~{typ:g} kW of typical air-cooled colocation, within {lim:g} kW)",
     "liquid": "direct-to-chip liquid cooling required (above the {lim:g} kW air can take)",
 }
+
+
+def halls_text(layout: Layout) -> str:
+    """Say the halls' plan size: ``"69.6 x 82.2 m"``, or their count, size and campus grid."""
+    one = f"{layout.hall_width_m:,.1f} x {layout.hall_depth_m:,.1f} m"
+    if layout.n_halls == 1:
+        return one
+    across, deep = _hall_grid(layout.n_halls)
+    return (
+        f"{layout.n_halls} halls of {one} in a {across} x {deep} grid, "
+        f"{layout.site_width_m:,.1f} x {layout.site_depth_m:,.1f} m"
+    )
 
 
 def verdict_text(plan: FloorPlan) -> str:

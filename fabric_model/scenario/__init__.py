@@ -892,6 +892,19 @@ class FacilitySpec:
             auto=True,
         ),
     )
+    hall_max_m2: float = _f(
+        float(FACILITY_DATA["hall"]["max_m2"]["value"]),
+        FieldSpec(
+            "float",
+            "largest floor of one data hall; a layout past it takes several halls side by side, "
+            "and the fabric's top link class crosses between them (85,000 sq ft: the upper end "
+            "of large data halls, assets/facility.yaml)",
+            "m2",
+            min=100.0,
+            max=100000.0,
+            step=100.0,
+        ),
+    )
     cooling: str = _f(
         "auto",
         FieldSpec(
