@@ -1,4 +1,4 @@
-"""Topology diagrams (``ui/diagrams.py``): one style per family, readable at any scale.
+"""Topology diagrams (``ui/diagrams/``): one style per family, readable at any scale.
 
 The invariants: the figure builds for every family at small and large sizes, its title names
 the family and the GPU count, the cables of the drawn bundles add up per link class to the
