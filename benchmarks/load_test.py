@@ -1,6 +1,10 @@
 """Load test: N concurrent browser sessions moving a sidebar slider on one dashboard server.
 
-Run: ``python benchmarks/load_test.py [--sessions 10] [--seconds 60] [--page /]``.
+Run: ``python benchmarks/load_test.py [--sessions 10] [--seconds 60] [--page /]``, or with
+``--protocol`` (``--sessions 50``) to drive the sessions over Streamlit's own websocket
+protocol with no browser (``benchmarks/protocol_client.py``): each move is a rerun with the
+slider's new value, timed from the send to the server's ``script_finished``, so the figures
+are the server's capacity alone.
 
 Starts ``streamlit run app.py`` on a free port (or uses ``--url`` of a running server), opens
 ``--sessions`` browser sessions, each in its own browser context (own cookies, own Streamlit
@@ -579,6 +583,149 @@ async def load_test(args: argparse.Namespace, base: str, server_pid: int | None)
     return 1 if n_errors else 0
 
 
+# --------------------------------------------------------------------------------------
+# protocol sessions (no browser): the server's own capacity
+# --------------------------------------------------------------------------------------
+
+
+async def run_protocol_session(
+    index: int, args: argparse.Namespace, base: str, start: Start, loaded: asyncio.Queue
+) -> SessionResult:
+    """One user over Streamlit's websocket protocol: open the page, move the slider by value."""
+    from protocol_client import ProtocolSession
+
+    res = SessionResult()
+    think = random.Random(index)
+    sess = ProtocolSession(base, args.page)
+    try:
+        async with start.loading:
+            await sess.connect()
+            first = await sess.rerun(timeout_s=max(args.timeout, 180))
+            res.load_ms = first.elapsed_ms
+        res.errors.update(f"exception: {e}"[:120] for e in first.exceptions)
+        res.errors.update(f"error: {e}"[:120] for e in first.errors)
+    except Exception as exc:
+        res.errors[f"load: {type(exc).__name__}"] += 1
+        await loaded.put(index)
+        await sess.close()
+        return res
+    await loaded.put(index)
+    widget = sess.widgets.get(args.slider)
+    if widget is None or not widget.options:
+        res.errors[f"no slider named {args.slider!r}"] += 1
+        await sess.close()
+        return res
+    options = widget.options
+    at = options.index(args.start) if args.start in options else len(options) // 2
+    SEEN_VALUES.add(options[at])
+    await start.event.wait()
+    if args.think_ms:
+        await asyncio.sleep(think.random() * args.think_ms / 1000)
+    direction, steps = 1, 0
+    while time.monotonic() < start.deadline:
+        if steps >= args.span or not 0 <= at + direction < len(options):
+            direction, steps = -direction, 0
+        at += direction
+        value = options[at]
+        try:
+            run = await sess.rerun({widget.id: [value]}, timeout_s=args.timeout)
+            res.latencies_ms.append(run.elapsed_ms)
+            res.seen_before.append(value in SEEN_VALUES)
+            SEEN_VALUES.add(value)
+            res.errors.update(f"exception: {e}"[:120] for e in run.exceptions)
+            res.errors.update(f"error: {e}"[:120] for e in run.errors)
+        except Exception as exc:  # a timeout or a closed connection
+            name = "timeout" if isinstance(exc, TimeoutError) else type(exc).__name__
+            res.errors[name] += 1
+            break  # the connection's state is unknown after a lost run
+        steps += 1
+        if args.think_ms:
+            jitter = args.think_jitter * (2 * think.random() - 1)
+            await asyncio.sleep(args.think_ms * (1 + jitter) / 1000)
+    await sess.close()
+    return res
+
+
+async def load_test_protocol(args: argparse.Namespace, base: str, server_pid: int | None) -> int:
+    """``--protocol``: N sessions over the websocket protocol; print the server's figures."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from protocol_client import ProtocolSession
+
+    warm = ProtocolSession(base, args.page)  # the server's first run pays imports and numba
+    await warm.connect()
+    first = await warm.rerun(timeout_s=300)
+    await warm.close()
+    if first.exceptions or first.errors:
+        print(f"{args.page} is broken before the test starts: {first.exceptions + first.errors}")
+        return 1
+    sampler = MemorySampler(server_pid)
+    sampler.start()
+    rss_before = _status_kb(server_pid, "VmRSS") if server_pid else None
+    start, loaded = Start(asyncio.Semaphore(max(1, args.parallel_loads))), asyncio.Queue()
+    tasks = [
+        asyncio.create_task(run_protocol_session(i, args, base, start, loaded))
+        for i in range(args.sessions)
+    ]
+    for _ in range(args.sessions):
+        await loaded.get()
+    cpu_before = _cpu_seconds(server_pid) if server_pid else None
+    sampler.mark()
+    t_start = time.monotonic()
+    start.deadline = t_start + args.seconds
+    start.event.set()
+    results = await asyncio.gather(*tasks)
+    elapsed = time.monotonic() - t_start
+    await sampler.stop()
+    cpu_after = _cpu_seconds(server_pid) if server_pid else None
+
+    latencies = [x for r in results for x in r.latencies_ms]
+    pairs = [(x, b) for r in results for x, b in zip(r.latencies_ms, r.seen_before, strict=False)]
+    seen = [x for x, b in pairs if b]
+    new = [x for x, b in pairs if not b]
+    loads = [r.load_ms for r in results if r.load_ms is not None]
+    errors: Counter = Counter()
+    for r in results:
+        errors.update(r.errors)
+    n_errors = sum(errors.values())
+    mib = 1024
+    print(f"page        {args.page} ({args.slider} slider, {args.span} step(s) each way)")
+    print(f"sessions    {args.sessions} over the websocket protocol (no browser)")
+    print(f"duration    {elapsed:.1f} s")
+    print(f"moves       {len(latencies)} ({len(latencies) / elapsed:.1f}/s)")
+    print(
+        f"errors      {n_errors}"
+        + (f" ({', '.join(f'{k}: {v}' for k, v in errors.items())})" if n_errors else "")
+    )
+    print(
+        f"latency ms  p50 {percentile(latencies, 50):,.0f}  p95 {percentile(latencies, 95):,.0f}"
+        f"  max {max(latencies, default=math.nan):,.0f}  (send to script_finished)"
+    )
+    for label, part in (("seen before", seen), ("new value", new)):
+        print(
+            f"  {label:<10}{len(part):>4} moves, p50 {percentile(part, 50):,.0f}  "
+            f"p95 {percentile(part, 95):,.0f}  max {max(part, default=math.nan):,.0f}"
+        )
+    if loads:
+        print(f"page load   p50 {percentile(loads, 50):,.0f} ms  max {max(loads):,.0f} ms")
+    if server_pid:
+        print(
+            f"server RSS  {(rss_before or 0) / mib:,.0f} MiB before the sessions, peak "
+            f"{sampler.server_peak_kb / mib:,.0f} MiB during the run"
+        )
+        growth = memory_growth(sampler.server_samples, t_start)
+        if growth is not None:
+            print(
+                f"memory      moves phase: growth {growth.growth_mib:+,.0f} MiB in "
+                f"{growth.minutes:.1f} min, {growth.slope_mib_per_min:+,.1f} MiB/min"
+            )
+        if cpu_before is not None and cpu_after is not None:
+            used = cpu_after - cpu_before
+            per_move = f", {used / len(latencies) * 1000:,.0f} ms per move" if latencies else ""
+            print(f"server CPU  {used:,.1f} s ({used / elapsed:.0%} of one core{per_move})")
+    print(f"load avg    {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+    return 1 if n_errors else 0
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--url", help="base URL of a running server (default: start one)")
@@ -608,6 +755,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="each pause is think-ms x uniform(1 - j, 1 + j), so sessions do not move in step",
     )
     p.add_argument("--poll-ms", type=float, default=20, help="redraw check interval")
+    p.add_argument(
+        "--protocol",
+        action="store_true",
+        help="drive the sessions over Streamlit's websocket protocol (protobuf BackMsg / "
+        "ForwardMsg, benchmarks/protocol_client.py) instead of browsers: the server's capacity",
+    )
+    p.add_argument(
+        "--start",
+        default="1,024",
+        help="with --protocol: the slider option the sessions start from (as the slider shows it)",
+    )
     args = p.parse_args(argv)
     if args.sessions < 1 or args.seconds <= 0:
         p.error("--sessions and --seconds must be positive")
@@ -618,11 +776,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    run = load_test_protocol if args.protocol else load_test
     if args.url:
         base = args.url.rstrip("/")
-        return asyncio.run(load_test(args, base, pid_listening_on(base)))
+        return asyncio.run(run(args, base, pid_listening_on(base)))
     with streamlit_server() as (base, pid):
-        return asyncio.run(load_test(args, base, pid))
+        return asyncio.run(run(args, base, pid))
 
 
 if __name__ == "__main__":
