@@ -19,7 +19,10 @@ navigation order: **cold** is the first visit by URL (a new session: the browser
 app, pages share the server's caches as they do for a user walking through the pages),
 **warm** a switch back to the page through the sidebar's navigation in the same session. A
 page counts as drawn when its title is shown, the script is idle, no skeleton is left and
-every plotly chart has drawn.
+every plotly chart has drawn. ``--browser`` also times the *first render*: the default
+Overview and a bare Streamlit page with two plotly charts (``benchmarks/bare_two_charts.py``,
+the floor of any page), each opened ``--first-render-samples`` times in a new browser context
+(no cache, as a first visitor), interleaved on two warmed servers, with the ratio of medians.
 
 Prints one table per runner (page x preset, ``cold / warm`` seconds), the slowest cold and
 warm page, and how many cells miss the targets (2 s cold, 0.5 s warm). ``--json FILE`` also
@@ -164,6 +167,52 @@ def _browser_worker(preset: str, scripts: list[str], warm_runs: int, timeout_s: 
         browser.close()
 
 
+def _first_render_worker(samples: int, timeout_s: float) -> None:
+    """Time the first render of the default Overview and of the bare two-chart page.
+
+    Each sample opens a new browser context (no HTTP cache, no cookies: a first visitor) on
+    each server in turn, so both see the same machine at the same minutes; the servers are
+    warmed first, so the figures are the browser's first visit, not the server's first run.
+    Prints one JSON line: every sample of both, their medians and the ratio.
+    """
+    os.environ.pop("FABRIC_MODEL_CHECK_FLOWS", None)  # the tests' full flow checks: not a user's
+    from conftest import CHROME_ARGS, chrome_path, run_streamlit, wait_for_page
+    from playwright.sync_api import sync_playwright
+
+    bare = ROOT / "benchmarks" / "bare_two_charts.py"
+    timeout_ms = timeout_s * 1000
+    with (
+        run_streamlit("first-render-app.log") as app_url,
+        run_streamlit("first-render-bare.log", script=bare) as bare_url,
+        sync_playwright() as pw,
+    ):
+        browser = pw.chromium.launch(executable_path=chrome_path(), args=CHROME_ARGS)
+
+        def first_visit(url: str) -> float:
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            page = context.new_page()
+            t = time.perf_counter()
+            page.goto(url)
+            wait_for_page(page, "Overview", timeout_ms)
+            page.wait_for_function(
+                "() => document.querySelectorAll('[data-testid=stMain] .main-svg').length >= 2",
+                timeout=timeout_ms,
+            )
+            elapsed = time.perf_counter() - t
+            context.close()
+            return elapsed
+
+        for url in (app_url, bare_url):  # warm the servers: imports, numba, first script run
+            first_visit(url)
+        times: dict[str, list[float]] = {"overview": [], "bare": []}
+        for _ in range(samples):
+            times["overview"].append(first_visit(app_url))
+            times["bare"].append(first_visit(bare_url))
+        browser.close()
+    med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    print(json.dumps({"samples": times, "median_s": med, "ratio": med["overview"] / med["bare"]}))
+
+
 # ------------------------------------------------------------------------------ driver
 def _run_preset(
     runner: str, preset: str, scripts: list[str], args: argparse.Namespace
@@ -278,7 +327,15 @@ def main() -> int:
     parser.add_argument("--warm-runs", type=int, default=2, help="warm runs, best kept")
     parser.add_argument("--timeout", type=float, default=600.0, help="per page run, seconds")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    parser.add_argument("--worker", choices=("apptest", "browser"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--first-render-samples",
+        type=int,
+        default=5,
+        help="with --browser: fresh-browser first visits of the Overview and the bare page",
+    )
+    parser.add_argument(
+        "--worker", choices=("apptest", "browser", "first-render"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
 
     all_scripts = [p.script for p in _pages()]
@@ -286,6 +343,9 @@ def main() -> int:
     scripts = [s for s in all_scripts if not wanted or s in wanted or Path(s).stem in wanted]
     presets = [x.strip() for x in args.presets.split(",") if x.strip()] or _presets()
 
+    if args.worker == "first-render":
+        _first_render_worker(args.first_render_samples, args.timeout)
+        return 0
     if args.worker:
         worker = _apptest_worker if args.worker == "apptest" else _browser_worker
         worker(presets[0], scripts, args.warm_runs, args.timeout)
@@ -308,9 +368,38 @@ def main() -> int:
             )
         print(_table(runner, results, starts, scripts) + "\n", flush=True)
         report[runner] = {"results": results, "start": starts}
+    if args.browser:
+        report["first_render"] = first = _first_render(args)
+        if first:
+            med = first["median_s"]
+            print(
+                f"first render in a fresh browser (median of {args.first_render_samples}): "
+                f"default Overview {med['overview']:.2f} s, bare two-chart page "
+                f"{med['bare']:.2f} s, ratio {first['ratio']:.2f} (target <= 1.5)"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1), encoding="utf-8")
     return 0
+
+
+def _first_render(args: argparse.Namespace) -> dict[str, Any] | None:
+    """Run the first-render worker in its own process; its JSON line, or None on a failure."""
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        "first-render",
+        "--first-render-samples",
+        str(args.first_render_samples),
+        "--timeout",
+        str(args.timeout),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
+    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    if not lines:
+        print("first render: " + " | ".join(proc.stderr.strip().splitlines()[-3:]))
+        return None
+    return lines[-1]
 
 
 if __name__ == "__main__":

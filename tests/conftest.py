@@ -129,8 +129,8 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def run_streamlit(log_name: str) -> Iterator[str]:
-    """Run ``streamlit run app.py`` on a free port; yield its base URL, then stop it.
+def run_streamlit(log_name: str, script: Path | None = None) -> Iterator[str]:
+    """Run ``streamlit run app.py`` (or ``script``) on a free port; yield its URL, then stop it.
 
     The output goes to ``test-artifacts/<log_name>``, kept for CI artifacts.
     """
@@ -144,7 +144,7 @@ def run_streamlit(log_name: str) -> Iterator[str]:
                 "-m",
                 "streamlit",
                 "run",
-                str(ROOT / "app.py"),
+                str(script or ROOT / "app.py"),
                 "--server.headless",
                 "true",
                 "--server.address",
