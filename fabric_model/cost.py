@@ -54,6 +54,7 @@ __all__ = [
     "VendorComparison",
     "bill_of_materials",
     "compare_vendors",
+    "fabric_shape",
     "link_lines",
     "link_media",
 ]
@@ -120,8 +121,19 @@ class BillOfMaterials:
 
     @property
     def n_transceivers(self) -> int:
-        """Pluggable optical modules (both ends)."""
-        return self._qty("optics")
+        """Pluggable optical modules (both ends); co-packaged switch ports are not modules."""
+        return sum(x.quantity for x in self.lines if x.category == "optics" and not _is_cpo(x.key))
+
+    @property
+    def n_cpo_ports(self) -> int:
+        """Co-packaged optical ports on the switches (``fabric.optics = cpo``), count."""
+        return sum(x.quantity for x in self.lines if _is_cpo(x.key))
+
+    @property
+    def n_lasers(self) -> float:
+        """External laser source modules of the co-packaged switch ports, count."""
+        sw = self.hardware.switch
+        return self.n_cpo_ports * float(sw.cpo_lasers_per_port or 0.0)
 
     @property
     def n_cables(self) -> int:
@@ -244,6 +256,10 @@ class BillOfMaterials:
             "links_by_class": topo.links_by_class,
             "n_links": topo.n_links,
             "n_transceivers": self.n_transceivers,
+            "optics": self.hardware.optics,
+            "n_cpo_ports": self.n_cpo_ports,
+            "n_lasers": self.n_lasers,
+            **fabric_shape(self.topology, self.hardware),
             "n_cables": self.n_cables,
             "n_nics": self.n_nics,
             "capex_usd": {**capex, "total": self.capex_usd},
@@ -272,6 +288,75 @@ class BillOfMaterials:
             "networks": {n.name: n.to_dict() for n in self.networks},
             "floorplan": self.floorplan.to_dict() if self.floorplan is not None else None,
         }
+
+
+#: BOM-line key suffix of a switch's co-packaged optical ports (``fabric.optics = cpo``).
+CPO_SUFFIX = ":cpo"
+
+
+def _is_cpo(key: str) -> bool:
+    return key.endswith(CPO_SUFFIX)
+
+
+def _uses_cpo(hw: Hardware) -> bool:
+    """Return whether this hardware's switch ports are co-packaged.
+
+    The storage and management networks reuse the compute ``Hardware`` with their own,
+    pluggable, switches.
+    """
+    return hw.optics == "cpo" and hw.switch.has_cpo
+
+
+def fabric_shape(topo: Topology, hw: Hardware) -> dict[str, Any]:
+    """Return what shapes the design: switch, radix, pod size and the limiting resource.
+
+    Returns
+    -------
+    dict
+        ``switch`` (catalog key), ``switch_radix`` (ports at the per-plane link speed),
+        ``pod_nics`` (NIC ports one pod of leaves and spines serves, in each plane: the
+        whole plane below three tiers; the topology's params are per plane), ``limit``
+        (the resource that sets the tier count, in words) and ``switch_choice`` (why
+        ``fabric.switch = auto`` chose it, or empty).
+    """
+    k, gbps, p = hw.radix, topo.request.link_gbps, topo.params
+    per_plane = topo.n_endpoints  # every NIC port has one link into each plane
+    if not topo.tiers:
+        return {
+            "switch": "",
+            "switch_radix": 0,
+            "pod_nics": 0,
+            "limit": "switchless: direct NIC-to-NIC links",
+            "switch_choice": "",
+        }
+    down = int(p.get("down_per_leaf", 0) or 0)
+    if topo.tiers >= 3 and "leaves_per_pod" in p and down:
+        pod = int(p["leaves_per_pod"]) * down
+    else:
+        pod = per_plane
+    n_leaves, n_pods = int(p.get("n_leaves", 0) or 0), int(p.get("n_pods", 0) or 0)
+    if topo.family != "fat-tree":
+        limit = f"{topo.family}: radix {k} at {gbps}G"
+    elif topo.tiers == 1:
+        limit = f"all {per_plane:,} NIC ports on one radix-{k} switch at {gbps}G"
+    elif topo.tiers == 2:
+        limit = f"radix {k} at {gbps}G: {per_plane:,} NIC ports per plane > {k} on one switch"
+    elif topo.tiers == 3:
+        limit = f"radix {k} at {gbps}G: {n_leaves:,} leaves per plane > {k}, the most 2 tiers join"
+    else:
+        limit = f"radix {k} at {gbps}G: {n_pods:,} pods per plane > {k}, the most 3 tiers join"
+    if topo.tiers >= 3 and float(topo.request.spine_oversubscription) > 1:
+        limit += (
+            f"; {float(topo.request.spine_oversubscription):g}:1 spine taper: pods of "
+            f"{pod:,} NIC ports"
+        )
+    return {
+        "switch": hw.switch.key,
+        "switch_radix": k,
+        "pod_nics": pod,
+        "limit": limit,
+        "switch_choice": hw.switch_choice,
+    }
 
 
 def _price(override: float | None, catalog_value: float) -> float:
@@ -325,12 +410,17 @@ def link_media(lc: LinkClass, hw: Hardware, cat: Catalog) -> LinkMedia:
     """
     sw = hw.switch
     on_switch = bool(lc.port_groups)
+    cpo = on_switch and _uses_cpo(hw)  # fiber straight into the switch's optical engines
     # a switch cage has 8 SerDes lanes: 800G cages run 100G lanes, 1.6T cages 200G lanes
     lane_gbps = sw.cage_gbps // 8
     # NIC to switch: one twin-port cage feeds cage/link NICs through a splitter cable
     split = max(1, sw.cage_gbps // lc.link_gbps) if on_switch and lc.n_nic_ends else None
-    copper = cat.cable_for(
-        lc.link_gbps, lc.length_m, split=split, lane_gbps=lane_gbps if on_switch else None
+    copper = (
+        None
+        if cpo
+        else cat.cable_for(
+            lc.link_gbps, lc.length_m, split=split, lane_gbps=lane_gbps if on_switch else None
+        )
     )
     if copper is not None:
         return LinkMedia(copper, cat.fiber, None, None)
@@ -354,7 +444,7 @@ def link_media(lc: LinkClass, hw: Hardware, cat: Catalog) -> LinkMedia:
         cat.optic_for(
             "switch", lc.link_gbps, lc.length_m, cage_gbps=sw.cage_gbps, protocol=protocol
         )
-        if on_switch
+        if on_switch and not cpo
         else None
     )
     return LinkMedia(None, cat.fiber, nic_optic, switch_optic)
@@ -449,6 +539,8 @@ def link_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec) -> l
                     cat.source_note("optics", optic.key, "price_usd"),
                 )
             )
+        if lc.port_groups and _uses_cpo(hw):
+            lines.extend(_cpo_lines(lc, hw, cat))
         if media.switch_optic is not None:
             optic = media.switch_optic
             per = optic.ports_per_module(lc.link_gbps)
@@ -471,6 +563,35 @@ def link_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec) -> l
                     )
                 )
     return lines
+
+
+def _cpo_lines(lc: LinkClass, hw: Hardware, cat: Catalog) -> list[BomLine]:
+    """Return the co-packaged optical ports of one link class's switch ends, per tier.
+
+    A switch port at ``cpo_port_gbps`` carries ``cpo_port_gbps / link_gbps`` slower links
+    (the breakout a pluggable module would do), so a switch with ``n`` ports of the class
+    takes ``ceil(n x link_gbps / cpo_port_gbps)`` optical ports, each at ``cpo_port_w``
+    and ``cpo_port_usd`` (engine plus its share of the external lasers).
+    """
+    sw = hw.switch
+    assert sw.cpo_port_w is not None and sw.cpo_port_usd is not None  # _uses_cpo checked
+    by_tier: dict[str, int] = {}
+    for g in lc.port_groups:
+        ports = math.ceil(g.ports_per_switch * lc.link_gbps / sw.cpo_port_gbps)
+        by_tier[g.tier] = by_tier.get(g.tier, 0) + g.n_switches * ports
+    return [
+        BomLine(
+            "optics",
+            f"{sw.cpo_variant}: co-packaged optics per {sw.cpo_port_gbps}G port (engine + lasers)",
+            sw.key + CPO_SUFFIX,
+            f"{lc.name} ({tier} side)",
+            n,
+            float(sw.cpo_port_usd),
+            float(sw.cpo_port_w),
+            cat.source_note("switches", sw.key, "cpo_port_usd"),
+        )
+        for tier, n in by_tier.items()
+    ]
 
 
 def bill_of_materials(
