@@ -289,7 +289,16 @@ def _choose_switch(
     candidates, _ = _switch_candidates(scenario, cat, vendor, default, nic, gpu)
     if len(candidates) == 1:
         return default, ""
-    key = (scenario, cat.path, cat.version)
+    # the sections a compute-fabric bill reads (not the model, plan or what-ifs)
+    key = (
+        scenario.cluster,
+        scenario.fabric,
+        scenario.costs,
+        scenario.facility,
+        scenario.storage,
+        scenario.management,
+        scenario.hybrid,
+    )
     if cat is load_catalog() and key in _CHOICE_CACHE:
         chosen, note = _CHOICE_CACHE[key]
         return cat.switch(chosen), note
@@ -330,9 +339,10 @@ def _choose_switch(
     return best, note
 
 
-#: Scenario -> the automatic switch choice and its note, for the shipped catalog (building
-#: and pricing every candidate is the expensive part of resolving the hardware).
-_CHOICE_CACHE: dict[tuple[Scenario, str, str], tuple[str, str]] = {}
+#: The design's sections -> the automatic switch choice and its note, for the shipped
+#: catalog (building and pricing every candidate is the expensive part of resolving the
+#: hardware; a plan search or a what-if varies other sections and hits it).
+_CHOICE_CACHE: dict[tuple[Any, ...], tuple[str, str]] = {}
 
 
 def _plane_ok(cat: Catalog, vendor: Vendor, switch: Switch, link_gbps: int, planes: int) -> str:
