@@ -277,7 +277,8 @@ def _choose_switch(
 
     Each candidate (:func:`_switch_candidates`) is built and priced as the scenario with
     ``fabric.switch`` set to it (the full compute-fabric bill: switches, optics, cables,
-    NICs); ties keep the vendor's default. A candidate that cannot build the design is
+    NICs; a ``costs.switch_usd`` override prices every candidate alike); ties keep the
+    vendor's default. A candidate that cannot build the design is
     skipped; when none can, the default is kept and raises its own error downstream.
 
     Returns
@@ -286,9 +287,15 @@ def _choose_switch(
         The choice and a note naming it, its tiers and capex and the runners-up (empty when
         the default was the only candidate).
     """
-    candidates, _ = _switch_candidates(scenario, cat, vendor, default, nic, gpu)
+    candidates, why = _switch_candidates(scenario, cat, vendor, default, nic, gpu)
     if len(candidates) == 1:
-        return default, ""
+        only = candidates[0]
+        if only.key == default.key:
+            return default, ""
+        return only, (
+            f"fabric.switch = auto chose {only.key}, the only switch of {vendor.key} that "
+            f"qualifies ({'; '.join(why)})"
+        )
     # the sections a compute-fabric bill reads (not the model, plan or what-ifs)
     key = (
         scenario.cluster,
@@ -326,9 +333,10 @@ def _choose_switch(
             f"{tiers} tiers, {bom.topology.n_switches:,} switches, ${capex / 1e6:,.1f} M"
         )
 
+    rest = "; ".join(text(t) for t in scored[1:]) or "no other candidate that builds it"
     note = (
-        f"fabric.switch = auto chose {text(scored[0])} (fewest tiers, then lowest capex) over "
-        + "; ".join(text(t) for t in scored[1:])
+        f"fabric.switch = auto chose {text(scored[0])} (fewest tiers, then lowest capex) "
+        f"over {rest}"
     )
     if best.announced:
         note += f"; {best.name} is announced, not shipping"

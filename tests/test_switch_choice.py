@@ -176,6 +176,13 @@ def test_cpo_cuts_optics_power_and_is_priced() -> None:
     assert cpo.to_dict()["optics"] == "cpo"
 
 
+def test_cpo_with_auto_switch_picks_a_switch_that_has_a_cpo_variant() -> None:
+    over = {"cluster.gpu": "b300", "fabric.vendor": "roce", "fabric.link_gbps": 800}
+    hw = resolve_hardware(sc(**over, **{"fabric.optics": "cpo"}))
+    assert (hw.switch.key, hw.optics) == ("th6", "cpo")  # Tomahawk 5 has no CPO variant
+    assert "the only switch of roce that qualifies (th5: no CPO variant" in hw.switch_choice
+
+
 def test_cpo_refused_for_a_switch_without_a_cpo_variant(capsys) -> None:
     with pytest.raises(InfeasibleDesignError) as err:
         resolve_hardware(sc(**{"fabric.vendor": "infiniband", "fabric.optics": "cpo"}))
