@@ -52,6 +52,7 @@ __all__ = [
     "Source",
     "Switch",
     "Vendor",
+    "compatibility",
     "load_catalog",
     "vendor_colors",
 ]
@@ -197,6 +198,15 @@ class Gpu(_Entry):
         Key of the default server entry.
     n_sms
         Streaming multiprocessors: GEMM tiles run in waves of this many (wave quantization).
+    fp4_tflops
+        Dense NVFP4 tensor throughput, 10^12 FLOP/s; ``None`` (the default) when the GPU has
+        no FP4 tensor cores.
+    announced
+        Announced, not shipping: its figures are the vendor's announcement (``remark`` says
+        so); the automatic switch choice only offers announced switches to announced GPUs.
+    max_nvlink_domain
+        Largest NVLink domain any system built on this GPU has, GPUs (``cluster.nvlink_domain``
+        above it is refused); ``None`` = the default server's domain.
     """
 
     arch: str
@@ -210,6 +220,9 @@ class Gpu(_Entry):
     price_usd: float
     server: str
     n_sms: int
+    fp4_tflops: float | None = None
+    announced: bool = False
+    max_nvlink_domain: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -265,6 +278,12 @@ class Nic(_Entry):
     host_link_GBps
         Payload bandwidth per direction of the card's own PCIe host interface, 10^9 bytes/s
         (``None`` where not published; the server's host link then decides).
+    lane_gbps
+        Fastest SerDes lane of its ports, Gb/s (100 for 100G-PAM4, 200 for 200G-PAM4); a
+        switch whose cages run faster lanes (``Switch.lane_gbps``) cannot take its links.
+        ``None``: not known, so the automatic switch choice keeps the vendor's default.
+    announced
+        Announced, not shipping (see :attr:`Gpu.announced`).
     """
 
     port_gbps: int
@@ -276,6 +295,8 @@ class Nic(_Entry):
     latency_ns: float
     spectrum_x_endpoint: bool
     host_link_GBps: float | None = None
+    lane_gbps: int | None = None
+    announced: bool = False
 
     def supports(self, link_gbps: int) -> bool:
         """Return whether a port can run at ``link_gbps`` (Gb/s)."""
@@ -313,6 +334,19 @@ class Switch(_Entry):
         Height, U.
     co_packaged_optics
         Optics are co-packaged; the cages are pluggable equivalents for the optics count.
+    announced
+        Announced, not shipping (see :attr:`Gpu.announced`).
+    cpo_port_w, cpo_port_usd
+        The co-packaged-optics variant of the box (``fabric.optics = cpo``): power and price
+        of the optics of one ``cpo_port_gbps`` port (optical engine and its share of the
+        external laser sources), W and USD; ``None`` = no CPO variant.
+    cpo_port_gbps
+        Port speed the two figures above refer to, Gb/s; a slower link takes its share
+        (``link_gbps / cpo_port_gbps`` of a port), a faster one several ports.
+    cpo_lasers_per_port
+        External laser source modules per ``cpo_port_gbps`` port of the CPO variant, count.
+    cpo_variant
+        Name of the CPO variant (e.g. ``"Q3450-LD"``); empty when none.
     """
 
     protocol: str
@@ -328,6 +362,22 @@ class Switch(_Entry):
     adaptive_routing: bool
     rack_units: int
     co_packaged_optics: bool = False
+    announced: bool = False
+    cpo_port_w: float | None = None
+    cpo_port_usd: float | None = None
+    cpo_port_gbps: int = 800
+    cpo_lasers_per_port: float | None = None
+    cpo_variant: str = ""
+
+    @property
+    def lane_gbps(self) -> int:
+        """SerDes lane rate of its cages, Gb/s: an OSFP cage has 8 lanes (``cage_gbps // 8``)."""
+        return self.cage_gbps // 8
+
+    @property
+    def has_cpo(self) -> bool:
+        """Whether a co-packaged-optics variant is in the catalog (``fabric.optics = cpo``)."""
+        return self.cpo_port_w is not None and self.cpo_port_usd is not None
 
     def radix(self, link_gbps: int) -> int:
         """Return the number of ports at ``link_gbps``.
@@ -494,6 +544,10 @@ class Vendor(_Entry):
         other vendor takes, in catalog order (:func:`vendor_colors`).
     compared
         Whether the side-by-side vendor comparisons (Cost, Overview, fabric effects) include it.
+    switches
+        Every switch the family builds with (``fabric.switch = auto`` chooses among them the
+        one that needs the fewest tiers, then the lowest capex); empty = the values of
+        ``switch_by_gbps``.
 
     The vendors of the catalog are the vendor registry: a new vendor is a data entry.
     """
@@ -509,6 +563,12 @@ class Vendor(_Entry):
     short_label: str = ""
     color: str = ""
     compared: bool = True
+    switches: tuple[str, ...] = ()
+
+    @property
+    def switch_keys(self) -> tuple[str, ...]:
+        """The family's switches (``switches``, else the defaults of ``switch_by_gbps``)."""
+        return self.switches or tuple(dict.fromkeys(self.switch_by_gbps.values()))
 
     @property
     def display_label(self) -> str:
@@ -912,7 +972,8 @@ class _FieldSpec:
     """Kind and bounds of one entry field.
 
     ``kind``: ``int``, ``float``, ``bool``, ``str``, ``choice``, ``ints`` (ascending list of
-    positive ints), ``choices`` (list of choices) or ``speed_map`` (Gb/s -> key).
+    positive ints), ``choices`` (list of choices), ``keys`` (list of catalog keys) or
+    ``speed_map`` (Gb/s -> key).
     Numbers must be > 0, or >= 0 with ``zero_ok``. ``nullable`` accepts ``null``.
     """
 
@@ -944,6 +1005,9 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "price_usd": _FieldSpec("float"),
             "server": _FieldSpec("str"),
             "n_sms": _FieldSpec("int"),
+            "fp4_tflops": _FieldSpec("float", nullable=True, default=None),
+            "announced": _FieldSpec("bool", default=False),
+            "max_nvlink_domain": _FieldSpec("int", nullable=True, default=None),
         },
     ),
     "servers": (
@@ -968,6 +1032,8 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "latency_ns": _FieldSpec("float"),
             "spectrum_x_endpoint": _FieldSpec("bool"),
             "host_link_GBps": _FieldSpec("float", nullable=True),
+            "lane_gbps": _FieldSpec("int", nullable=True, default=None),
+            "announced": _FieldSpec("bool", default=False),
         },
     ),
     "switches": (
@@ -986,6 +1052,12 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "adaptive_routing": _FieldSpec("bool"),
             "rack_units": _FieldSpec("int"),
             "co_packaged_optics": _FieldSpec("bool", default=False),
+            "announced": _FieldSpec("bool", default=False),
+            "cpo_port_w": _FieldSpec("float", nullable=True, default=None),
+            "cpo_port_usd": _FieldSpec("float", nullable=True, default=None),
+            "cpo_port_gbps": _FieldSpec("int", default=800),
+            "cpo_lasers_per_port": _FieldSpec("float", nullable=True, default=None),
+            "cpo_variant": _FieldSpec("str", default=""),
         },
     ),
     "optics": (
@@ -1030,6 +1102,7 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "short_label": _FieldSpec("str", default=""),
             "color": _FieldSpec("str", default=""),
             "compared": _FieldSpec("bool", default=True),
+            "switches": _FieldSpec("keys", default=()),
         },
     ),
 }
@@ -1285,6 +1358,12 @@ def _parse_value(value: object, spec: _FieldSpec, here: str) -> object:
             if v not in spec.choices:
                 raise CatalogError(f"{here}: items must be in {', '.join(spec.choices)}; got {v!r}")
         return tuple(value)
+    if kind == "keys":
+        if not isinstance(value, list) or not value or len(set(value)) != len(value):
+            raise CatalogError(f"{here}: must be a non-empty list of keys without repeats")
+        if not all(isinstance(v, str) and _ENTRY_KEY.match(v) for v in value):
+            raise CatalogError(f"{here}: items must be catalog keys; got {value!r}")
+        return tuple(value)
     if kind == "speed_map":
         if not isinstance(value, dict) or not value:
             raise CatalogError(f"{here}: must be a non-empty mapping of Gb/s -> key")
@@ -1355,6 +1434,12 @@ def _check_switches(cat: Catalog, where: str) -> None:
                 raise CatalogError(f"{here}.port_speeds_gbps: {speed} does not divide a cage")
         if s.max_ports * s.port_speeds_gbps[0] > s.capacity_one_way_gbps:
             raise CatalogError(f"{here}.max_ports: exceeds the capacity at the lowest speed")
+        if (s.cpo_port_w is None) != (s.cpo_port_usd is None) or s.has_cpo != bool(s.cpo_variant):
+            raise CatalogError(
+                f"{here}.cpo_port_w: a CPO variant needs cpo_port_w, cpo_port_usd and cpo_variant"
+            )
+        if s.co_packaged_optics and not s.has_cpo:
+            raise CatalogError(f"{here}.co_packaged_optics: a CPO-only switch needs cpo_port_w")
 
 
 def _check_optics(cat: Catalog, where: str) -> None:
@@ -1406,6 +1491,14 @@ def _check_vendors(cat: Catalog, where: str) -> None:
                     cat.optic_for(side, speed, 0.0, cage_gbps=cage, protocol=v.protocol)
                 except InfeasibleDesignError as exc:
                     raise CatalogError(f"{here}.switch_by_gbps: {speed} Gb/s: {exc}") from None
+        for skey in v.switches:
+            if skey not in cat.switches or cat.switches[skey].protocol != v.protocol:
+                raise CatalogError(
+                    f"{here}.switches: {skey!r} is not a {v.protocol} switch of this catalog"
+                )
+        missing = [k for k in v.switch_by_gbps.values() if v.switches and k not in v.switches]
+        if missing:
+            raise CatalogError(f"{here}.switches: must list the defaults {', '.join(missing)}")
         for speed, nkey in v.nic_by_gbps.items():
             if nkey not in cat.nics:
                 raise CatalogError(
@@ -1421,6 +1514,48 @@ def _check_vendors(cat: Catalog, where: str) -> None:
 
 
 _HEX_COLOR: Final = re.compile(r"#[0-9A-Fa-f]{6}")
+
+
+def compatibility(cat: Catalog) -> list[dict[str, Any]]:
+    """Which NVLink domains, NICs and link speeds each GPU can have (``compat`` verb).
+
+    Per GPU: its default server (GPUs per server), the NVLink domain sizes allowed
+    (``cluster.nvlink_domain``: multiples of the server's GPUs up to
+    ``Gpu.max_nvlink_domain``), the host link to its NICs, and the NICs with the port
+    speeds that host link can feed (``link_gbps / 8 <= min(server host link, NIC host
+    link)``, the refusal of :func:`fabric_model.plant.design.resolve_hardware`); ``link_gbps``
+    are the speeds of those that some vendor offers. A scenario outside these is refused
+    with exit 2, naming the key.
+    """
+    offered = {g for v in cat.vendors.values() for g in v.link_speeds_gbps}
+    rows = []
+    for g in cat.gpus.values():
+        srv = cat.servers[g.server]
+        most = g.max_nvlink_domain or srv.nvlink_domain
+        step = srv.gpus_per_server
+        nics: dict[str, tuple[int, ...]] = {}
+        for n in cat.nics.values():
+            feed = min(srv.host_link_GBps, n.host_link_GBps or math.inf)
+            ok = tuple(s for s in n.speeds_gbps if s / 8.0 <= feed + 1e-9)
+            if ok:
+                nics[n.key] = ok
+        speeds = sorted({s for ok in nics.values() for s in ok} & offered)
+        rows.append(
+            {
+                "gpu": g.key,
+                "announced": g.announced,
+                "server": srv.key,
+                "gpus_per_server": step,
+                "nvlink_domain_max": most,
+                "nvlink_domains": (
+                    str(most) if most == step else f"{step} to {most} in steps of {step}"
+                ),
+                "host_link_GBps": srv.host_link_GBps,
+                "link_gbps": speeds,
+                "nics": {k: list(v) for k, v in nics.items()},
+            }
+        )
+    return rows
 
 
 def vendor_colors(cat: Catalog, palette: Iterable[str]) -> dict[str, str]:

@@ -146,6 +146,32 @@ def _presets(args: argparse.Namespace) -> int:
 
 
 @verb(
+    "compat",
+    "which NVLink domain sizes, NICs and link speeds each GPU of the catalog can have",
+    takes_scenario=False,
+)
+def _compat(args: argparse.Namespace) -> int:
+    from fabric_model.catalog import compatibility, load_catalog
+
+    rows = compatibility(load_catalog())
+    table = [
+        {
+            "gpu": r["gpu"] + (" (announced)" if r["announced"] else ""),
+            "server": r["server"],
+            "nvlink_domain": r["nvlink_domains"],
+            "host_link_GBps": r["host_link_GBps"],
+            "link_gbps": ", ".join(map(str, r["link_gbps"])),
+            "nics (speeds its host link feeds)": "; ".join(
+                f"{k} {'/'.join(map(str, v))}" for k, v in r["nics"].items()
+            ),
+        }
+        for r in rows
+    ]
+    _emit(args, rows, format_table(table))
+    return 0
+
+
+@verb(
     "keys",
     "list every scenario key with its default, allowed values and meaning",
     takes_scenario=False,
@@ -182,6 +208,15 @@ def _bom_text(bom: Any) -> str:
         f"  NICs {d['n_nics']:,}",
         f"max switch hops {d['max_switch_hops']}  mean {d['mean_switch_hops']:.2f}  "
         f"bisection {d['bisection_GBps']:,.0f} GB/s",
+        f"switch {d['switch'] or '-'} radix {d['switch_radix']}, pods of "
+        f"{d['pod_nics']:,} NIC ports, limit: {d['limit']}"
+        + (
+            f", optics {d['optics']} ({d['n_cpo_ports']:,} co-packaged ports, "
+            f"{d['n_lasers']:,.0f} laser modules)"
+            if d["optics"] == "cpo"
+            else ""
+        ),
+        *([f"note: {d['switch_choice']}"] if d["switch_choice"] else []),
         *(f"note: {n}" for n in d["notes"]),
         *(f"warning: {w}" for w in d["warnings"]),
         "",
@@ -296,6 +331,8 @@ def _bom(args: argparse.Namespace) -> int:
                 {
                     "vendor": v.vendor,
                     "switch": "-",
+                    "radix": "-",
+                    "pod_nics": "-",
                     "n_switches": "-",
                     "tiers": "-",
                     "capex_usd": "-",
@@ -309,12 +346,14 @@ def _bom(args: argparse.Namespace) -> int:
             {
                 "vendor": v.vendor,
                 "switch": v.switch_key,
+                "radix": v.radix,
+                "pod_nics": v.pod_nics,
                 "n_switches": v.n_switches,
                 "tiers": v.tiers,
                 "capex_usd": v.capex_usd,
                 "per_gpu_usd": v.capex_per_gpu_usd,
                 "power_kw": v.power_kw,
-                "note": "",
+                "note": v.limit,
             }
         )
     _emit(args, payload, format_table(rows))
@@ -841,6 +880,9 @@ def _explore(args: argparse.Namespace) -> int:
             "cost_per_run_usd": d["cost_per_run_usd"] if d["feasible"] else "-",
             "goodput": d["goodput"] if d["feasible"] else "-",
             "mfu": d["mfu"] if d["feasible"] else "-",
+            "switch": d.get("switch") or "-",
+            "radix": d.get("switch_radix") or "-",
+            "pod_nics": d.get("pod_nics") or "-",
             "note": "" if d["feasible"] else str(d["reason"])[:80],
         }
         for d in result.designs

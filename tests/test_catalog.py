@@ -109,6 +109,8 @@ def test_units_are_the_last_token_of_numeric_keys(raw: dict[str, Any]) -> None:
         "max_ports",
         "gpus_per_server",
         "nvlink_domain",
+        "max_nvlink_domain",
+        "cpo_lasers_per_port",
         "split",
     }
     for section in SECTIONS:

@@ -332,9 +332,9 @@ def test_a_degraded_link_on_a_cable_free_design_is_refused_by_key(
         "--set",
         f"fabric.topology={family}",
         "--set",
-        "cluster.nvlink_domain=576",
+        "cluster.nvlink_domain=256",  # all GPUs in one domain (an H100's largest, [SV9])
         "--set",
-        "cluster.n_gpus=576",
+        "cluster.n_gpus=256",
         "--set",
         "what_if.degraded_link_factor=0.5",
         "--set",

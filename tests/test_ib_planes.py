@@ -22,8 +22,20 @@ def s(n_gpus: int, planes: int, **extra: object) -> Scenario:
     return apply_overrides(Scenario(), over)
 
 
+def test_auto_switch_runs_quantum_x800_in_its_288_x_400g_mode() -> None:
+    """N3 (expert review 2): 2 planes of 400G on Q3400 (radix 288) need 2 tiers, not 3."""
+    bom = bill_of_materials(s(16_384, 2))
+    d = bom.to_dict()
+    assert (d["switch"], d["switch_radix"], d["tiers"], d["n_switches"]) == ("q3400", 288, 2, 360)
+    assert d["max_switch_hops"] == 3 and d["pod_nics"] == 16_384
+    assert bom.capex_usd == pytest.approx(180.5e6, rel=0.005)
+    qm = bill_of_materials(s(16_384, 2, **{"fabric.switch": "qm9700"}))
+    assert qm.topology.tiers == 3 and qm.capex_usd > bom.capex_usd
+    assert "over qm9700 radix 64 at 400G: 3 tiers" in d["switch_choice"]
+
+
 def test_two_ib_planes_of_ndr_are_planes_times_one_plane() -> None:
-    two = bill_of_materials(s(16_384, 2))
+    two = bill_of_materials(s(16_384, 2, **{"fabric.switch": "qm9700"}))
     topo = two.topology
     assert topo.planes == 2 and two.hardware.switch.key == "qm9700"
     assert two.hardware.radix == 64  # Quantum-2 at 400G

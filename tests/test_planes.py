@@ -66,12 +66,19 @@ def test_131072_gpus_on_8_planes_of_100g_is_two_tiers_and_6144_switches() -> Non
     assert bom.to_dict()["planes"] == 8
 
 
+TH5 = {"fabric.switch": "th5"}  # the same 51.2T ASIC (auto picks Tomahawk 6 for 1 x 800G)
+
+
 def test_one_plane_of_800g_on_the_same_asic_is_refused_at_131072() -> None:
     with pytest.raises(InfeasibleDesignError, match="65,536") as err:
-        build_topology(s(131_072, 1, **{"fabric.tiers": 3}))
+        build_topology(s(131_072, 1, **{"fabric.tiers": 3}, **TH5))
     assert err.value.key == "fabric.tiers"
-    assert build_topology(s(65_536, 1)).tiers == 3
-    assert build_topology(s(131_072, 1)).tiers == 4  # auto: 3 tiers cannot hold it
+    assert build_topology(s(65_536, 1, **TH5)).tiers == 3
+    assert build_topology(s(131_072, 1, **TH5)).tiers == 4  # auto: 3 tiers cannot hold it
+    # fabric.switch = auto: Tomahawk 6 (128 x 800G) needs one tier fewer than Tomahawk 5
+    auto = bill_of_materials(s(131_072, 1))
+    assert auto.hardware.switch.key == "th6" and auto.topology.tiers == 3
+    assert "over th5" in auto.hardware.switch_choice
 
 
 @pytest.mark.parametrize("n_endpoints", [2_048, 16_384, 32_768, 65_536, 131_072])
@@ -133,10 +140,11 @@ def _model(sc: Scenario, op: str, algo: str):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(("op", "algo"), [("allreduce", "ring"), ("alltoall", "direct")])
 def test_eight_planes_match_one_plane_of_the_same_total_rate(op: str, algo: str) -> None:
-    one, eight = _model(s(4_096, 1), op, algo), _model(s(4_096, 8), op, algo)
+    one, eight = _model(s(4_096, 1, **TH5), op, algo), _model(s(4_096, 8), op, algo)
     assert eight.busbw_Bps == pytest.approx(one.busbw_Bps, rel=0.10)
     # fewer tiers per plane: fewer hops, less latency
-    assert build_topology(s(4_096, 1)).tiers == 3 and build_topology(s(4_096, 8)).tiers == 2
+    assert build_topology(s(4_096, 1, **TH5)).tiers == 3
+    assert build_topology(s(4_096, 8)).tiers == 2
     assert eight.mean_switch_hops <= one.mean_switch_hops
     assert all(eight.latency_us[p] <= one.latency_us[p] for p in eight.latency_us)
 

@@ -188,6 +188,8 @@ def vendor_summary_frame(comparisons: Sequence[VendorComparison]) -> pd.DataFram
                 "vendor": label,
                 "switch": r.switch_name,
                 "radix": r.radix,
+                "pod_nics": r.pod_nics,
+                "limit": r.limit,
                 "nic": r.nic_name,
                 "tiers": r.tiers,
                 "switches": r.n_switches,

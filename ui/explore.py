@@ -495,7 +495,10 @@ def tornado_figure(rows: Sequence[Sensitivity], base_cost_usd: float) -> go.Figu
 
 
 def designs_frame(designs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """Return one row per design: its values, the numbers, feasibility and the reason."""
+    """Return one row per design: its values, numbers, fabric shape, feasibility and reason.
+
+    The shape (switch, radix, pod size, limit) shows a vendor change that swaps the radix.
+    """
     keys: list[str] = []
     for d in designs:
         keys += [k for k in d["keys"] if k not in keys]
@@ -517,6 +520,10 @@ def designs_frame(designs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
             network_capex_usd=d["network_capex_usd"],
             cluster_capex_usd=d["cluster_capex_usd"],
             tco_usd=d["tco_usd"],
+            switch=d.get("switch"),
+            switch_radix=d.get("switch_radix"),
+            pod_nics=d.get("pod_nics"),
+            limit=d.get("limit"),
             plan=d["plan"],
             reason=d["reason"] or "",
         )

@@ -611,7 +611,7 @@ def _cost(r: _Results) -> dict[str, Any]:
         return {"charts": [], "problems": problems, "table": None}
     frame = vendor_summary_frame(r.comparisons)
     columns = [c for c in frame.columns if c != "note" or frame["note"].astype(bool).any()]
-    numeric = [c not in ("vendor", "switch", "nic", "note") for c in columns]
+    numeric = [c not in ("vendor", "switch", "nic", "limit", "note") for c in columns]
     rows = [
         [
             _num(v) if isinstance(v, (int, float)) else ("" if v is None else v)

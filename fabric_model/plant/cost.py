@@ -46,6 +46,7 @@ from fabric_model.plant.lines import (
     _bom_lines,
     _price,
     hybrid_bom_lines,
+    is_cpo,
     link_lines,
     link_media,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "bill_of_materials",
     "compare_vendors",
     "compare_with_fat_tree",
+    "fabric_shape",
     "link_lines",
     "link_media",
 ]
@@ -94,8 +96,19 @@ class BillOfMaterials:
 
     @property
     def n_transceivers(self) -> int:
-        """Pluggable optical modules (both ends)."""
-        return self._qty("optics")
+        """Pluggable optical modules (both ends); co-packaged switch ports are not modules."""
+        return sum(x.quantity for x in self.lines if x.category == "optics" and not is_cpo(x.key))
+
+    @property
+    def n_cpo_ports(self) -> int:
+        """Co-packaged optical ports on the switches (``fabric.optics = cpo``), count."""
+        return sum(x.quantity for x in self.lines if is_cpo(x.key))
+
+    @property
+    def n_lasers(self) -> float:
+        """External laser source modules of the co-packaged switch ports, count."""
+        sw = self.hardware.switch
+        return self.n_cpo_ports * float(sw.cpo_lasers_per_port or 0.0)
 
     @property
     def n_cables(self) -> int:
@@ -218,6 +231,10 @@ class BillOfMaterials:
             "links_by_class": topo.links_by_class,
             "n_links": topo.n_links,
             "n_transceivers": self.n_transceivers,
+            "optics": self.hardware.optics,
+            "n_cpo_ports": self.n_cpo_ports,
+            "n_lasers": self.n_lasers,
+            **fabric_shape(self.topology, self.hardware),
             "n_cables": self.n_cables,
             "n_nics": self.n_nics,
             "capex_usd": {**capex, "total": self.capex_usd},
@@ -246,6 +263,58 @@ class BillOfMaterials:
             "networks": {n.name: n.to_dict() for n in self.networks},
             "floorplan": self.floorplan.to_dict() if self.floorplan is not None else None,
         }
+
+
+def fabric_shape(topo: Topology, hw: Hardware) -> dict[str, Any]:
+    """Return what shapes the design: switch, radix, pod size and the limiting resource.
+
+    Returns
+    -------
+    dict
+        ``switch`` (catalog key), ``switch_radix`` (ports at the per-plane link speed),
+        ``pod_nics`` (NIC ports one pod of leaves and spines serves, in each plane: the
+        whole plane below three tiers; the topology's params are per plane), ``limit``
+        (the resource that sets the tier count, in words) and ``switch_choice`` (why
+        ``fabric.switch = auto`` chose it, or empty).
+    """
+    k, gbps, p = hw.radix, topo.request.link_gbps, topo.params
+    per_plane = topo.n_endpoints  # every NIC port has one link into each plane
+    if not topo.tiers:
+        return {
+            "switch": "",
+            "switch_radix": 0,
+            "pod_nics": 0,
+            "limit": "switchless: direct NIC-to-NIC links",
+            "switch_choice": "",
+        }
+    down = int(p.get("down_per_leaf", 0) or 0)
+    if topo.tiers >= 3 and "leaves_per_pod" in p and down:
+        pod = int(p["leaves_per_pod"]) * down
+    else:
+        pod = per_plane
+    n_leaves, n_pods = int(p.get("n_leaves", 0) or 0), int(p.get("n_pods", 0) or 0)
+    if topo.family != "fat-tree":
+        limit = f"{topo.family}: radix {k} at {gbps}G"
+    elif topo.tiers == 1:
+        limit = f"all {per_plane:,} NIC ports on one radix-{k} switch at {gbps}G"
+    elif topo.tiers == 2:
+        limit = f"radix {k} at {gbps}G: {per_plane:,} NIC ports per plane > {k} on one switch"
+    elif topo.tiers == 3:
+        limit = f"radix {k} at {gbps}G: {n_leaves:,} leaves per plane > {k}, the most 2 tiers join"
+    else:
+        limit = f"radix {k} at {gbps}G: {n_pods:,} pods per plane > {k}, the most 3 tiers join"
+    if topo.tiers >= 3 and float(topo.request.spine_oversubscription) > 1:
+        limit += (
+            f"; {float(topo.request.spine_oversubscription):g}:1 spine taper: pods of "
+            f"{pod:,} NIC ports"
+        )
+    return {
+        "switch": hw.switch.key,
+        "switch_radix": k,
+        "pod_nics": pod,
+        "limit": limit,
+        "switch_choice": hw.switch_choice,
+    }
 
 
 def bill_of_materials(

@@ -11,6 +11,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from fabric_model.catalog import Catalog, Gpu, Nic, Server, Switch, Vendor, load_catalog
 from fabric_model.errors import (
@@ -58,6 +59,11 @@ class Hardware:
     #: Independent network planes (``fabric.planes``); ``radix`` counts ports at the
     #: per-plane speed ``fabric.link_gbps / planes``.
     planes: int = 1
+    #: Why ``fabric.switch = auto`` chose this switch over the vendor's others (empty when
+    #: there was one candidate or the switch was given).
+    switch_choice: str = ""
+    #: Switch-port optics, ``"pluggable"`` or ``"cpo"`` (``fabric.optics`` resolved).
+    optics: str = "pluggable"
 
     @property
     def host_link_GBps(self) -> float:
@@ -100,6 +106,7 @@ def resolve_hardware(scenario: Scenario, catalog: Catalog | None = None) -> Hard
     c, f = scenario.cluster, scenario.fabric
     gpu = _lookup("cluster.gpu", cat.gpu, c.gpu)
     server = cat.server(gpu.server)
+    _check_nvlink_domain(scenario, gpu, server)
     vendor = cat.vendor(f.vendor)
     if f.planes > 1 and f.topology not in PLANE_FAMILIES:
         raise InfeasibleDesignError(
@@ -108,6 +115,7 @@ def resolve_hardware(scenario: Scenario, catalog: Catalog | None = None) -> Hard
             f"{f.topology} allows fabric.planes = 1",
         )
     plane_gbps = f.link_gbps // f.planes
+    choice = ""
     if f.switch == "auto":
         switch = cat.switch_for(f.vendor, f.link_gbps)
         # planes: the vendor's switch for the per-plane port speed, else the NIC rate's
@@ -138,6 +146,9 @@ def resolve_hardware(scenario: Scenario, catalog: Catalog | None = None) -> Hard
                 f"{nic.name} runs at {', '.join(map(str, nic.speeds_gbps))} Gb/s, "
                 f"not {f.link_gbps}",
             )
+    if f.switch == "auto" and f.topology not in SWITCHLESS:
+        switch, choice = _choose_switch(scenario, cat, vendor, switch, nic, gpu)
+    optics = _optics(scenario, cat, vendor, switch)
     if f.planes == 1:
         radix = switch.radix(f.link_gbps)
     else:
@@ -154,9 +165,203 @@ def resolve_hardware(scenario: Scenario, catalog: Catalog | None = None) -> Hard
         radix=radix,
         routing=routing,
         planes=f.planes,
+        switch_choice=choice,
+        optics=optics,
     )
     _check_host_link(scenario, hw, cat)
     return hw
+
+
+def _check_nvlink_domain(scenario: Scenario, gpu: Gpu, server: Server) -> None:
+    """Refuse an NVLink domain larger than any system built on this GPU has.
+
+    ``Gpu.max_nvlink_domain`` (sourced per GPU in the catalog; the default server's domain
+    when not given): an H100 domain reaches 256 GPUs only in the NVLink Switch System of
+    DGX GH200, a Blackwell one 72 in an NVL72 rack, an HGX board 8.
+
+    Raises
+    ------
+    ScenarioError
+        On ``cluster.nvlink_domain``, naming the GPU's maximum.
+    """
+    c = scenario.cluster
+    most = gpu.max_nvlink_domain or server.nvlink_domain
+    if c.nvlink_domain > most:
+        raise ScenarioError(
+            "cluster.nvlink_domain",
+            c.nvlink_domain,
+            f"must be at most {most} for cluster.gpu = {gpu.key} ({gpu.name}): no system "
+            f"built on it has a larger NVLink domain (`python -m fabric_model compat` lists "
+            f"each GPU's)",
+        )
+
+
+def _optics(scenario: Scenario, cat: Catalog, vendor: Vendor, switch: Switch) -> str:
+    """Return the switch-port optics ``fabric.optics`` resolves to (pluggable or cpo).
+
+    ``auto`` is ``cpo`` for a switch sold only with co-packaged optics
+    (``Switch.co_packaged_optics``), else ``pluggable``.
+
+    Raises
+    ------
+    InfeasibleDesignError
+        On ``fabric.optics``: ``cpo`` for a switch without a CPO variant in the catalog, or
+        ``pluggable`` for one sold only with CPO.
+    """
+    f = scenario.fabric
+    if f.topology in SWITCHLESS:
+        if f.optics == "cpo":
+            raise InfeasibleDesignError(
+                "fabric.optics",
+                f"cpo: fabric.topology = {f.topology} has no switches; allowed: auto, pluggable",
+            )
+        return "pluggable"
+    if f.optics == "auto":
+        return "cpo" if switch.co_packaged_optics and switch.has_cpo else "pluggable"
+    if f.optics == "cpo" and not switch.has_cpo:
+        with_cpo = [k for k in vendor.switch_keys if cat.switch(k).has_cpo]
+        raise InfeasibleDesignError(
+            "fabric.optics",
+            f"cpo: {switch.name} has no co-packaged-optics variant in this catalog; allowed: "
+            f"pluggable, or fabric.switch = {' / '.join(with_cpo) or 'none'} for cpo",
+        )
+    if f.optics == "pluggable" and switch.co_packaged_optics:
+        raise InfeasibleDesignError(
+            "fabric.optics",
+            f"pluggable: {switch.name} is sold only with co-packaged optics; allowed: cpo, auto",
+        )
+    return str(f.optics)
+
+
+def _switch_candidates(
+    scenario: Scenario, cat: Catalog, vendor: Vendor, default: Switch, nic: Nic, gpu: Gpu
+) -> tuple[list[Switch], list[str]]:
+    """Return the vendor's switches that can carry this design's links, and why not others.
+
+    A switch qualifies when it offers the per-plane port speed (``link_gbps / planes``, by
+    breaking out its cages), a transceiver breaks its cage out into that speed (and, with
+    planes, one breaks the NIC port out into one link per plane), its cages' SerDes lanes
+    are no faster than the NIC's (``Switch.lane_gbps <= Nic.lane_gbps``: a 200G-lane
+    Quantum-X800 cannot take a 100G-lane ConnectX-7), it is shipping unless the GPU is
+    announced too, and it has a CPO variant when ``fabric.optics = cpo``. The vendor's
+    default for the speed always qualifies (it is the reference design).
+    """
+    f = scenario.fabric
+    plane_gbps = f.link_gbps // f.planes
+    out, why = [], []
+    for key in dict.fromkeys((default.key, *vendor.switch_keys)):
+        sw = cat.switch(key)
+        reason = ""
+        if f.optics == "cpo" and not sw.has_cpo:
+            reason = "no CPO variant (fabric.optics = cpo)"
+        elif f.optics == "pluggable" and sw.co_packaged_optics:
+            reason = "sold only with CPO (fabric.optics = pluggable)"
+        elif sw.key == default.key:
+            pass  # the vendor's reference switch for the speed
+        elif plane_gbps not in sw.port_speeds_gbps:
+            reason = f"no {plane_gbps}G ports"
+        elif nic.lane_gbps is None or sw.lane_gbps > nic.lane_gbps:
+            lanes = "unknown" if nic.lane_gbps is None else f"{nic.lane_gbps}G"
+            reason = f"{sw.lane_gbps}G lanes, {nic.key} has {lanes} lanes"
+        elif sw.announced and not gpu.announced:
+            reason = f"announced, not shipping (cluster.gpu = {gpu.key} is shipping)"
+        elif f.planes > 1:
+            reason = _plane_ok(cat, vendor, sw, f.link_gbps, f.planes)
+        elif not (f.optics == "cpo" or sw.co_packaged_optics):
+            try:
+                cat.optic_for(
+                    "switch", plane_gbps, 0.0, cage_gbps=sw.cage_gbps, protocol=vendor.protocol
+                )
+            except InfeasibleDesignError:
+                reason = f"no transceiver runs {plane_gbps}G in its {sw.cage_gbps}G cages"
+        if reason:
+            why.append(f"{key}: {reason}")
+        else:
+            out.append(sw)
+    return (out or [default]), why
+
+
+def _choose_switch(
+    scenario: Scenario, cat: Catalog, vendor: Vendor, default: Switch, nic: Nic, gpu: Gpu
+) -> tuple[Switch, str]:
+    """``fabric.switch = auto``: the qualifying switch with the fewest tiers, then lowest capex.
+
+    Each candidate (:func:`_switch_candidates`) is built and priced as the scenario with
+    ``fabric.switch`` set to it (the full compute-fabric bill: switches, optics, cables,
+    NICs; a ``costs.switch_usd`` override prices every candidate alike); ties keep the
+    vendor's default. A candidate that cannot build the design is
+    skipped; when none can, the default is kept and raises its own error downstream.
+
+    Returns
+    -------
+    (Switch, str)
+        The choice and a note naming it, its tiers and capex and the runners-up (empty when
+        the default was the only candidate).
+    """
+    candidates, why = _switch_candidates(scenario, cat, vendor, default, nic, gpu)
+    if len(candidates) == 1:
+        only = candidates[0]
+        if only.key == default.key:
+            return default, ""
+        return only, (
+            f"fabric.switch = auto chose {only.key}, the only switch of {vendor.key} that "
+            f"qualifies ({'; '.join(why)})"
+        )
+    # the sections a compute-fabric bill reads (not the model, plan or what-ifs)
+    key = (
+        scenario.cluster,
+        scenario.fabric,
+        scenario.costs,
+        scenario.facility,
+        scenario.storage,
+        scenario.management,
+        scenario.hybrid,
+    )
+    if cat is load_catalog() and key in _CHOICE_CACHE:
+        chosen, note = _CHOICE_CACHE[key]
+        return cat.switch(chosen), note
+    from fabric_model.plant.cost import bill_of_materials  # cost imports this module
+
+    scored = []
+    for rank, sw in enumerate(candidates):
+        variant = dataclasses.replace(
+            scenario, fabric=dataclasses.replace(scenario.fabric, switch=sw.key)
+        )
+        try:
+            bom = bill_of_materials(variant, cat)
+        except FabricModelError:
+            continue
+        scored.append((bom.topology.tiers, bom.capex_usd, rank, sw, bom))
+    if not scored:
+        return default, ""
+    scored.sort(key=lambda t: t[:3])
+    best = scored[0][3]
+
+    def text(t: tuple[int, float, int, Switch, Any]) -> str:
+        tiers, capex, _, sw, bom = t
+        return (
+            f"{sw.key} radix {bom.hardware.radix} at {bom.topology.request.link_gbps}G: "
+            f"{tiers} tiers, {bom.topology.n_switches:,} switches, ${capex / 1e6:,.1f} M"
+        )
+
+    rest = "; ".join(text(t) for t in scored[1:]) or "no other candidate that builds it"
+    note = (
+        f"fabric.switch = auto chose {text(scored[0])} (fewest tiers, then lowest capex) "
+        f"over {rest}"
+    )
+    if best.announced:
+        note += f"; {best.name} is announced, not shipping"
+    if cat is load_catalog():
+        if len(_CHOICE_CACHE) > 4096:
+            _CHOICE_CACHE.clear()
+        _CHOICE_CACHE[key] = (best.key, note)
+    return best, note
+
+
+#: The design's sections -> the automatic switch choice and its note, for the shipped
+#: catalog (building and pricing every candidate is the expensive part of resolving the
+#: hardware; a plan search or a what-if varies other sections and hits it).
+_CHOICE_CACHE: dict[tuple[Any, ...], tuple[str, str]] = {}
 
 
 def _plane_ok(cat: Catalog, vendor: Vendor, switch: Switch, link_gbps: int, planes: int) -> str:

@@ -23,7 +23,16 @@ from fabric_model.scenario import CostSpec, Scenario
 from fabric_model.topology import LinkClass, Topology
 from fabric_model.topology.hybrid import HybridTopology
 
-__all__ = ["CATEGORIES", "BomLine", "LinkMedia", "hybrid_bom_lines", "link_lines", "link_media"]
+__all__ = [
+    "CATEGORIES",
+    "CPO_SUFFIX",
+    "BomLine",
+    "LinkMedia",
+    "hybrid_bom_lines",
+    "is_cpo",
+    "link_lines",
+    "link_media",
+]
 
 #: Capex/power categories, in display order.
 CATEGORIES = ("switches", "nics", "optics", "cables")
@@ -59,6 +68,24 @@ class BomLine:
             "capex_usd": self.capex_usd,
             "power_w": self.power_w,
         }
+
+
+#: BOM-line key suffix of a switch's co-packaged optical ports (``fabric.optics = cpo``).
+CPO_SUFFIX = ":cpo"
+
+
+def is_cpo(key: str) -> bool:
+    """Return whether a bill line's key is a switch's co-packaged optical ports."""
+    return key.endswith(CPO_SUFFIX)
+
+
+def _uses_cpo(hw: Hardware) -> bool:
+    """Return whether this hardware's switch ports are co-packaged.
+
+    The storage and management networks reuse the compute ``Hardware`` with their own,
+    pluggable, switches.
+    """
+    return hw.optics == "cpo" and hw.switch.has_cpo
 
 
 def _price(override: float | None, catalog_value: float) -> float:
@@ -112,12 +139,17 @@ def link_media(lc: LinkClass, hw: Hardware, cat: Catalog) -> LinkMedia:
     """
     sw = hw.switch
     on_switch = bool(lc.port_groups)
+    cpo = on_switch and _uses_cpo(hw)  # fiber straight into the switch's optical engines
     # a switch cage has 8 SerDes lanes: 800G cages run 100G lanes, 1.6T cages 200G lanes
     lane_gbps = sw.cage_gbps // 8
     # NIC to switch: one twin-port cage feeds cage/link NICs through a splitter cable
     split = max(1, sw.cage_gbps // lc.link_gbps) if on_switch and lc.n_nic_ends else None
-    copper = cat.cable_for(
-        lc.link_gbps, lc.length_m, split=split, lane_gbps=lane_gbps if on_switch else None
+    copper = (
+        None
+        if cpo
+        else cat.cable_for(
+            lc.link_gbps, lc.length_m, split=split, lane_gbps=lane_gbps if on_switch else None
+        )
     )
     if copper is not None:
         return LinkMedia(copper, cat.fiber, None, None)
@@ -141,7 +173,7 @@ def link_media(lc: LinkClass, hw: Hardware, cat: Catalog) -> LinkMedia:
         cat.optic_for(
             "switch", lc.link_gbps, lc.length_m, cage_gbps=sw.cage_gbps, protocol=protocol
         )
-        if on_switch
+        if on_switch and not cpo
         else None
     )
     return LinkMedia(None, cat.fiber, nic_optic, switch_optic)
@@ -236,6 +268,8 @@ def link_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec) -> l
                     cat.source_note("optics", optic.key, "price_usd"),
                 )
             )
+        if lc.port_groups and _uses_cpo(hw):
+            lines.extend(_cpo_lines(lc, hw, cat))
         if media.switch_optic is not None:
             optic = media.switch_optic
             per = optic.ports_per_module(lc.link_gbps)
@@ -258,6 +292,35 @@ def link_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec) -> l
                     )
                 )
     return lines
+
+
+def _cpo_lines(lc: LinkClass, hw: Hardware, cat: Catalog) -> list[BomLine]:
+    """Return the co-packaged optical ports of one link class's switch ends, per tier.
+
+    A switch port at ``cpo_port_gbps`` carries ``cpo_port_gbps / link_gbps`` slower links
+    (the breakout a pluggable module would do), so a switch with ``n`` ports of the class
+    takes ``ceil(n x link_gbps / cpo_port_gbps)`` optical ports, each at ``cpo_port_w``
+    and ``cpo_port_usd`` (engine plus its share of the external lasers).
+    """
+    sw = hw.switch
+    assert sw.cpo_port_w is not None and sw.cpo_port_usd is not None  # _uses_cpo checked
+    by_tier: dict[str, int] = {}
+    for g in lc.port_groups:
+        ports = math.ceil(g.ports_per_switch * lc.link_gbps / sw.cpo_port_gbps)
+        by_tier[g.tier] = by_tier.get(g.tier, 0) + g.n_switches * ports
+    return [
+        BomLine(
+            "optics",
+            f"{sw.cpo_variant}: co-packaged optics per {sw.cpo_port_gbps}G port (engine + lasers)",
+            sw.key + CPO_SUFFIX,
+            f"{lc.name} ({tier} side)",
+            n,
+            float(sw.cpo_port_usd),
+            float(sw.cpo_port_w),
+            cat.source_note("switches", sw.key, "cpo_port_usd"),
+        )
+        for tier, n in by_tier.items()
+    ]
 
 
 def hybrid_bom_lines(

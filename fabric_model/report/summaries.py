@@ -471,6 +471,9 @@ class VendorRow:
     power_per_gpu_w: float = NAN
     network_share: float = NAN
     tco_usd: float = NAN
+    #: NIC ports one pod serves and what sets the tier count (``cost.fabric_shape``).
+    pod_nics: int = 0
+    limit: str = ""
 
     @property
     def ok(self) -> bool:
@@ -491,6 +494,9 @@ def vendor_rows(comparisons: Sequence[VendorComparison]) -> list[VendorRow]:
         if b is None:
             rows.append(VendorRow(c.vendor, error=c.error or "cannot build this design"))
             continue
+        from fabric_model.plant.cost import fabric_shape
+
+        shape = fabric_shape(b.topology, b.hardware)
         rows.append(
             VendorRow(
                 vendor=c.vendor,
@@ -507,6 +513,8 @@ def vendor_rows(comparisons: Sequence[VendorComparison]) -> list[VendorRow]:
                 power_per_gpu_w=b.power_per_gpu_w,
                 network_share=b.network_share,
                 tco_usd=b.tco_usd,
+                pod_nics=int(shape["pod_nics"]),
+                limit=str(shape["limit"]),
             )
         )
     return rows

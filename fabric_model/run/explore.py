@@ -64,6 +64,9 @@ NUMBERS = (
     "cost_per_run_usd",
 )
 EXTRAS = ("usd_per_million_tokens", "interruptions_per_day", "checkpoint_interval_s")
+#: What shapes a design's fabric (``cost.fabric_shape``): a vendor or speed change that
+#: swaps the switch, its radix or the pod size says so in every row.
+SHAPE = ("switch", "switch_radix", "pod_nics", "limit")
 
 MapFn = Callable[[Callable[[Any], Any], Iterable[Any]], Iterator[Any]]
 Progress = Callable[[int, int], None]
@@ -158,7 +161,7 @@ class DesignTask:
 
 def _blank(overrides: dict[str, Any], reason: str) -> dict[str, Any]:
     out: dict[str, Any] = {"keys": dict(overrides), "feasible": False, "reason": reason}
-    out.update(dict.fromkeys((*NUMBERS, *EXTRAS)))
+    out.update(dict.fromkeys((*NUMBERS, *EXTRAS, *SHAPE)))
     out["plan"] = None
     out["pareto"] = False
     return out
@@ -181,7 +184,7 @@ def evaluate_design(task: DesignTask, *, deadline: float | None = None) -> dict[
     (``time.monotonic()``) bounds the plan search: a search it stopped gives the best plan
     found so far and the entry carries ``"cut_short": True`` (the key is absent otherwise).
     """
-    from fabric_model.plant.cost import bill_of_materials
+    from fabric_model.plant.cost import bill_of_materials, fabric_shape
     from fabric_model.run.reliability import estimate_run
     from fabric_model.training import training_step
     from fabric_model.training.sweep import plan_search
@@ -213,6 +216,8 @@ def evaluate_design(task: DesignTask, *, deadline: float | None = None) -> dict[
         out["cut_short"] = True
     out["network_capex_usd"] = bom.capex_usd
     out["cluster_capex_usd"] = bom.cluster_capex_usd
+    shape = fabric_shape(bom.topology, bom.hardware)
+    out.update({k: shape[k] for k in SHAPE})
     if step.plan is not None:
         out["plan"] = step.plan.label()
     if not step.feasible:
@@ -411,7 +416,7 @@ def write_csv(result: ExploreResult, path: str) -> None:
     keys: list[str] = []
     for d in result.designs:
         keys += [k for k in d["keys"] if k not in keys]
-    columns = [*keys, "feasible", "pareto", *NUMBERS, *EXTRAS, "plan", "reason"]
+    columns = [*keys, "feasible", "pareto", *NUMBERS, *EXTRAS, *SHAPE, "plan", "reason"]
     try:
         with open(path, "w", newline="", encoding="utf-8") as fh:
             writer = csv.writer(fh)

@@ -328,6 +328,17 @@ class FabricSpec:
             max=2000.0,
         ),
     )
+    optics: str = _f(
+        "auto",
+        FieldSpec(
+            "choice",
+            "switch-port optics: pluggable transceivers, or the switch's co-packaged-optics "
+            "variant (cpo: optical engines and external lasers per port, catalog cpo_port_w / "
+            "cpo_port_usd); auto = cpo for a switch sold only with CPO, else pluggable",
+            choices=("pluggable", "cpo"),
+            auto=True,
+        ),
+    )
 
 
 @dataclass(frozen=True)
