@@ -611,8 +611,13 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
         # so it exchanges with each full domain on those alone (_rail_pairs)
         full = ctx.physical_domain
         slots = np.arange(full * ctx.nics, dtype=np.int64)
-        sd, dd, s = _rail_pairs(ctx, slots)
-        n_conn = sd.size
+        sizes = ctx.domain_sizes * ctx.nics
+        # connections: every ordered domain pair on the slots both have (not listed here:
+        # a large job is solved by flow classes without them)
+        # sum over ordered pairs of min(|A|, |B|) nics: ascending sizes, the k-th is the
+        # smaller end of its pairs with the m - 1 - k larger ones
+        asc = np.sort(sizes)
+        n_conn = int(2 * (asc * (m - 1 - np.arange(m))).sum())
         # of S: a connection carries the data of all the GPUs behind its source slot's
         # rail for the GPU behind its destination slot: max(|A|, |B|) = the full domain's
         # size whenever one end is full (a job has at most one partial domain)
@@ -654,6 +659,7 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
             ) from None
     else:
         if rail_aligned:
+            sd, dd, s = _rail_pairs(ctx, slots)
             src, dst = ctx.endpoint(sd, s), ctx.endpoint(dd, s)
         else:
             gpu = np.arange(n, dtype=np.int64)
