@@ -471,7 +471,7 @@ def nvls_heads(ctx: FabricContext) -> int:
     """
     c = ctx.constants
     heads = min(ctx.domain, int(c["nvls_max_heads"]))
-    mnnvl = ctx.scenario.cluster.gpus_per_node < ctx.physical_domain
+    mnnvl = ctx.scenario.cluster.gpus_per_node < ctx.scenario.cluster.nvlink_domain
     cap = c["mnnvl_inter_domain_nics"].get(ctx.arch)
     if mnnvl and cap is not None:
         heads = min(heads, int(cap))
@@ -589,7 +589,7 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
     # NVLink: each GPU sends (D-1)/n x S to its domain peers; with PXN it also forwards the
     # data of its D-1 peers for its rail: about (D-1)/D x S in all; a full domain's GPUs
     # carry the most (a partial last domain has fewer peers), so D is the full size
-    d = ctx.physical_domain
+    d = int(ctx.domain_sizes.max())
     nvl_fraction = (d - 1) / d if rail_aligned else (d - 1) / n
     mdl = ctx.scenario.model
     gpu_w = receive_weights(n, mdl.routing_skew, mdl.hot_fraction)
@@ -609,7 +609,7 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
     if rail_aligned:
         # every slot of a full domain; a partial last domain has only its own GPUs' slots,
         # so it exchanges with each full domain on those alone (_rail_pairs)
-        full = ctx.physical_domain
+        full = d
         slots = np.arange(full * ctx.nics, dtype=np.int64)
         sizes = ctx.domain_sizes * ctx.nics
         # connections: every ordered domain pair on the slots both have (not listed here:

@@ -430,9 +430,16 @@ class FabricContext:
 
     @property
     def domain_sizes(self) -> np.ndarray:
-        """GPUs in each logical NVLink domain: full ones, then a partial last one if any."""
-        sizes = np.full(self.n_domains, self.physical_domain, dtype=np.int64)
-        sizes[-1] = self.n_ranks - self.physical_domain * (self.n_domains - 1)
+        """GPUs in each logical NVLink domain: full ones, then a partial last one if any.
+
+        Where every domain holds :attr:`domain` GPUs (no partial domain, or a communicator
+        that overrides the shape) all are that size.
+        """
+        m, d = self.n_domains, self.domain
+        if d * m == self.n_ranks:
+            return np.full(m, d, dtype=np.int64)
+        sizes = np.full(m, self.physical_domain, dtype=np.int64)
+        sizes[-1] = self.n_ranks - self.physical_domain * (m - 1)
         return sizes
 
     @property
