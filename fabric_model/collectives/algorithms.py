@@ -482,7 +482,17 @@ def nvls_heads(ctx: FabricContext) -> int:
 
 
 def sharp_model(ctx: FabricContext, op: str) -> AlgoModel:
-    """In-switch reduction (SHARP, NCCL CollNet-Direct) on InfiniBand."""
+    """In-switch reduction (SHARP, NCCL CollNet-Direct) on InfiniBand.
+
+    The network bound is the NIC links: each NIC sends its ``S / (D x nics)`` shard up once
+    and receives the result once (the flow solve). SHARP adds no rate of its own: the SHARP
+    plugin (Mellanox/nccl-rdma-sharp-plugins ``src/sharp_plugin.c``,
+    ``ncclSharpGetProperties_v11``) reports the IB NIC's own properties (its speed) to NCCL,
+    with streaming aggregation (SAT) at that rate, and only ``maxCollBytes`` (512 MiB per
+    call in SHARP 3.6 and older) as a limit; ``tuning.cc`` gives CollNet-Direct
+    ``nChannels x bwIntra`` derated x 0.85 on Hopper and later. The intra-domain stage
+    (NVLS, or the NVLink reduce-scatter to the NIC heads) is the other bound.
+    """
     if op != "allreduce":
         raise AlgorithmUnavailableError(f"sharp is modelled for allreduce only, not {op}")
     sw = ctx.hardware.switch
