@@ -465,9 +465,10 @@ def nvls_heads(ctx: FabricContext) -> int:
     domain spanning several hosts) NCCL uses 16 NICs on GB200 (2.27.3 release note). Each
     head all-reduces ``S / heads`` over NCCL's double binary tree of domains
     (``connectNvls``), so the network side is ``heads x`` one NIC's tree rate: a
-    full NVL72 rack on 400G NICs reaches ``16 x 47 = 752`` GB/s busbw across 3+ racks,
-    below its NVLS bound (~945), and twice that on 2 racks (each head's NIC carries half
-    its data each way, the ``x 2`` tuning.cc gives NVLS-Tree on 2 nodes).
+    full NVL72 rack on 400G NICs reaches ``16 x 47 = 752`` GB/s busbw across 4+ racks
+    (an interior head's NIC carries four streams), below its NVLS bound (~945); on 2 racks
+    twice that (each head's NIC carries half its data each way, the ``x 2`` tuning.cc gives
+    NVLS-Tree on 2 nodes) and on 3 the trees are chains of at most three streams a NIC.
     """
     c = ctx.constants
     heads = min(ctx.domain, int(c["nvls_max_heads"]))
