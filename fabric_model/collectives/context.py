@@ -420,9 +420,10 @@ class FabricContext:
         A job whose GPU count is not a multiple of the NVLink domain (128 GPUs on 72-GPU
         NVL72 racks: one full rack and 56 GPUs of a second) ends in a partial domain. A
         synchronous collective runs at the pace of its slowest domain, and the partial one
-        has the fewest GPUs and NICs to share the domain's traffic, so the algorithms use its
-        size: each domain contributes ``domain`` GPUs (the first ones) to the network
-        patterns, and per-NIC shares are ``S / domain``.
+        has the fewest GPUs and NICs to share the domain's traffic, so ring, tree and NVLS
+        use its size: each domain contributes ``domain`` GPUs (the first ones) to the network
+        patterns, and per-NIC shares are ``S / domain``. All-to-all, whose traffic between
+        two domains grows with both sizes, uses :attr:`domain_sizes` instead.
         """
         d = self.physical_domain
         partial = self.n_ranks % d
