@@ -145,7 +145,7 @@ class AlgoModel:
     #: (``None``: NVLink only, or solved by flow classes); ``collective --links`` re-solves it
     pattern: Any = field(default=None, repr=False, compare=False)
 
-    @property
+    @cached_property
     def ceiling(self) -> str:
         """The resource whose bound is this algorithm's bandwidth ceiling (:data:`CEILINGS`)."""
         return ceiling_name(self.algo, self.bottleneck)
