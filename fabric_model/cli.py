@@ -381,6 +381,14 @@ def _collective_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also show the latency and bandwidth terms and the bottleneck link class",
     )
+    p.add_argument(
+        "--links",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also list the N busiest links of the largest size's algorithm (utilisation, "
+        "class, tier; from its full flow solve)",
+    )
 
 
 def _parse_sizes(text: str) -> list[int]:
@@ -412,8 +420,20 @@ def _collective(args: argparse.Namespace) -> int:
     models = algo_models(ctx, args.op, args.algo)
     if not models:
         raise AlgorithmUnavailableError(f"no algorithm can run {args.op} on this design")
+    if not 0 <= args.links <= 10_000:
+        raise FabricModelError(f"--links = {args.links}: must be 0 (off) to 10,000")
     rows = times_from_models(models, _parse_sizes(args.sizes), args.algo)
-    payload = [r.to_dict() for r in rows]
+    payload: Any = [r.to_dict() for r in rows]
+    links: list[dict[str, Any]] = []
+    link_algo = ""
+    if args.links:
+        big = max(rows, key=lambda r: r.size_bytes)
+        chosen = next(m for m in models if m.algo == big.algo)
+        link_algo = big.algo
+        if chosen.pattern is not None:
+            src, dst, demand = chosen.pattern
+            links = ctx.busiest_links(src, dst, demand, args.links)
+        payload = {"rows": payload, "links": links, "links_algo": link_algo}
     table = []
     for r in rows:
         row: dict[str, Any] = {
@@ -424,6 +444,9 @@ def _collective(args: argparse.Namespace) -> int:
             "busbw_GBps": round(r.busbw_GBps, 2),
             "algo": r.algo,
             "proto": r.proto,
+            "regime": r.regime,
+            "ceiling": r.ceiling,
+            "pct_of_ceiling": "-" if r.pct_of_ceiling is None else round(r.pct_of_ceiling, 1),
         }
         if args.breakdown:
             row.update(
@@ -455,7 +478,34 @@ def _collective(args: argparse.Namespace) -> int:
             else ""
         )
     )
-    _emit(args, payload, head + format_table(table))
+    text = head + format_table(table)
+    if args.links:
+        if links:
+            text += (
+                f"\n# the {len(links)} busiest links of {link_algo} (full flow solve; "
+                "utilisation = load / capacity)\n"
+                + format_table(
+                    [
+                        {
+                            "link": x["link"],
+                            "class": x["class"],
+                            "tier": x["tier"],
+                            "utilisation": f"{x['utilisation']:.1%}",
+                            "load_GBps": round(x["load_GBps"], 2),
+                            "capacity_GBps": round(x["capacity_GBps"], 2),
+                            "flows": x["flows"],
+                            "frozen_flows": x["frozen_flows"],
+                        }
+                        for x in links
+                    ]
+                )
+            )
+        else:
+            text += (
+                f"\n# {link_algo}: no network links to list (the pattern stays on NVLink, "
+                "or is solved by flow classes without per-link loads)\n"
+            )
+    _emit(args, payload, text)
     return 0
 
 

@@ -155,6 +155,17 @@ def curves_view() -> None:
                 "latency_us": st.column_config.NumberColumn(format="%.1f"),
                 "bandwidth_us": st.column_config.NumberColumn(format="%.1f"),
                 "busbw_GBps": st.column_config.NumberColumn(format="%.2f"),
+                "regime": st.column_config.TextColumn(
+                    help="latency when the latency term exceeds the bandwidth term"
+                ),
+                "ceiling": st.column_config.TextColumn(
+                    help="the resource whose bound is the algorithm's bandwidth ceiling "
+                    "(nic, nvlink, nvls, pcie, sharp, a switch tier, nccl-channels = "
+                    "NCCL's per-channel software cap)"
+                ),
+                "pct_of_ceiling": st.column_config.NumberColumn(
+                    "% of ceiling", format="%.1f", help="busbw / the ceiling's bus bandwidth"
+                ),
                 "nvlink_busbw_GBps": st.column_config.NumberColumn(
                     "NVLink side (GB/s)",
                     format="%.0f",

@@ -204,7 +204,14 @@ def test_breakdown_figure_and_frame() -> None:
         "nvlink_busbw_GBps",
         "network_busbw_GBps",
         "proto",
+        "regime",
+        "ceiling",
+        "pct_of_ceiling",
     } <= set(frame)
+    # every row says why it is where it is (issue 31 item 7)
+    assert set(frame["regime"]) <= {"latency", "bandwidth"}
+    assert (frame["pct_of_ceiling"] <= 100 + 1e-9).all()
+    assert frame["ceiling"].tolist() == [models[a].ceiling for a in curves]
     assert frame["time_us"].tolist() == pytest.approx(
         (frame["latency_us"] + frame["bandwidth_us"]).tolist()
     )

@@ -279,6 +279,10 @@ def collective_breakdown_frame(
 ) -> pd.DataFrame:
     """Tabulate each algorithm at one size: terms, bandwidths, bottleneck and the two sides.
 
+    ``regime`` (latency when the latency term exceeds the bandwidth term), ``ceiling`` (the
+    resource whose bound is the algorithm's bandwidth ceiling) and ``pct_of_ceiling`` (the
+    row's busbw as a % of it) say why each row is where it is.
+
     ``nvlink_busbw_GBps`` / ``network_busbw_GBps`` are the model's large-message bus
     bandwidths on each side (``AlgoModel.intra_Bps`` / ``inter_Bps``); network is empty when
     the job fits in one NVLink domain.
@@ -300,6 +304,9 @@ def collective_breakdown_frame(
                 "busbw_GBps": r.busbw_GBps,
                 "busbw_range_GBps": f"{r.busbw_min_GBps:,.3g} - {r.busbw_max_GBps:,.3g}",
                 "bottleneck": r.bottleneck,
+                "regime": r.regime,
+                "ceiling": r.ceiling,
+                "pct_of_ceiling": r.pct_of_ceiling,
                 "nvlink_busbw_GBps": m.intra_Bps / 1e9 if m is not None else None,
                 "network_busbw_GBps": inter,
             }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 from fabric_model.catalog import Catalog
 from fabric_model.collectives.algorithms import ModelLimitError
@@ -76,17 +77,27 @@ def algo_models(ctx: FabricContext, op: str, algo: str) -> list[AlgoModel]:
         )
     if algo != "auto":
         check_op(algo, op)
-        return [MODELS[algo](ctx, op)]
+        return [_with_pattern(ctx, MODELS[algo], op)]
     out, reasons = [], []
     # the registry's switches: SHARP only with fabric.sharp, NVLS only with fabric.nvls
     for name in auto_candidates(ctx.scenario.fabric, op):
         try:
-            out.append(MODELS[name](ctx, op))
+            out.append(_with_pattern(ctx, MODELS[name], op))
         except AlgorithmUnavailableError as exc:
             reasons.append((name, exc))
     if not out:
         raise AlgorithmUnavailableError(unavailable_message(op, reasons))
     return out
+
+
+def _with_pattern(ctx: FabricContext, fn: object, op: str) -> AlgoModel:
+    """Run one algorithm's model and attach the network pattern it solved (if any)."""
+    ctx.take_last_pattern()
+    model: AlgoModel = fn(ctx, op)  # type: ignore[operator]
+    pattern = ctx.take_last_pattern()
+    if pattern is None or model.inter_Bps == math.inf:
+        return model
+    return replace(model, pattern=pattern)
 
 
 def unavailable_message(op: str, reasons: Sequence[tuple[str, Exception]]) -> str:
@@ -160,6 +171,8 @@ def times_from_models(
                 fastest_algo=fast_m.algo,
                 fastest_proto=fast_p,
                 fastest_time_us=fast_m.time_us(size, fast_p),
+                ceiling=m.ceiling,
+                ceiling_GBps=m.ceiling_Bps / 1e9,
             )
         )
     return rows

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from fabric_model.catalog import Catalog, load_catalog
+from fabric_model.collectives.model import link_tier
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.families import family_names
 from fabric_model.flows import FlowSet, solve_maxmin
@@ -36,6 +37,7 @@ __all__ = [
     "MAX_CLASSES",
     "FabricContext",
     "PatternResult",
+    "link_tier",
     "nccl_constants",
 ]
 
@@ -416,13 +418,28 @@ class FabricContext:
         A job whose GPU count is not a multiple of the NVLink domain (128 GPUs on 72-GPU
         NVL72 racks: one full rack and 56 GPUs of a second) ends in a partial domain. A
         synchronous collective runs at the pace of its slowest domain, and the partial one
-        has the fewest GPUs and NICs to share the domain's traffic, so the algorithms use its
-        size: each domain contributes ``domain`` GPUs (the first ones) to the network
-        patterns, and per-NIC shares are ``S / domain``.
+        has the fewest GPUs and NICs to share the domain's traffic, so ring, tree and NVLS
+        use its size: each domain contributes ``domain`` GPUs (the first ones) to the network
+        patterns, and per-NIC shares are ``S / domain``. All-to-all, whose traffic between
+        two domains grows with both sizes, uses :attr:`domain_sizes` instead.
         """
         d = self.physical_domain
         partial = self.n_ranks % d
         return partial if partial else d
+
+    @property
+    def domain_sizes(self) -> np.ndarray:
+        """GPUs in each logical NVLink domain: full ones, then a partial last one if any.
+
+        Where every domain holds :attr:`domain` GPUs (no partial domain, or a communicator
+        that overrides the shape) all are that size.
+        """
+        m, d = self.n_domains, self.domain
+        if d * m == self.n_ranks:
+            return np.full(m, d, dtype=np.int64)
+        sizes = np.full(m, self.physical_domain, dtype=np.int64)
+        sizes[-1] = self.n_ranks - self.physical_domain * (m - 1)
+        return sizes
 
     @property
     def n_domains(self) -> int:
@@ -542,6 +559,13 @@ class FabricContext:
             None if demand is None else demand.tobytes(),
         )
         cached = self._solved.get(key)
+        # the pattern, as views on the key's bytes (kept by the cache anyway), for
+        # ``busiest_links``
+        self._last_pattern[0] = (
+            np.frombuffer(key[0], np.int64),
+            np.frombuffer(key[1], np.int64),
+            demand,
+        )
         if cached is not None:
             return cached
         # views on the key's bytes: a result that solves its mean later keeps no extra copy
@@ -640,6 +664,64 @@ class FabricContext:
     @cached_property
     def _solved(self) -> dict[tuple[bytes, bytes, bytes | None], PatternResult]:
         return {}
+
+    @cached_property
+    def _last_pattern(self) -> list[Any]:
+        """``[(src, dst, demand)]`` of the last pattern :meth:`solve` was given, or ``[None]``."""
+        return [None]
+
+    def take_last_pattern(self) -> Any:
+        """Return the last solved pattern ``(src, dst, demand)`` (or None) and forget it."""
+        out, self._last_pattern[0] = self._last_pattern[0], None
+        return out
+
+    def busiest_links(
+        self, src: np.ndarray, dst: np.ndarray, demand: np.ndarray | None, top: int
+    ) -> list[dict[str, Any]]:
+        """Return the ``top`` most utilised links of a pattern, from its full max-min solve.
+
+        The pattern is routed as :meth:`solve` routes it (the first ECMP seed under static
+        hashing) and solved in full (every filling round): each link's load is
+        ``sum_f w[f, l] r_f`` and its utilisation ``load / capacity``. Each row: the link's
+        index in the routed link space, its class (the routing's label, e.g. ``nic-leaf``,
+        ``leaf-up bundle``), its switch tier (:func:`link_tier`), load and capacity in GB/s,
+        the utilisation (0-1), the flows crossing it and the flows it froze (the max-min
+        bottleneck of); equally full links are listed binding ones first.
+        """
+        from fabric_model.collectives import first_round
+
+        qps = self.scenario.fabric.qps_per_connection
+        rf = _route_cached(
+            self.topology, src, dst, self.policy, self.capacity_Bps, qps, 0, keep=False
+        )
+        flows = first_round.weighted_flows(rf, demand)
+        sol = solve_maxmin(flows, rf.link_capacity_Bps)
+        load = np.asarray(sol.link_load_Bps)
+        cap = np.asarray(rf.link_capacity_Bps)
+        util = np.where(cap > 0, load / cap, 0.0)
+        # among equally full links, first those that froze the most flows (the binding ones;
+        # max-min also fills links that only carry flows frozen elsewhere)
+        bn = np.asarray(sol.bottleneck_link, np.int64)
+        frozen = np.bincount(bn[bn >= 0], minlength=cap.size)
+        order = np.lexsort((-frozen, -np.round(util, 9)))[: max(0, int(top))]
+        fl = getattr(flows, "flows", flows)
+        counts = np.bincount(np.asarray(fl.flow_link_indices, np.int64), minlength=cap.size)
+        rows = []
+        for link in order:
+            name = _link_name(rf, int(link))
+            rows.append(
+                {
+                    "link": int(link),
+                    "class": name,
+                    "tier": link_tier(name),
+                    "load_GBps": float(load[link]) / 1e9,
+                    "capacity_GBps": float(cap[link]) / 1e9,
+                    "utilisation": float(util[link]),
+                    "flows": int(counts[link]),
+                    "frozen_flows": int(frozen[link]),
+                }
+            )
+        return rows
 
     def _solve(
         self, src: np.ndarray, dst: np.ndarray, demand: np.ndarray | None, *, full: bool = False

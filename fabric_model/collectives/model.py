@@ -21,12 +21,63 @@ from typing import Any
 from fabric_model.errors import FabricModelError
 
 __all__ = [
+    "CEILINGS",
     "OPS",
     "AlgoModel",
     "AlgorithmUnavailableError",
     "CollectiveTime",
     "bus_factor",
+    "ceiling_name",
+    "link_tier",
 ]
+
+#: What a collective's bandwidth ceiling can be (besides a switch tier's link-class name,
+#: e.g. ``leaf-spine``): the NIC line rate, NVLink (ring or tree over it), the NVSwitch's
+#: in-network reduction (NVLS), the host link (PCIe) that feeds the NICs, the InfiniBand
+#: switches' in-network reduction (SHARP), NCCL's per-channel software cap.
+CEILINGS = ("nic", "nvlink", "nvls", "pcie", "sharp", "nccl-channels")
+
+
+def link_tier(link_class: str) -> str:
+    """Return the switch tier of a link class: ``nic-leaf``, ``leaf-spine``, ``spine-core``.
+
+    The adaptive routing's link space bundles a switch's cables per direction
+    (``leaf-up bundle``: the leaf's uplinks to the spine tier; ``pod-up bundle``: a pod's
+    spine-to-core uplinks); other classes (torus, dragonfly+ global links, ...) are their own
+    tier.
+    """
+    name = link_class.removesuffix(" bundle")
+    if name in ("nic", "nic-leaf"):
+        return "nic-leaf"
+    if name in ("leaf-up", "leaf-down"):
+        return "leaf-spine"
+    if name in ("pod-up", "pod-down"):
+        return "spine-core"
+    if name.startswith("super-pod"):
+        return "core-super"
+    return name
+
+
+def ceiling_name(algo: str, bottleneck: str) -> str:
+    """Name the resource whose bound is an algorithm's bandwidth ceiling.
+
+    ``bottleneck`` is the model's own label (``nvlink``, a link class, ``host link
+    (PCIe)``, the per-channel cap, ``sharp aggregation``); NVLink under an NVLS algorithm is
+    the NVSwitch's reduction (``nvls``), a NIC link (``nic-leaf``, ``nic``) is ``nic``, and a
+    switch tier keeps its link-class name (``leaf-spine``, ``spine-core``, ``global``, ...).
+    """
+    if bottleneck == "nvlink":
+        return "nvls" if algo in ("nvls", "nvls-tree") else "nvlink"
+    if bottleneck in ("nic-leaf", "nic", "nic-nic") or bottleneck.startswith("nic"):
+        return "nic"
+    if "PCIe" in bottleneck:
+        return "pcie"
+    if "per-channel" in bottleneck:
+        return "nccl-channels"
+    if bottleneck.startswith("sharp"):
+        return "sharp"
+    return link_tier(bottleneck)
+
 
 OPS = ("allreduce", "allgather", "reducescatter", "alltoall")
 # the algorithms (ALGOS, which operations each runs): fabric_model.collectives.registry
@@ -90,6 +141,26 @@ class AlgoModel:
     mean_switch_hops: float = 0.0
     notes: tuple[str, ...] = field(default=())
     tuner_busbw_Bps: float | None = None
+    #: the network pattern solved for this algorithm, ``(src, dst, demand)`` NIC endpoints
+    #: (``None``: NVLink only, or solved by flow classes); ``collective --links`` re-solves it
+    pattern: Any = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def ceiling(self) -> str:
+        """The resource whose bound is this algorithm's bandwidth ceiling (:data:`CEILINGS`)."""
+        return ceiling_name(self.algo, self.bottleneck)
+
+    @property
+    def ceiling_Bps(self) -> float:
+        """The algorithm's bandwidth ceiling, bus bandwidth in bytes/s.
+
+        ``ceiling_Bps = min(intra_Bps, inter_Bps, NCCL's per-channel cap)`` = ``busbw_Bps``:
+        the bound of the bottleneck resource for this algorithm at large sizes with the
+        Simple protocol (NVLink or NVLS side: the GPU's NVLink rate x the algorithm's
+        efficiency; network side: the flow solve's slowest connection x the pattern's
+        scale x ``net_efficiency``), before protocol factors and latency.
+        """
+        return self.busbw_Bps
 
     @property
     def protocols(self) -> tuple[str, ...]:
@@ -156,6 +227,25 @@ class CollectiveTime:
     fastest_algo: str
     fastest_proto: str
     fastest_time_us: float
+    ceiling: str = ""
+    ceiling_GBps: float = 0.0
+
+    @property
+    def regime(self) -> str:
+        """``latency`` when the latency term exceeds the bandwidth term, else ``bandwidth``."""
+        return "latency" if self.latency_us > self.bandwidth_us else "bandwidth"
+
+    @property
+    def pct_of_ceiling(self) -> float | None:
+        """Bus bandwidth of the row as a percentage of the algorithm's ceiling.
+
+        ``100 x busbw_GBps / ceiling_GBps``: below 100 by the latency term, the protocol's
+        factor and cap (LL, LL128) and NCCL's size corrections. ``None`` (JSON null) when
+        the ceiling is not a finite positive rate.
+        """
+        if not (0.0 < self.ceiling_GBps < math.inf):
+            return None
+        return 100.0 * self.busbw_GBps / self.ceiling_GBps
 
     def to_dict(self) -> dict[str, Any]:
         """JSON row: the contract's keys first, then the breakdown."""
@@ -177,4 +267,8 @@ class CollectiveTime:
             "fastest_algo": self.fastest_algo,
             "fastest_proto": self.fastest_proto,
             "fastest_time_us": self.fastest_time_us,
+            "regime": self.regime,
+            "ceiling": self.ceiling,
+            "ceiling_GBps": self.ceiling_GBps,
+            "pct_of_ceiling": self.pct_of_ceiling,
         }
