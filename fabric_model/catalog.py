@@ -197,6 +197,9 @@ class Gpu(_Entry):
         Key of the default server entry.
     n_sms
         Streaming multiprocessors: GEMM tiles run in waves of this many (wave quantization).
+    fp4_tflops
+        Dense NVFP4 tensor throughput, 10^12 FLOP/s; ``None`` (the default) when the GPU has
+        no FP4 tensor cores (``training.precision = fp4`` is refused there).
     """
 
     arch: str
@@ -210,6 +213,7 @@ class Gpu(_Entry):
     price_usd: float
     server: str
     n_sms: int
+    fp4_tflops: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -944,6 +948,7 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "price_usd": _FieldSpec("float"),
             "server": _FieldSpec("str"),
             "n_sms": _FieldSpec("int"),
+            "fp4_tflops": _FieldSpec("float", nullable=True, default=None),
         },
     ),
     "servers": (

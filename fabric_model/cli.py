@@ -568,12 +568,16 @@ def _step_text(d: dict[str, Any], plan_label: str, comm: Sequence[Any] = ()) -> 
                     "imbalance_s",
                     "bubble_s",
                     "exposed_comm_s",
+                    "step_time_ideal_scale_out_s",
                     "step_time_ideal_network_s",
                 )
             ]
         ),
-        f"the fabric costs this plan {d['network_share_of_step']:.1%} of its step "
-        "(exposed communication; an ideal network would take step_time_ideal_network_s)",
+        f"scale-out fabric {d['scale_out_share_of_step']:.1%}, NVLink "
+        f"{d['scale_up_share_of_step']:.1%} of the step (exposed communication "
+        f"{d['network_share_of_step']:.1%}; scale-out: "
+        f"{', '.join(d['scale_out_dims']) or 'none'}; an ideal scale-out network would take "
+        "step_time_ideal_scale_out_s, an ideal network and NVLink step_time_ideal_network_s)",
         "",
         format_table(
             [
@@ -585,7 +589,7 @@ def _step_text(d: dict[str, Any], plan_label: str, comm: Sequence[Any] = ()) -> 
         "",
         f"MFU {d['mfu']:.3f}"
         + (
-            f" ({d['mfu_precision_peak']:.3f} of the FP8 peak)"
+            f" ({d['mfu_precision_peak']:.3f} of the {d['precision'].upper()} peak)"
             if d["mfu_precision_peak"] != d["mfu"]
             else ""
         )
