@@ -575,9 +575,8 @@ def _step_text(d: dict[str, Any], plan_label: str, comm: Sequence[Any] = ()) -> 
         ),
         f"scale-out fabric {d['scale_out_share_of_step']:.1%}, NVLink "
         f"{d['scale_up_share_of_step']:.1%} of the step (exposed communication "
-        f"{d['network_share_of_step']:.1%}; scale-out: "
-        f"{', '.join(d['scale_out_dims']) or 'none'}; an ideal scale-out network would take "
-        "step_time_ideal_scale_out_s, an ideal network and NVLink step_time_ideal_network_s)",
+        f"{d['network_share_of_step']:.1%}; over the scale-out network: "
+        f"{', '.join(d['scale_out_dims']) or 'nothing'})",
         "",
         format_table(
             [
