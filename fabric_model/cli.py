@@ -765,6 +765,8 @@ def _plan(args: argparse.Namespace) -> int:
             "memory_gib": c.step.memory.total_gib if c.step.memory else 0.0,
             "exposed_comm_s": c.step.exposed_comm_s,
             "bubble_s": c.step.bubble_s,
+            "micro_batches": c.step.plan.micro_batches if c.step.plan else 0,
+            "scale_out_share": c.step.scale_out_share_of_step,
         }
         for c in found
     ]
