@@ -200,7 +200,7 @@ class Gpu(_Entry):
         Streaming multiprocessors: GEMM tiles run in waves of this many (wave quantization).
     fp4_tflops
         Dense NVFP4 tensor throughput, 10^12 FLOP/s; ``None`` (the default) when the GPU has
-        no FP4 tensor cores.
+        no FP4 tensor cores (``training.precision = fp4`` is refused there).
     announced
         Announced, not shipping: its figures are the vendor's announcement (``remark`` says
         so); the automatic switch choice only offers announced switches to announced GPUs.

@@ -657,12 +657,15 @@ def _step_text(d: dict[str, Any], plan_label: str, comm: Sequence[Any] = ()) -> 
                     "imbalance_s",
                     "bubble_s",
                     "exposed_comm_s",
+                    "step_time_ideal_scale_out_s",
                     "step_time_ideal_network_s",
                 )
             ]
         ),
-        f"the fabric costs this plan {d['network_share_of_step']:.1%} of its step "
-        "(exposed communication; an ideal network would take step_time_ideal_network_s)",
+        f"scale-out fabric {d['scale_out_share_of_step']:.1%}, NVLink "
+        f"{d['scale_up_share_of_step']:.1%} of the step (exposed communication "
+        f"{d['network_share_of_step']:.1%}; over the scale-out network: "
+        f"{', '.join(d['scale_out_dims']) or 'nothing'})",
         "",
         format_table(
             [
@@ -674,7 +677,7 @@ def _step_text(d: dict[str, Any], plan_label: str, comm: Sequence[Any] = ()) -> 
         "",
         f"MFU {d['mfu']:.3f}"
         + (
-            f" ({d['mfu_precision_peak']:.3f} of the FP8 peak)"
+            f" ({d['mfu_precision_peak']:.3f} of the {d['precision'].upper()} peak)"
             if d["mfu_precision_peak"] != d["mfu"]
             else ""
         )
@@ -851,6 +854,8 @@ def _plan(args: argparse.Namespace) -> int:
             "memory_gib": c.step.memory.total_gib if c.step.memory else 0.0,
             "exposed_comm_s": c.step.exposed_comm_s,
             "bubble_s": c.step.bubble_s,
+            "micro_batches": c.step.plan.micro_batches if c.step.plan else 0,
+            "scale_out_share": c.step.scale_out_share_of_step,
         }
         for c in found
     ]

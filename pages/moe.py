@@ -83,7 +83,8 @@ def moe_view() -> None:
     st.caption(
         f"{s.model.name}: {s.model.n_experts} experts, top-{s.model.top_k}, on "
         f"{s.cluster.n_gpus:,} GPUs with TP{tp} PP{pp}; expert parallelism spreads the "
-        f"experts over data-parallel ranks (EP divides DP = {moe.dp:,})."
+        f"experts over data-parallel ranks (EP divides DP = {moe.dp:,}). Plan: "
+        f"{moe.plan_source}."
     )
 
     deadline = time.monotonic() + facade.COMPUTE_BUDGET_S

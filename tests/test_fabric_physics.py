@@ -211,6 +211,7 @@ def test_ep64_on_nvl72_is_timed_on_the_groups_that_cross_racks():
             "parallel.tp": 1,
             "parallel.pp": 8,
             "parallel.ep": 64,
+            "parallel.vpp": 1,  # the preset's recipe interleaves (VP4): not this plan's
             "training.global_batch_tokens": 62914560,
         },
     )

@@ -119,11 +119,18 @@ def _feasible_sample(s: Scenario, seed: int, k: int) -> list[tuple[int, Scenario
 
 
 def test_space_uses_degrees_that_divide_not_only_powers_of_two() -> None:
-    """DeepSeek-V3 on 4,608 NVL72 GPUs: PP 3, 6, 9; EP divides 256; TP divides the heads."""
-    s = apply_overrides(load_preset("gb300-nvl72-xdr"), {"model.name": "deepseek-v3"})
+    """DeepSeek-V3 on 4,608 NVL72 GPUs: PP 3, 6, 9; EP divides 256; TP divides the heads.
+
+    The batch (18,432 sequences = 2^11 x 9) lets a data-parallel degree carry the factor 9
+    of 4,608 GPUs; a power-of-two batch leaves it to the pipeline (PP 9, 18, 36 only).
+    """
+    base = apply_overrides(load_preset("gb300-nvl72-xdr"), {"model.name": "deepseek-v3"})
+    s = apply_overrides(base, {"training.global_batch_tokens": 18432 * base.model.seq_len})
     sp = sweep_mod._space(s)
     pps = set(sp.cols["pp"].tolist())
     assert {3, 6, 9, 12, 18} <= pps and max(pps) <= s.model.layers
+    two = sweep_mod._space(apply_overrides(base, {"training.global_batch_tokens": 4096 * 4096}))
+    assert set(two.cols["pp"].tolist()) == {9, 18, 36}  # the factor 9 goes to the pipeline
     assert set(sp.cols["ep"].tolist()) == set(expert_degrees(s, every_divisor=True))
     assert all(s.model.n_experts % e == 0 for e in expert_degrees(s, every_divisor=True))
     v2 = apply_overrides(s, {"model.n_experts": 160})  # DeepSeek-V2's count
@@ -224,8 +231,19 @@ def test_search_equals_exhaustive_evaluation_of_a_small_space() -> None:
 
 @pytest.mark.parametrize("preset", ["gb300-nvl72-xdr", "gb200-nvl72-ndr"])
 def test_deepseek_v3_on_nvl72_beats_the_hand_written_ep64_pp8_plan(preset: str) -> None:
-    """The issue's case: the search's best is no slower than EP64 PP8 (ZeRO-1, selective)."""
-    s = apply_overrides(load_preset(preset), {"model.name": "deepseek-v3"})
+    """The issue's case: the search's best is no slower than EP64 PP8 (ZeRO-1, selective).
+
+    With a batch of 4,608 x 4 sequences of 4,096, which DP576 x 32 micro-batches divides.
+    """
+    s = apply_overrides(
+        load_preset(preset),
+        {
+            "model.name": "deepseek-v3",
+            "model.seq_len": 4096,
+            "training.global_batch_tokens": 18432 * 4096,
+            "training.precision": "bf16",
+        },
+    )
     hand = training_step(
         apply_overrides(
             s,

@@ -365,6 +365,7 @@ SCENARIOS = {
             "cluster.n_gpus": 2048,
             "model.name": "deepseek-v3",
             "parallel.ep": 8,
+            "parallel.vpp": 1,  # the preset interleaves Llama 3 405B; 61 layers < 16 x 4
             "model.routing_skew": 2.0,
         },
     ),

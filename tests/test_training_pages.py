@@ -96,3 +96,22 @@ def test_overview_warns_when_memory_is_tight_and_shows_it_by_pipeline_rank() -> 
     assert any(w.value.startswith("Memory is tight") and "GiB" in w.value for w in at.warning)
     caption = next(c.value for c in at.caption if "by pipeline rank" in c.value)
     assert "rank 0" in caption and "rank 15" in caption and "(tight)" in caption
+
+
+def test_moe_page_runs_a_swapped_in_moe_model_with_its_published_plan() -> None:
+    """A dense sidebar (TP8 PP4): DeepSeek-V3 on the MoE page gets its own PP16, no TP."""
+    from fabric_model.scenario import Scenario, apply_overrides
+    from ui import moe as moe_page
+
+    moe = moe_page.setup(Scenario(), "deepseek-v3")
+    par = moe.moe.parallel
+    assert (par.tp, par.pp, par.zero_stage) == (1, 16, 1) and "DeepSeek-V3" in moe.plan_source
+    assert moe.dp == 64 and 64 in moe.eps
+    own = apply_overrides(Scenario(), {"model.name": "mixtral-8x7b", "parallel.tp": 2})
+    kept = moe_page.setup(own, "mixtral-8x7b")  # the sidebar's own MoE model keeps its plan
+    assert kept.moe.parallel.tp == 2 and kept.plan_source == "the sidebar's plan"
+    # 200 GPUs (TP8 PP5 DP5): PP16 does not divide them, the sidebar's plan stays
+    odd = moe_page.setup(
+        apply_overrides(Scenario(), {"cluster.n_gpus": 200, "parallel.pp": 5}), "deepseek-v3"
+    )
+    assert odd.moe.parallel.pp == 5 and odd.plan_source == "the sidebar's plan"

@@ -42,6 +42,29 @@ SKEWS = (1.0, 1.5, 2.0, 4.0, 8.0)
 DEFAULT_SKEWS = (1.0, 2.0, 4.0)
 #: Cluster sizes of the dense vs MoE sweep.
 SWEEP_MIN_GPUS = 64
+#: The published plan of each MoE model (all but the expert-parallel degree, which the page
+#: varies), used when the page swaps an MoE model in for the sidebar's dense one: the
+#: sidebar's plan is the dense model's, not one anyone runs an MoE model with.
+PUBLISHED_PLANS: dict[str, tuple[dict[str, object], str]] = {
+    "deepseek-v3": (
+        {
+            "parallel.tp": 1,
+            "parallel.pp": 16,
+            "parallel.cp": 1,
+            "parallel.vpp": 1,
+            "parallel.zero_stage": 1,
+            "training.recompute": "selective",
+            "training.recompute_modules": "cheap",
+        },
+        "DeepSeek-V3's own plan (technical report, arXiv 2412.19437, section 3.2: PP16, "
+        "EP64, ZeRO-1 data parallelism, no tensor parallelism; section 3.2.3 recomputation)",
+    ),
+    "mixtral-8x7b": (
+        {"parallel.tp": 1, "parallel.pp": 1, "parallel.cp": 1, "parallel.vpp": 1},
+        "NeMo 25.04's Mixtral 8x7B recipe (EP8, no tensor or pipeline parallelism; "
+        "tests/golden/training_public.yaml)",
+    ),
+}
 
 
 def moe_names() -> list[str]:
@@ -68,16 +91,28 @@ class MoeSetup:
     moe: Scenario
     dp: int
     eps: tuple[int, ...]
+    plan_source: str = "the sidebar's plan"
 
 
 def setup(scenario: Scenario, name: str) -> MoeSetup:
-    """Return the MoE scenario of model ``name`` (``custom``: the sidebar's) and its EP degrees."""
+    """Return the MoE scenario of model ``name`` (``custom``: the sidebar's) and its EP degrees.
+
+    An MoE model swapped in for another model runs its published plan
+    (:data:`PUBLISHED_PLANS`) where that plan divides the cluster, else the sidebar's.
+    """
     moe = scenario if name == "custom" else apply_overrides(scenario, {"model.name": name})
+    source = "the sidebar's plan"
+    if name != scenario.model.name and name in PUBLISHED_PLANS:
+        over, cite = PUBLISHED_PLANS[name]
+        own = apply_overrides(moe, {**over, "parallel.dp": "auto", "parallel.ep": 1})
+        inner = own.parallel.tp * own.parallel.pp * own.parallel.cp
+        if own.cluster.n_gpus % inner == 0:
+            moe, source = own, cite
     par = moe.parallel
     inner = par.tp * par.pp * par.cp
     dp = moe.cluster.n_gpus // inner if moe.cluster.n_gpus % inner == 0 else 0
     eps = tuple(e for e in expert_degrees(moe, dp) if e <= MAX_EP) if dp else ()
-    return MoeSetup(moe, dp, eps)
+    return MoeSetup(moe, dp, eps, source)
 
 
 def ep_points(

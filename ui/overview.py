@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from fabric_model.report.summaries import step_headline
 from fabric_model.scenario import Scenario
 from ui import facade
 from ui.cache_keys import SCENARIO_HASH
@@ -27,7 +28,9 @@ __all__ = ["allreduce_curve_chart", "step_share_chart", "vendor_frame"]
 def step_share_chart(scenario: Scenario) -> go.Figure:
     """Draw where the training step goes, as one bar (needs a feasible step)."""
     step = facade.training_step(scenario)
-    return step_share_figure(step, f"Where the {step.step_time_s:,.2f} s step goes")
+    head = step_headline(step)
+    split = f": {head.fabric_split}" if head is not None else ""
+    return step_share_figure(step, f"Where the {step.step_time_s:,.2f} s step goes{split}")
 
 
 @st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=SCENARIO_HASH)

@@ -354,7 +354,7 @@ def _key_numbers(r: _Results) -> dict[str, Any]:
                 "exposed_comm_share",
                 "Exposed communication",
                 f"{head.exposed_comm_share:.1%} of the step",
-                f"{head.exposed_comm_s:,.2f} s not hidden behind compute",
+                f"{head.fabric_split}; {head.exposed_comm_s:,.2f} s not hidden behind compute",
                 head.exposed_comm_share,
             ),
             _metric(

@@ -101,6 +101,13 @@ class StepHeadline:
     tokens_per_step: float
     micro_batches: int
     pp: int
+    scale_out_share: float = math.nan
+    scale_up_share: float = math.nan
+
+    @property
+    def fabric_split(self) -> str:
+        """``scale-out fabric X %, NVLink Y %`` of the step (issue 25, N6)."""
+        return f"scale-out fabric {self.scale_out_share:.1%}, NVLink {self.scale_up_share:.1%}"
 
 
 def step_headline(step: StepResult | None) -> StepHeadline | None:
@@ -127,6 +134,8 @@ def step_headline(step: StepResult | None) -> StepHeadline | None:
         tokens_per_step=step.tokens_per_step,
         micro_batches=step.plan.micro_batches,
         pp=step.plan.pp,
+        scale_out_share=step.scale_out_share_of_step,
+        scale_up_share=step.scale_up_share_of_step,
     )
 
 

@@ -563,8 +563,12 @@ class TrainingSpec:
             "choice",
             "GEMM precision: bf16, or fp8 (Transformer Engine / DeepSeek-V3 style: the linear "
             "layers' GEMMs at the GPU's FP8 peak, their saved inputs in 1 byte; attention, "
-            "norms and the output layer stay BF16). Needs a GPU with FP8 tensor cores",
-            choices=("bf16", "fp8"),
+            "norms and the output layer stay BF16). Needs a GPU with FP8 tensor cores; or "
+            "fp4 (NVFP4, NVIDIA arXiv 2509.25149: the linear GEMMs at the GPU's FP4 peak "
+            "except the ~16 % of linear layers the recipe keeps in BF16, E2M1 values with an "
+            "FP8 scale per 16 elements and an FP32 scale per tensor; attention and the output "
+            "layer in BF16). Needs a GPU with FP4 tensor cores (Blackwell)",
+            choices=("bf16", "fp8", "fp4"),
         ),
     )
     dp_overlap: float = _f(
@@ -619,6 +623,21 @@ class TrainingSpec:
             min=0.0,
             max=1.0,
             step=0.05,
+        ),
+    )
+    schedule: str = _f(
+        "auto",
+        FieldSpec(
+            "choice",
+            "pipeline schedule: 1f1b (Narayanan et al. 2021, bubble (pp - 1) micro-batch "
+            "times), interleaved (parallel.vpp > 1 model chunks per rank; Megatron needs the "
+            "micro-batches to be a multiple of pp), dualpipe (DeepSeek-V3's bidirectional "
+            "schedule: bubble (pp/2 - 1)(F&B + B - 3W), 2x parameters, pp + 1 micro-batches of "
+            "activations; pp and the micro-batches even), zb (ZB-H1 of Qi et al., ICLR 2024: "
+            "weight gradients deferred into the bubble, (pp - 1)(F + B - 2W) at 1F1B's memory) "
+            "or zb-h2 (ZB-H2: (pp - 1)(F + B - 3W), 2 pp micro-batches of activations); auto "
+            "= interleaved when parallel.vpp > 1, else 1f1b",
+            choices=("auto", "1f1b", "interleaved", "dualpipe", "zb", "zb-h2"),
         ),
     )
 

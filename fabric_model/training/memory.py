@@ -74,6 +74,7 @@ from typing import TYPE_CHECKING
 from fabric_model.scenario import Scenario
 from fabric_model.scenario.shapes import ShapeCounts
 from fabric_model.training.constants import training_constant
+from fabric_model.training.schedules import in_flight_micro_batches, parameter_copies
 
 if TYPE_CHECKING:
     from fabric_model.training.step import Plan
@@ -98,6 +99,9 @@ WEIGHT_BYTES = training_constant("weight_bytes_per_param")
 GRAD_BYTES = training_constant("grad_bytes_per_param")
 OPTIMIZER_BYTES = training_constant("optimizer_bytes_per_param")
 FP8_WEIGHT_CACHE_BYTES = training_constant("fp8_weight_cache_bytes_per_param")
+#: NVFP4 bytes per element with its block scales, and the linear layers kept in BF16.
+NVFP4_BYTES = training_constant("nvfp4_bytes_per_element")
+NVFP4_BF16_SHARE = training_constant("nvfp4_bf16_linear_share")
 LOGITS_BYTES = training_constant("logits_bytes_per_element")
 TITAN_LOGITS_BYTES = training_constant("torchtitan_logits_bytes_per_element")
 FSDP_MASTER_BYTES = training_constant("fsdp_master_bytes_per_param")
@@ -370,8 +374,8 @@ def micro_batches_in_flight(plan: Plan, rank: int) -> float:
     pp, v, m = plan.pp, plan.vpp, plan.micro_batches
     if pp == 1:
         return 1.0
-    if v == 1:
-        return float(min(pp - rank, m))
+    if v == 1:  # 1F1B, ZB-H1; ZB-H2 and DualPipe hold more (training.schedules)
+        return in_flight_micro_batches(plan.schedule, pp, rank, m)
     chunks = min(m * v, 2 * (pp - rank - 1) + (v - 1) * pp + 1)
     return chunks / v
 
@@ -390,6 +394,7 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
     m = s.model
     L = m.layers
     fp8 = s.training.precision == "fp8"
+    fp4 = s.training.precision == "fp4"
     titan = s.training.framework == "torchtitan"
     dp_dense = plan.dp * plan.cp
     dp_expert = max(1, plan.dp // plan.ep) * plan.cp  # an EP not dividing DP is reported
@@ -410,8 +415,9 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
         layers = layers_on_rank(plan, L, rank)
         ends = (rank == 0) + (rank == plan.pp - 1)
         embed = counts.output_layer * (1 if m.tied_embeddings and plan.pp == 1 else ends)
-        p_dense = (dense_per_layer * layers + embed) / plan.tp
-        p_expert = expert_per_layer * layers / (plan.ep * plan.tp)
+        copies = parameter_copies(plan.schedule)  # DualPipe: two stages per rank
+        p_dense = copies * (dense_per_layer * layers + embed) / plan.tp
+        p_expert = copies * expert_per_layer * layers / (plan.ep * plan.tp)
         weights = grads = optim = 0.0
         z = plan.zero_stage
         for p, n in ((p_dense, dp_dense), (p_expert, dp_expert)):
@@ -426,7 +432,16 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
             grads += GRAD_BYTES * p / (n if z >= 2 else 1)
             optim += OPTIMIZER_BYTES * p / (n if z >= 1 else 1)
         if fp8:  # an FP8 copy of the GEMM weights (Transformer Engine's cache, torchao's saved
-            weights += FP8_WEIGHT_CACHE_BYTES * (p_dense + p_expert - embed / plan.tp)  # casts)
+            weights += FP8_WEIGHT_CACHE_BYTES * (
+                p_dense + p_expert - copies * embed / plan.tp
+            )  # casts)
+        elif fp4:  # NVFP4 copies (row- and column-wise) with their scales, on the FP4 layers
+            weights += (
+                2
+                * NVFP4_BYTES
+                * (1 - NVFP4_BF16_SHARE)
+                * (p_dense + p_expert - copies * embed / plan.tp)
+            )
         in_flight = micro_batches_in_flight(plan, rank)
         acts = per_layer * layers * in_flight
         transient = remat if plan.recompute == "full" else 0.0  # one layer rematerialised

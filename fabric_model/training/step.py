@@ -9,9 +9,11 @@
   :data:`HBM_EFFICIENCY` of the GPU's HBM bandwidth; ``m`` micro-batches per step. With MoE expert
   parallelism the GPUs hosting hot experts (``model.routing_skew``) compute their share of
   expert work ``skew`` times over, and the step waits for them (``imbalance_s``).
-- **bubble**: 1F1B pipelining idles ``(pp - 1) / vpp`` micro-batch times (Narayanan et al.
-  2021): a bubble fraction ``(p - 1) / (m + p - 1)``, or ``(p - 1) / (v m + p - 1)``
-  interleaved.
+- **bubble**: the pipeline schedule's idle time (``training.schedule``,
+  :mod:`fabric_model.training.schedules`): 1F1B idles ``(pp - 1)`` micro-batch times
+  (Narayanan et al. 2021), interleaving ``[(p - 1) + (v - 1) max(0, p - m)] / v`` (the
+  pipeline never fills with fewer micro-batches than stages), DualPipe and zero-bubble
+  schedules less; the heaviest rank paces it.
 - **communication**, each term timed on the scenario's fabric by the collective layer
   (:mod:`fabric_model.training.fabric`), per step:
 
@@ -36,7 +38,13 @@
   ========  ==============================================================================
 
 MFU = model FLOPs (:mod:`fabric_model.scenario.shapes`) per step / (GPUs x dense BF16 peak x
-step time), as the command-line contract defines it.
+step time), as the command-line contract defines it; ``mfu_precision_peak`` against the FP8 or
+FP4 peak with ``training.precision``. The step computes ``dp x micro_batch x micro_batches``
+sequences: a global batch they do not divide runs rounded down (Megatron's
+``--decrease-batch-size-if-needed``), with a warning and ``tokens_per_step`` the tokens
+computed. The exposed communication splits into the scale-out fabric (dimensions whose
+groups span NVLink domains, pipeline sends that cross one) and NVLink
+(``scale_out_share_of_step``, ``scale_up_share_of_step``).
 """
 
 from __future__ import annotations
@@ -56,9 +64,16 @@ from fabric_model.training.fabric import CommTime, DimensionFabric
 from fabric_model.training.gemm import linear_utilisation
 from fabric_model.training.layout import Layout
 from fabric_model.training.memory import (
+    NVFP4_BF16_SHARE,
     MemoryBreakdown,
     activation_traffic_bytes_per_layer,
     memory_per_gpu,
+)
+from fabric_model.training.schedules import (
+    bubble_s,
+    nearest_batches,
+    resolve_schedule,
+    schedule_problems,
 )
 
 __all__ = [
@@ -112,6 +127,12 @@ class Plan:
     micro_batches: int
     layers_per_stage: int
     recompute: str
+    schedule: str = "1f1b"
+
+    @property
+    def sequences_per_step(self) -> int:
+        """Sequences the step computes: ``dp x micro_batch x micro_batches``."""
+        return self.dp * self.micro_batch * self.micro_batches
 
     @property
     def layout(self) -> Layout:
@@ -157,6 +178,41 @@ class StepResult:
     memory: MemoryBreakdown | None = None
     mfu_precision_peak: float = math.nan
     warnings: tuple[str, ...] = ()
+    scale_out_dims: tuple[str, ...] = ()
+    precision: str = "bf16"
+
+    @property
+    def exposed_scale_out_s(self) -> float:
+        """Exposed time of the dimensions whose groups cross NVLink domains (the network)."""
+        if not self.feasible:
+            return math.nan
+        return sum(self.exposed_s.get(d, 0.0) for d in self.scale_out_dims)
+
+    @property
+    def exposed_scale_up_s(self) -> float:
+        """Exposed time of the dimensions whose groups stay inside an NVLink domain."""
+        if not self.feasible:
+            return math.nan
+        return self.exposed_comm_s - self.exposed_scale_out_s
+
+    @property
+    def ideal_scale_out_step_s(self) -> float:
+        """The same step with an infinitely fast scale-out network (NVLink as modelled).
+
+        What a better InfiniBand or Ethernet design can recover at most is
+        ``step_time_s - ideal_scale_out_step_s``.
+        """
+        return self.step_time_s - self.exposed_scale_out_s if self.feasible else math.nan
+
+    @property
+    def scale_out_share_of_step(self) -> float:
+        """Share of the step the scale-out fabric exposes (DP, PP, EP/CP across domains)."""
+        return self.exposed_scale_out_s / self.step_time_s if self.feasible else math.nan
+
+    @property
+    def scale_up_share_of_step(self) -> float:
+        """Share of the step NVLink exposes (TP, and whatever stays inside a domain)."""
+        return self.exposed_scale_up_s / self.step_time_s if self.feasible else math.nan
 
     @property
     def reason(self) -> str:
@@ -193,11 +249,19 @@ class StepResult:
             "network_share_of_step": (
                 self.exposed_comm_s / self.step_time_s if self.feasible else math.nan
             ),
+            "scale_out_share_of_step": self.scale_out_share_of_step,
+            "scale_up_share_of_step": self.scale_up_share_of_step,
+            "exposed_scale_out_s": self.exposed_scale_out_s,
+            "exposed_scale_up_s": self.exposed_scale_up_s,
+            "step_time_ideal_scale_out_s": self.ideal_scale_out_step_s,
+            "scale_out_dims": list(self.scale_out_dims),
+            "schedule": self.plan.schedule if self.plan else "",
             "comm_s": {d: self.comm_s.get(d, 0.0) for d in DIMS},
             "exposed_s": {d: self.exposed_s.get(d, 0.0) for d in DIMS},
             "comm_detail": dict(self.comm_detail),
             "mfu": self.mfu,
             "mfu_precision_peak": self.mfu_precision_peak,
+            "precision": self.precision,
             "warnings": list(self.warnings),
             "tokens_per_s": self.tokens_per_s,
             "tokens_per_step": self.tokens_per_step,
@@ -305,7 +369,15 @@ def resolve_plan(scenario: Scenario) -> tuple[Plan | None, list[Problem]]:
                 f"{per_step:,} (each replica needs a micro-batch)",
             )
         )
-    micro_batches = max(1, math.ceil(seqs / per_step - 1e-9))
+    # a batch that dp x micro_batch does not divide runs rounded down, as Megatron's
+    # --decrease-batch-size-if-needed does (without it Megatron and torchtitan assert);
+    # training_step says so and counts the tokens computed
+    micro_batches = max(1, math.floor(seqs / per_step + 1e-9))
+    schedule = resolve_schedule(tr.schedule, par.vpp)
+    problems += [
+        Problem(key, msg)
+        for key, msg in schedule_problems(schedule, tr.framework, par.pp, par.vpp, micro_batches)
+    ]
     layers_per_stage = math.ceil(m.layers / (par.pp * par.vpp)) * par.vpp
     plan = Plan(
         tp=par.tp,
@@ -319,6 +391,7 @@ def resolve_plan(scenario: Scenario) -> tuple[Plan | None, list[Problem]]:
         micro_batches=micro_batches,
         layers_per_stage=layers_per_stage,
         recompute=tr.recompute,
+        schedule=schedule,
     )
     return plan, problems
 
@@ -412,6 +485,7 @@ class ComputeTimes:
     imbalance_s: float
     bubble_s: float
     gemm_speedup: float
+    weight_grad_s: float = 0.0
 
     @property
     def backward_s(self) -> float:
@@ -424,19 +498,42 @@ class ComputeTimes:
         return self.compute_s + self.imbalance_s + self.bubble_s
 
 
+def precision_speedups(precision: str, gpu: Gpu) -> tuple[float, float]:
+    """Return ``(peak ratio, linear-GEMM speedup)`` of ``training.precision`` over BF16.
+
+    The peak ratio is the precision's dense peak over BF16's (MFU against the precision's
+    peak divides by it). FP8 runs every linear GEMM at its peak. NVFP4 runs the linear
+    GEMMs at the FP4 peak except :data:`~fabric_model.training.memory.NVFP4_BF16_SHARE` of
+    them, kept in BF16 (arXiv 2509.25149): ``1 / ((1 - s) / r + s)``. ``(1, 1)`` for BF16 or
+    a GPU without the precision's tensor cores (the step refuses that plan).
+
+    >>> from fabric_model.catalog import load_catalog
+    >>> r, lin = precision_speedups("fp4", load_catalog().gpu("gb300"))
+    >>> r, round(lin, 4)  # 15,000 / 2,500; 1 / (0.84 / 6 + 0.16)
+    (6.0, 3.3333)
+    """
+    if precision == "fp8" and gpu.fp8_dense_tflops:
+        ratio = gpu.fp8_dense_tflops / gpu.bf16_dense_tflops
+        return ratio, ratio
+    if precision == "fp4" and gpu.fp4_tflops:
+        ratio = gpu.fp4_tflops / gpu.bf16_dense_tflops
+        return ratio, 1.0 / ((1.0 - NVFP4_BF16_SHARE) / ratio + NVFP4_BF16_SHARE)
+    return 1.0, 1.0
+
+
 def compute_times(s: Scenario, plan: Plan, counts: ShapeCounts, gpu: Gpu) -> ComputeTimes:
     """Time the heaviest stage's math, memory-bound kernels, expert imbalance and bubble.
 
-    FP8 runs the linear layers' GEMMs (not attention, not the output layer) at the FP8 peak;
-    every linear GEMM is slowed by its shape's tile and wave quantization
-    (:func:`~fabric_model.training.gemm.linear_utilisation`).
+    FP8 runs the linear layers' GEMMs (not attention, not the output layer) at the FP8 peak,
+    NVFP4 at the FP4 peak but for the share the recipe keeps in BF16
+    (:func:`precision_speedups`); every linear GEMM is slowed by its shape's tile and wave
+    quantization (:func:`~fabric_model.training.gemm.linear_utilisation`). The bubble is the
+    schedule's (:func:`~fabric_model.training.schedules.bubble_s`), with ``weight_grad_s``
+    the weight-gradient GEMMs of one micro-batch.
     """
     m, tr = s.model, s.training
     peak = gpu.bf16_dense_tflops * 1e12 * tr.compute_efficiency
-    fp8 = tr.precision == "fp8" and gpu.fp8_dense_tflops
-    gemm_speedup = (
-        gpu.fp8_dense_tflops / gpu.bf16_dense_tflops if fp8 and gpu.fp8_dense_tflops else 1.0
-    )
+    gemm_speedup, linear_speedup = precision_speedups(tr.precision, gpu)
     seq = m.seq_len
     tokens_mb = plan.micro_batch * seq
     layer_flops, layer_attn, layer_experts = _layer_flops_per_token(counts, seq)
@@ -450,7 +547,7 @@ def compute_times(s: Scenario, plan: Plan, counts: ShapeCounts, gpu: Gpu) -> Com
     # linear GEMMs: at the precision's peak, slowed by their shapes' tile and wave quantization
     util = linear_utilisation(s, plan.tp, plan.cp, plan.ep, plan.micro_batch, gpu)
     linear_share = (layer_flops - layer_attn) / layer_flops
-    stretch = 1.0 / (gemm_speedup * util) - 1.0  # extra BF16-peak time per linear FLOP
+    stretch = 1.0 / (linear_speedup * util) - 1.0  # extra BF16-peak time per linear FLOP
     stage_eq = stage_model + stretch * plan.layers_per_stage * (layer_flops - layer_attn)
     recompute_eq = (
         recompute * (1.0 + stretch * linear_share) if plan.recompute == "full" else recompute
@@ -473,7 +570,13 @@ def compute_times(s: Scenario, plan: Plan, counts: ShapeCounts, gpu: Gpu) -> Com
             plan.layers_per_stage * layer_experts * (1.0 + stretch) / (stage_eq + recompute_eq)
         )
         imbalance = mb * t_mb * expert_share * (hottest - 1.0)
-    bubble = (plan.pp - 1) / plan.vpp * (t_mb + imbalance / mb)
+    # the schedule's bubble (training.schedules), the heaviest rank's micro-batch pacing it;
+    # W = the weight-gradient GEMMs, as many FLOPs as the forward's linear GEMMs
+    t_w = (stage_eq - plan.layers_per_stage * layer_attn) / 3.0 * tokens_mb / split / peak
+    hot = 1.0 + imbalance / (mb * t_mb)  # the hot-expert ranks' micro-batches are longer
+    bubble = bubble_s(
+        plan.schedule, plan.pp, plan.vpp, mb, hot * t_fwd, hot * (t_mb - t_fwd), hot * t_w
+    )
     return ComputeTimes(
         micro_batch_s=t_mb,
         forward_s=t_fwd,
@@ -481,6 +584,7 @@ def compute_times(s: Scenario, plan: Plan, counts: ShapeCounts, gpu: Gpu) -> Com
         imbalance_s=imbalance,
         bubble_s=bubble,
         gemm_speedup=gemm_speedup,
+        weight_grad_s=t_w,
     )
 
 
@@ -551,8 +655,29 @@ def training_step(
                 f"fp8 needs FP8 tensor cores; {s.cluster.gpu} has none (allowed: bf16)",
             )
         )
+    if tr.precision == "fp4" and not gpu.fp4_tflops:
+        allowed = "bf16, fp8" if gpu.fp8_dense_tflops else "bf16"
+        problems.append(
+            Problem(
+                "training.precision",
+                f"fp4 (NVFP4) needs FP4 tensor cores (Blackwell); {s.cluster.gpu} "
+                f"({gpu.arch}) has none (allowed: {allowed})",
+            )
+        )
     mem = memory_per_gpu(s, plan, counts, gpu.hbm_gib)
     warnings: list[str] = []
+    computed = plan.sequences_per_step * m.seq_len
+    if computed != tr.global_batch_tokens and not problems:
+        lo, hi = nearest_batches(
+            tr.global_batch_tokens / m.seq_len, plan.dp * plan.micro_batch, m.seq_len
+        )
+        warnings.append(
+            f"training.global_batch_tokens = {tr.global_batch_tokens:,} is not a multiple of "
+            f"dp x micro_batch x seq_len = {plan.dp * plan.micro_batch * m.seq_len:,}: the step "
+            f"computes {plan.sequences_per_step:,} sequences ({computed:,} tokens, "
+            f"tokens_per_step), as Megatron's --decrease-batch-size-if-needed does (without it "
+            f"Megatron and torchtitan refuse the batch); {lo:,} or {hi:,} tokens divide evenly"
+        )
     if mem.status == "over":
         advice = (
             "Raise parallel.tp/pp/cp or the ZeRO stage, lower training.micro_batch, or "
@@ -633,11 +758,13 @@ def training_step(
         comm["ep"] = n_a2a * a2a.time_s
         exposed["ep"] = comm["ep"] * (1.0 - tr.ep_overlap)
         detail["ep"] = _describe(a2a, n_a2a, a2a_bytes)
+    pp_network = False
     if plan.pp > 1:
         p2p_bytes = act / plan.tp
         p2p = fab.p2p(p2p_bytes)
         n_p2p = 2 * (plan.vpp * mb + plan.pp - 1)
         comm["pp"] = exposed["pp"] = n_p2p * p2p.time_s
+        pp_network = p2p.bottleneck != "nvlink"
         detail["pp"] = _describe(p2p, n_p2p, p2p_bytes)
     for dim in ("tp", "cp", "ep"):  # degrees that do not tile the NVLink domain
         if dim in detail:
@@ -689,9 +816,16 @@ def training_step(
         comm["dp"], exposed["dp"] = dp_total, dp_exposed
         detail["dp"] = "; ".join(dp_detail)
 
+    # scale-out vs scale-up: a dimension whose (slowest) group spans NVLink domains runs on
+    # the scale-out network; pipeline sends by the link their slowest boundary crosses
+    scale_out = tuple(
+        d
+        for d in exposed
+        if (d == "pp" and pp_network) or (d != "pp" and _crosses_domains(fab, d, plan))
+    )
     exposed_total = sum(exposed.values())
     step = compute + imbalance + bubble + exposed_total
-    tokens = float(tr.global_batch_tokens)
+    tokens = float(plan.sequences_per_step * seq)  # the batch computed (warned when rounded)
     flops = counts.model_flops_per_token(seq) * tokens
     mfu = flops / (n * gpu.bf16_dense_tflops * 1e12 * step)
     return StepResult(
@@ -714,7 +848,22 @@ def training_step(
         memory=mem,
         mfu_precision_peak=mfu / gemm_speedup,
         warnings=tuple(warnings),
+        scale_out_dims=scale_out,
+        precision=tr.precision,
     )
+
+
+def _crosses_domains(fab: DimensionFabric, dim: str, plan: Plan) -> bool:
+    """Whether the slowest group of ``dim`` spans more than one NVLink domain.
+
+    Data parallelism counts its dense (``dp``) and expert (``edp``) groups.
+    """
+    dims = [dim] if dim != "dp" else ["dp"] + (["edp"] if plan.ep > 1 else [])
+    for d in dims:
+        g = fab.group(d)
+        if g.n_ranks > 1 and (g.n_domains > 1 or g.straddling_groups):
+            return True
+    return False
 
 
 def step_or_raise(scenario: Scenario) -> StepResult:

@@ -46,6 +46,7 @@ from fabric_model.training.fabric import DimensionFabric
 from fabric_model.training.gemm import linear_utilisation
 from fabric_model.training.layout import Layout
 from fabric_model.training.memory import activation_traffic_bytes_per_layer, memory_per_gpu
+from fabric_model.training.schedules import bubble_s, resolve_schedule, schedule_problems
 from fabric_model.training.step import (
     BF16,
     BUCKET_MIN_PARAMS,
@@ -55,6 +56,7 @@ from fabric_model.training.step import (
     StepResult,
     compute_times,
     dispatch_copies,
+    precision_speedups,
     resolve_plan,
     training_step,
 )
@@ -516,8 +518,23 @@ def _grid(
         )
     )
     dp = s.cluster.n_gpus // (cols["tp"] * cols["cp"] * cols["pp"])
-    keep = dp * cols["mb"] <= s.training.global_batch_tokens / m.seq_len
-    return {k: v[keep] for k, v in cols.items()}
+    # the frameworks' rules (training.schedules): the global batch a multiple of dp x
+    # micro_batch, the schedule's own (Megatron interleaving: micro-batches a multiple of pp)
+    tr = s.training
+    per = dp * cols["mb"]
+    if tr.global_batch_tokens % m.seq_len:
+        return {k: v[:0] for k, v in cols.items()}
+    seqs = tr.global_batch_tokens // m.seq_len
+    keep = (per <= seqs) & (seqs % np.maximum(per, 1) == 0)
+    cols = {k: v[keep] for k, v in cols.items()}
+    n_mb = seqs // (dp[keep] * cols["mb"])
+    ok = _per_combo(
+        [cols["pp"], cols["vpp"], n_mb],
+        lambda p, v, nm: float(
+            not schedule_problems(resolve_schedule(tr.schedule, v), tr.framework, p, v, nm)
+        ),
+    ).astype(bool)
+    return {k: v[ok] for k, v in cols.items()}
 
 
 def _moved_s(
@@ -599,11 +616,7 @@ def _space(s: Scenario) -> _Space:
     counts = shape_counts(m)
     gpu = load_catalog().gpu(cl.gpu)
     peak = gpu.bf16_dense_tflops * 1e12 * tr.compute_efficiency
-    speedup = (
-        gpu.fp8_dense_tflops / gpu.bf16_dense_tflops
-        if tr.precision == "fp8" and gpu.fp8_dense_tflops
-        else 1.0
-    )
+    speedup = precision_speedups(tr.precision, gpu)[1]
     layers = counts.moe_layers + counts.dense_layers
     attn = counts.attention_flops_per_token(seq)
     experts = 6.0 * counts.moe_layers * counts.top_k * counts.ffn_per_expert
@@ -673,7 +686,18 @@ def _space(s: Scenario) -> _Space:
         * (hottest - 1.0)
     )
     compute = n_mb * t_mb
-    bubble = (pp - 1) / vpp * (t_mb + imbalance / n_mb)
+    # the schedule's bubble as the step times it (training.schedules)
+    t_w = (stage_eq - lps * layer_attn) / 3.0 * per_flop
+    hot = 1.0 + imbalance / (n_mb * t_mb)
+    f_s, b_s, w_s = hot * t_fwd, hot * (t_mb - t_fwd), hot * t_w
+    if tr.schedule == "auto":
+        bubble = np.where(
+            vpp > 1,
+            bubble_s("interleaved", pp, vpp, n_mb, f_s, b_s, w_s),
+            bubble_s("1f1b", pp, vpp, n_mb, f_s, b_s, w_s),
+        )
+    else:
+        bubble = bubble_s(tr.schedule, pp, vpp, n_mb, f_s, b_s, w_s)
 
     # ---- the step's exposed collectives at the fastest rates a GPU can send: NVLink and
     # NICs at the best efficiency any collective algorithm reaches (nccl_constants.yaml)
@@ -896,8 +920,10 @@ def plan_search(
     exact = True
     pos = 0
     tick = itertools.count()
-    if scenario.training.precision == "fp8" and not gpu.fp8_dense_tflops:
-        order = order[:0]  # the step refuses every plan (no FP8 tensor cores)
+    if (scenario.training.precision == "fp8" and not gpu.fp8_dense_tflops) or (
+        scenario.training.precision == "fp4" and not gpu.fp4_tflops
+    ):
+        order = order[:0]  # the step refuses every plan (no FP8 / FP4 tensor cores)
 
     def stop_s() -> float:
         return -best[0][0] if len(best) >= top else math.inf
