@@ -12,6 +12,7 @@ from ui import facade
 from ui import moe as moe_page
 from ui.page_common import current_scenario, require_buildable
 from ui.state import cli_command
+from ui.tables import display_frame
 from ui.theme import TOPOLOGY_LABELS
 from ui.training_figures import (
     dense_vs_moe_figure,
@@ -159,7 +160,7 @@ def moe_view() -> None:
 
     frame = moe_frame(points + list(skew_points))
     with st.expander("All points (table)"):
-        st.dataframe(frame, hide_index=True, width="stretch")
+        st.dataframe(display_frame(frame), hide_index=True, width="stretch")
     csv_download(frame, label="Download MoE table (CSV)", name="moe", key="dl_moe")
 
 

@@ -12,6 +12,7 @@ from fabric_model.summaries import step_headline
 from ui import facade
 from ui.page_common import current_scenario, require_buildable
 from ui.state import cli_command
+from ui.tables import display_frame
 from ui.theme import TOPOLOGY_LABELS, VENDOR_LABELS, vendor_label
 from ui.training_figures import (
     ScalingLine,
@@ -168,7 +169,7 @@ def scaling_view() -> None:
 
     frame = scaling_frame(lines)
     with st.expander("All points (table)"):
-        st.dataframe(frame, hide_index=True, width="stretch")
+        st.dataframe(display_frame(frame), hide_index=True, width="stretch")
     csv_download(frame, label="Download scaling table (CSV)", name="scaling", key="dl_scaling")
 
 
