@@ -258,7 +258,8 @@ def _chart(fig: go.Figure, name: str) -> dict[str, Any]:
         default_height=f"{height}px",
         validate=False,
     )
-    return {"name": name, "html": Markup(body)}  # plotly's own markup: printed as it is
+    # plotly's own markup, printed as it is; the figure itself for the slides (ui.deck)
+    return {"name": name, "html": Markup(body), "figure": fig}
 
 
 #: What an empty cell prints: an em dash (never "None", "nan" or nothing).
