@@ -31,6 +31,7 @@ __all__ = [
     "build_pptx",
     "deck_slides",
     "pptx_file_name",
+    "projector_figure",
     "section_notes",
 ]
 
@@ -120,7 +121,7 @@ def section_notes(context: Mapping[str, Any], section: str) -> str:
 def _key_numbers_slide(context: Mapping[str, Any]) -> Slide:
     scen, k = context["scenario"], context["key_numbers"]
     metrics = {m["key"]: m for g in k.get("groups", []) for m in g["metrics"]}
-    lines = [scen["design"]]
+    lines = [scen["description"], scen["design"]]
     lines += [
         f"{metrics[key]['label']}: {metrics[key]['value']}"
         for key in _FIRST_SLIDE_METRICS
@@ -129,7 +130,7 @@ def _key_numbers_slide(context: Mapping[str, Any]) -> Slide:
     problems = [p for g in k.get("groups", []) for p in g["problems"]]
     return Slide(
         "key-numbers",
-        f"{scen['name']}: {scen['description']}",
+        str(scen["name"]),
         tuple(lines),
         problem=k.get("problem") or "; ".join(problems),
         notes=section_notes(context, "key-numbers"),
@@ -182,6 +183,23 @@ def deck_slides(context: Mapping[str, Any]) -> list[Slide]:
                         notes=notes,
                     )
                 )
+    return out
+
+
+#: Projector sizes: text readable from the back of a meeting room, a chart filling the view.
+PROJECTOR_FONT_PX = 20
+PROJECTOR_MIN_HEIGHT_PX = 620
+
+
+def projector_figure(fig: go.Figure) -> go.Figure:
+    """Return a copy of ``fig`` for a projector: larger text and a taller plot."""
+    out = go.Figure(fig)
+    height = max(int(out.layout.height or 450) * 13 // 10, PROJECTOR_MIN_HEIGHT_PX)
+    out.update_layout(
+        font={"size": PROJECTOR_FONT_PX},
+        title_font={"size": PROJECTOR_FONT_PX + 6},
+        height=height,
+    )
     return out
 
 
