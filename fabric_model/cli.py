@@ -894,11 +894,7 @@ def _report(args: argparse.Namespace) -> int:
     # Imported here, not at the top: the report draws with plotly (ui.report), and importing
     # fabric_model or this CLI must never load plotly or streamlit (tests/test_report.py).
     try:
-        from ui.report import build_report
-
-        if args.format == "pptx":
-            from ui.deck import build_pptx
-            from ui.exports import StaticExportError
+        from ui.report import build_report, build_slides
     except ImportError as exc:
         raise FabricModelError(
             "report needs the dashboard's ui package and plotly"
@@ -906,12 +902,7 @@ def _report(args: argparse.Namespace) -> int:
             + f" ({exc}); run it from the repository root with requirements.txt installed"
         ) from None
     if args.format == "pptx":
-        try:
-            data = build_pptx(scenario)
-        except StaticExportError as exc:
-            raise FabricModelError(
-                f"--format pptx: the charts need a Chromium for their images ({exc})"
-            ) from None
+        data = build_slides(scenario)  # a FabricModelError without a Chromium for the charts
     else:
         data = build_report(scenario).encode("utf-8")
     try:

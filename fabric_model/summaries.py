@@ -732,7 +732,7 @@ def versus_best(values: dict[str, dict[int, float]], metric: str) -> list[GapRow
 
 
 def _pct(gap: float) -> str:
-    """A gap as the sentence prints it: 0.1 % resolution (below it, "0.1 %": still true)."""
+    """Return a gap as the sentence prints it: to 0.1 % (below that, "0.1 %": still true)."""
     return f"{max(gap, 0.1):.1f} %" if gap < 10 else f"{gap:.0f} %"
 
 

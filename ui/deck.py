@@ -198,8 +198,11 @@ def projector_figure(fig: go.Figure) -> go.Figure:
     out.update_layout(
         font={"size": PROJECTOR_FONT_PX},
         title_font={"size": PROJECTOR_FONT_PX + 6},
+        legend_font={"size": PROJECTOR_FONT_PX},
         height=height,
     )
+    out.update_xaxes(tickfont={"size": PROJECTOR_FONT_PX}, title_font={"size": PROJECTOR_FONT_PX})
+    out.update_yaxes(tickfont={"size": PROJECTOR_FONT_PX}, title_font={"size": PROJECTOR_FONT_PX})
     return out
 
 

@@ -149,7 +149,7 @@ def run(scenario: Scenario) -> None:
         disabled=n == 1,
         width="stretch",
     )
-    mid.markdown(f"<div style='text-align:center'>{n} of {len(slides)}</div>", True)
+    mid.markdown(f"<p style='text-align:center;margin:0'>{n} of {len(slides)}</p>", True)
     right.button(
         "Next",
         key="present_next",
@@ -170,6 +170,7 @@ def run(scenario: Scenario) -> None:
         st.plotly_chart(
             projector_figure(slide.figure),
             width="stretch",
+            theme=None,  # the figure's own (projector) fonts, not Streamlit's template
             config={"displaylogo": False},
             key=f"present_chart_{n}",
         )
