@@ -11,6 +11,9 @@ viewport's bottom edge would slice), so no image library is needed.
 Then the Topology page's diagram alone for the README tour's four designs
 (:data:`DIAGRAMS`: a 1K fat-tree, a 16K dragonfly+, a 4K torus, a 4.6K NVL72 fat-tree) as
 ``assets/screenshots/diagram-<preset>.png`` (``--pages diagrams`` for only these).
+Then the meeting-room views (``--pages views`` for only these): the Scaling page's "versus
+the best fabric" section (its sentence and chart) as ``versus-best.png`` and presentation
+mode's second view (``?present=1&slide=2``) as ``present.png``.
 Exits with status 1 if a page is broken or an image exceeds ``--max-kb``.
 """
 
@@ -102,10 +105,13 @@ async def take(base: str, args: argparse.Namespace) -> int:
             )
         if not wanted or "diagrams" in wanted:
             status |= await take_diagrams(page, base, args)
+        if not wanted or "views" in wanted:
+            status |= await take_views(page, base, args)
         if (
             wanted
             and not any(title.lower() in wanted or slug(title) in wanted for title, _ in pages)
             and "diagrams" not in wanted
+            and "views" not in wanted
         ):
             print(f"no page matches --pages {args.pages}; pages: " + ", ".join(t for t, _ in pages))
             status = 1
@@ -136,6 +142,59 @@ async def take_diagrams(page, base: str, args: argparse.Namespace) -> int:
             f"diagram {preset:<20} -> {out.relative_to(ROOT)} ({kb:,.0f} KB"
             + (f", over {args.max_kb:g} KB)" if too_big else ")")
         )
+    return status
+
+
+def _saved(out: Path, what: str, args: argparse.Namespace) -> int:
+    kb = out.stat().st_size / 1024
+    too_big = kb > args.max_kb
+    print(
+        f"{what:<28} -> {out.relative_to(ROOT)} ({kb:,.0f} KB"
+        + (f", over {args.max_kb:g} KB)" if too_big else ")")
+    )
+    return int(too_big)
+
+
+async def take_views(page, base: str, args: argparse.Namespace) -> int:
+    """Save the versus-best section and a presentation-mode view; 1 if one fails."""
+    status = 0
+    await page.set_viewport_size({"width": args.width, "height": 1600})  # the whole section
+    await open_page(page, f"{base}/scaling?embed_options=light_theme", TIMEOUT_MS)
+    problems = await page.evaluate(PROBLEMS_JS)
+    if problems:
+        print(f"versus-best: not saved, the page shows {', '.join(problems)}")
+        return 1
+    heading = page.locator("[data-testid=stMain] h3").filter(has_text="Versus the best fabric")
+    chart = page.locator(".st-key-scaling_vs_best")
+    await heading.scroll_into_view_if_needed()
+    top = await heading.bounding_box()
+    bottom = await chart.bounding_box()
+    if top is None or bottom is None:
+        print("versus-best: the section is not on the page")
+        return 1
+    out = OUT / "versus-best.png"
+    await page.screenshot(
+        path=str(out),
+        clip={
+            "x": bottom["x"] - 8,
+            "y": top["y"] - 8,
+            "width": bottom["width"] + 16,
+            "height": bottom["y"] + bottom["height"] - top["y"] + 16,
+        },
+    )
+    status |= _saved(out, "Scaling: versus the best", args)
+    await page.set_viewport_size({"width": args.width, "height": args.height})
+    await page.goto(f"{base}/?present=1&slide=2&embed_options=light_theme")
+    await (
+        page.locator("[data-testid=stMain] h1")
+        .filter(has_text="Where the step goes")
+        .wait_for(timeout=TIMEOUT_MS)
+    )
+    await page.locator("[data-testid=stPlotlyChart] .main-svg").first.wait_for(timeout=TIMEOUT_MS)
+    await page.wait_for_timeout(500)
+    out = OUT / "present.png"
+    await page.screenshot(path=str(out))
+    status |= _saved(out, "presentation mode, view 2", args)
     return status
 
 

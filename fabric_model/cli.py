@@ -957,15 +957,23 @@ def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--out",
         required=True,
-        metavar="FILE.html",
-        help="where to write the report (one HTML file that opens offline)",
+        metavar="FILE",
+        help="where to write the report (html: one file that opens offline; pptx: the slides)",
+    )
+    p.add_argument(
+        "--format",
+        choices=("html", "pptx"),
+        default="html",
+        help="html (default): the report; pptx: slides of the same sections (python-pptx), "
+        "one per chart and key table, charts as PNG through the system chromium",
     )
 
 
 @verb(
     "report",
-    "self-contained HTML report of the scenario: key numbers, charts, bill of "
-    "materials, vendor comparison, the scenario and the sources of its numbers",
+    "self-contained HTML report of the scenario (or, --format pptx, its slides): key "
+    "numbers, charts, bill of materials, vendor comparison, the scenario and the sources "
+    "of its numbers",
     add_arguments=_report_args,
 )
 def _report(args: argparse.Namespace) -> int:
@@ -977,20 +985,23 @@ def _report(args: argparse.Namespace) -> int:
             f"--out {args.out}: "
             + ("is a directory" if out.is_dir() else f"no directory {out.parent}")
             + "; give a file path such as "
-            "report.html"
+            f"report.{args.format}"
         )
     scenario = scenario_from_args(args)
     # Imported here, not at the top: the report draws with plotly (ui.report), and importing
     # fabric_model or this CLI must never load plotly or streamlit (tests/test_report.py).
     try:
-        from ui.report import build_report
+        from ui.report import build_report, build_slides
     except ImportError as exc:
         raise FabricModelError(
-            f"report needs the dashboard's ui package and plotly ({exc}); "
-            "run it from the repository root with requirements.txt "
-            "installed"
+            "report needs the dashboard's ui package and plotly"
+            + (" and python-pptx" if args.format == "pptx" else "")
+            + f" ({exc}); run it from the repository root with requirements.txt installed"
         ) from None
-    data = build_report(scenario).encode("utf-8")
+    if args.format == "pptx":
+        data = build_slides(scenario)  # a FabricModelError without a Chromium for the charts
+    else:
+        data = build_report(scenario).encode("utf-8")
     try:
         out.write_bytes(data)
     except OSError as exc:

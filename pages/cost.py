@@ -15,6 +15,7 @@ from ui.cost_figures import (
 from ui.floorplan import site_section
 from ui.page_common import current_scenario, show_model_error
 from ui.state import cost_controls
+from ui.tables import display_frame
 from ui.theme import vendor_label
 from ui.widgets import chart
 
@@ -80,7 +81,7 @@ for c in comparisons:
 
 st.subheader("Side by side")
 summary = vendor_summary_frame(comparisons)
-st.dataframe(summary, hide_index=True, width="stretch")
+st.dataframe(display_frame(summary), hide_index=True, width="stretch")
 chart(vendor_tco_figure(comparisons), key="tco_chart", name="cost tco")
 
 st.subheader(f"Bill of materials ({label})")

@@ -12,12 +12,21 @@ from ui import facade
 from ui import moe as moe_page
 from ui.page_common import current_scenario, require_buildable
 from ui.state import cli_command
+from ui.tables import display_frame
 from ui.theme import TOPOLOGY_LABELS
 from ui.training_figures import (
     dense_vs_moe_figure,
     moe_ep_figure,
     moe_frame,
     moe_skew_figure,
+)
+from ui.versus_best import (
+    METRIC_LABELS,
+    MOE_METRICS,
+    model_title,
+    moe_gap_rows,
+    moe_gap_sentence,
+    versus_best_figure,
 )
 from ui.widgets import chart, csv_download, current_preset
 
@@ -55,7 +64,7 @@ def moe_view() -> None:
     topologies = c2.multiselect(
         "Topologies",
         list(field_spec("fabric.topology").choices),
-        default=[scenario.fabric.topology],
+        default=moe_page.default_topologies(scenario),
         format_func=lambda t: TOPOLOGY_LABELS.get(t, t),
         key="moe_topos",
         help="add topologies to compare (each costs one training step per EP degree); "
@@ -110,6 +119,28 @@ def moe_view() -> None:
         chart(moe_ep_figure(points), key="moe_ep", name="moe alltoall share")
     with right:
         chart(moe_skew_figure(skew_points), key="moe_skew", name="moe skew")
+    st.subheader("Versus the best fabric")
+    st.markdown(f"**{moe_gap_sentence(points, model_title(s.model.name))}**")
+    vs_metric = st.radio(
+        "Compare by",
+        list(MOE_METRICS),
+        format_func=METRIC_LABELS.__getitem__,
+        key="moe_vs_metric",
+        horizontal=True,
+        help="each topology against the best one at the same EP degree: step time in percent "
+        "above the fastest, MFU in points below the best",
+    )
+    chart(
+        versus_best_figure(
+            moe_gap_rows(points, vs_metric),
+            vs_metric,
+            x_title="expert-parallel degree (EP)",
+            log_x=False,
+        ),
+        key="moe_vs_best",
+        name="moe versus best",
+    )
+
     bad = [
         p
         for p in points + list(skew_points)
@@ -160,7 +191,7 @@ def moe_view() -> None:
 
     frame = moe_frame(points + list(skew_points))
     with st.expander("All points (table)"):
-        st.dataframe(frame, hide_index=True, width="stretch")
+        st.dataframe(display_frame(frame), hide_index=True, width="stretch")
     csv_download(frame, label="Download MoE table (CSV)", name="moe", key="dl_moe")
 
 

@@ -9,6 +9,7 @@ from fabric_model.report.summaries import step_headline
 from ui import facade
 from ui.overview import allreduce_curve_chart, step_share_chart, vendor_frame
 from ui.page_common import current_scenario, show_model_error
+from ui.tables import display_frame
 from ui.theme import topology_label, vendor_label
 from ui.widgets import chart, csv_download
 
@@ -167,7 +168,7 @@ chart(
 
 st.subheader("The same design on each vendor")
 vendors = vendor_frame(scenario)
-st.dataframe(vendors, hide_index=True, width="stretch")
+st.dataframe(display_frame(vendors), hide_index=True, width="stretch")
 csv_download(
     vendors,
     label="Download comparison (CSV)",

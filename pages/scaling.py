@@ -12,6 +12,7 @@ from fabric_model.scenario import field_spec
 from ui import facade
 from ui.page_common import current_scenario, require_buildable
 from ui.state import cli_command
+from ui.tables import display_frame
 from ui.theme import TOPOLOGY_LABELS, VENDOR_LABELS, vendor_label
 from ui.training_figures import (
     ScalingLine,
@@ -19,12 +20,21 @@ from ui.training_figures import (
     scaling_frame,
     step_breakdown_figure,
 )
+from ui.versus_best import (
+    METRIC_LABELS,
+    model_title,
+    scaling_gap_rows,
+    scaling_gap_sentence,
+    scaling_styles,
+    versus_best_figure,
+)
 from ui.widgets import chart, csv_download, current_preset
 
 scenario = current_scenario()
 require_buildable(scenario)
 st.title("Scaling")
 m, par = scenario.model, scenario.parallel
+model_name = model_title(m.name)
 st.caption(
     f"{m.name if m.name != 'custom' else 'custom model'} "
     f"({'MoE' if m.kind == 'moe' else 'dense'}), TP{par.tp} PP{par.pp}"
@@ -133,6 +143,25 @@ def scaling_view() -> None:
     with right:
         chart(scaling_figure(lines, "mfu", scaling), key="scaling_mfu", name="scaling mfu")
 
+    st.subheader("Versus the best fabric")
+    st.markdown(f"**{scaling_gap_sentence(lines, model_name)}**")
+    vs_metric = st.radio(
+        "Compare by",
+        list(METRIC_LABELS),
+        format_func=METRIC_LABELS.__getitem__,
+        key="scal_vs_metric",
+        horizontal=True,
+        help="each design against the best design at the same size: step time and network "
+        "capex in percent above the best, MFU in points below it",
+    )
+    chart(
+        versus_best_figure(
+            scaling_gap_rows(lines, vs_metric), vs_metric, styles=scaling_styles(lines)
+        ),
+        key="scaling_vs_best",
+        name="scaling versus best",
+    )
+
     current = lines[0]
     feasible = [p for p in current.points if p.feasible]
     head = step_headline(feasible[-1].step) if feasible else None
@@ -168,7 +197,7 @@ def scaling_view() -> None:
 
     frame = scaling_frame(lines)
     with st.expander("All points (table)"):
-        st.dataframe(frame, hide_index=True, width="stretch")
+        st.dataframe(display_frame(frame), hide_index=True, width="stretch")
     csv_download(frame, label="Download scaling table (CSV)", name="scaling", key="dl_scaling")
 
 

@@ -9,11 +9,12 @@ from ui import whatif
 from ui.compare_figures import (
     WHATIF_COLUMNS,
     whatif_busbw_figure,
+    whatif_display_frame,
     whatif_frame,
     whatif_step_figure,
 )
 from ui.page_common import current_scenario, require_buildable
-from ui.widgets import chart, csv_download
+from ui.widgets import chart, csv_download, number_or_text_column
 
 scenario = current_scenario()
 st.title("What-if")
@@ -51,14 +52,15 @@ def whatif_view() -> None:
 
     st.subheader("Each change alone")
     table = whatif_frame(result.before, result.rows)
+    shown = whatif_display_frame(table)
     st.dataframe(
-        table,
+        shown,
         hide_index=True,
         width="stretch",
         column_config={
             "what_if": st.column_config.TextColumn("what-if"),
             **{
-                key: st.column_config.NumberColumn(header, format=fmt)
+                key: number_or_text_column(shown, key, header, fmt)
                 for key, (header, fmt) in WHATIF_COLUMNS.items()
             },
             "note": st.column_config.TextColumn("why not", help="why a row has no numbers"),

@@ -98,3 +98,69 @@ def test_report_follows_the_sidebar_scenario(page: Page, live_app: str) -> None:
     assert escape(dump_scenario(scenario)) in doc
     assert f"{training_step(scenario).step_time_s:,.2f} s" in doc
     assert f"${bill_of_materials(scenario).capex_usd:,.0f}" in doc
+
+
+# --------------------------------------------------------------------------------------
+# layout: every chart sized by its container, no two charts on top of each other
+# --------------------------------------------------------------------------------------
+
+#: Each plot's outer box and its drawn SVG, and the box of the figure that holds it.
+_BOXES_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(el => {
+  const box = r => ({left: r.left, right: r.right, top: r.top, bottom: r.bottom});
+  return {id: el.id, plot: box(el.getBoundingClientRect()),
+          svg: box(el.querySelector('.main-svg').getBoundingClientRect()),
+          holder: box(el.closest('figure').getBoundingClientRect())};
+})"""
+
+
+def _intersect(a: dict, b: dict) -> bool:
+    """Whether two boxes share area (touching edges do not count)."""
+    return min(a["right"], b["right"]) - max(a["left"], b["left"]) > 0.5 and (
+        min(a["bottom"], b["bottom"]) - max(a["top"], b["top"]) > 0.5
+    )
+
+
+@pytest.fixture(scope="module")
+def report_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from ui.report import build_report
+
+    path = tmp_path_factory.mktemp("report") / "report.html"
+    path.write_text(build_report(load_preset(DEFAULT_PRESET)), encoding="utf-8")
+    return path
+
+
+def _assert_no_overlap(page: Page, where: str) -> None:
+    boxes = page.evaluate(_BOXES_JS)
+    assert [b["id"] for b in boxes] == [f"fig-{c}" for c in CHARTS], where
+    for b in boxes:  # the drawing fits its column: a wider SVG spills over its neighbour
+        assert b["svg"]["right"] <= b["holder"]["right"] + 1, (where, b)
+        assert b["svg"]["left"] >= b["holder"]["left"] - 1, (where, b)
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            for ka in ("plot", "svg"):
+                for kb in ("plot", "svg"):
+                    assert not _intersect(a[ka], b[kb]), (where, a["id"], b["id"], ka, kb)
+
+
+@pytest.mark.parametrize("width", [800, 1200, 2000])
+def test_report_charts_never_overlap(page: Page, report_file: Path, width: int) -> None:
+    """At 800, 1,200 and 2,000 px (the side-by-side pairs stack below 900 px) and in print,
+    each chart is drawn at its own column's width, and no two plot boxes intersect."""
+    page.set_viewport_size({"width": width, "height": 1000})
+    page.goto(report_file.as_uri())
+    for chart in CHARTS:
+        expect(page.locator(f"#fig-{chart} .main-svg").first).to_be_attached()
+    page.wait_for_load_state("load")
+    _assert_no_overlap(page, f"{width} px")
+    pair = page.evaluate(
+        "() => ['fig-scaling-eff', 'fig-scaling-mfu'].map("
+        "id => document.getElementById(id).getBoundingClientRect().top)"
+    )
+    assert (pair[0] == pair[1]) == (width > 900), pair  # side by side only where they fit
+    page.emulate_media(media="print")
+    page.wait_for_function(  # the print layout stacks the pairs; the charts follow it
+        "() => { const a = document.querySelector('#fig-scaling-eff .main-svg');"
+        " return a.getBoundingClientRect().width >="
+        " document.querySelector('#fig-scaling-eff').getBoundingClientRect().width - 1; }"
+    )
+    _assert_no_overlap(page, f"{width} px, print")

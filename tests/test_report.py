@@ -178,6 +178,31 @@ def test_report_shows_the_models_numbers(reports: dict, name: str) -> None:
             assert esc(step.comm_detail[dim]) in doc
 
 
+_TABLE = re.compile(r'<table class="(\w+)">(.*?)</table>', re.S)
+_CELL = re.compile(r'<t([dh]) class="(num)?">(.*?)</t[dh]>')
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_report_tables_have_no_empty_none_or_nan_cell_and_units_in_headers(
+    reports: dict, name: str
+) -> None:
+    """Every cell says something: an em dash for nothing, never "None", "nan" or blank;
+    numeric cells are bare numbers (the unit is in the column's header)."""
+    _, doc = reports[name]
+    tables = _TABLE.findall(doc)
+    assert {css for css, _ in tables} >= {"comm", "scaling", "vendors", "bom", "assumptions"}
+    for css, body in tables:
+        for kind, num, text in _CELL.findall(body):
+            assert text.strip(), (css, "an empty cell")
+            assert not re.search(r"\b(None|nan|NaN|inf)\b", text), (css, text)
+            if kind == "d" and num:
+                assert re.fullmatch(r"-?[\d,]+(\.\d+)?|\u2014", text), (css, text)
+    heads = dict(re.findall(r'<table class="(\w+)">.*?<thead>(.*?)</thead>', doc, re.S))
+    assert "MFU (%)" in heads["scaling"] and "network capex (USD)" in heads["scaling"]
+    assert "capex (USD)" in heads["bom"] and "power (W)" in heads["bom"]
+    assert "of the step (%)" in heads["comm"]
+
+
 def test_report_has_the_scenario_versions_and_date(reports: dict) -> None:
     scenario, doc = reports[DEFAULT_PRESET]
     assert esc(dump_scenario(scenario)) in doc
@@ -294,7 +319,8 @@ def test_user_text_is_escaped() -> None:
     assert "Fabric what-if report: mine &lt;b&gt;&amp;" in doc
     parsed = parse(doc)
     assert parsed.errors == []
-    assert sum(1 for tag, _ in parsed.tags if tag == "script") == 1 + len(CHARTS)
+    # plotly.js, one per chart, and the script that fits every chart to its container
+    assert sum(1 for tag, _ in parsed.tags if tag == "script") == 1 + len(CHARTS) + 1
 
 
 def test_infeasible_plan_is_a_message() -> None:

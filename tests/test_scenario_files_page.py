@@ -191,6 +191,7 @@ def test_download_writes_the_full_scenario_and_reloads_to_the_same_state(
     assert [b.label for b in at.sidebar.get("download_button")] == [
         "Download scenario (YAML)",
         "Download report (HTML)",
+        "Download slides (PPTX)",
     ]
 
     name = f"scenario_{DEFAULT_PRESET}.yaml"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.apptest_helpers import chart_titles, figure, open_page
+from tests.apptest_helpers import chart_titles, figure, figure_titled, open_page
 
 pytestmark = pytest.mark.app
 
@@ -24,7 +24,7 @@ def test_scaling_page_draws_lines_per_design_and_mode_changes_them() -> None:
     assert "weak" in weak["layout"]["title"]["text"]
     assert weak["data"][0]["y"] != strong_y
     # the breakdown stacks to 100% at every size
-    bars = figure(at, 2)["data"]
+    bars = figure_titled(at, "Where the step goes")["data"]
     totals = [sum(t["y"][i] for t in bars) for i in range(len(bars[0]["y"]))]
     assert totals == pytest.approx([1.0] * len(totals))
 
@@ -44,11 +44,12 @@ def test_moe_page_skew_raises_the_step() -> None:
     skew = figure(at, 1)
     totals = [sum(t["y"][i] for t in skew["data"]) for i in range(len(skew["data"][0]["y"]))]
     assert totals == sorted(totals) and totals[-1] > totals[0]
-    # only the sidebar's topology until others are picked (each costs a step per EP degree)
-    assert [t["name"] for t in figure(at, 0)["data"]] == ["Fat-tree"]
-    at.multiselect(key="moe_topos").select("rail-only").run()
+    # the sidebar's topology and one contrast until others are picked (each costs a step
+    # per EP degree): rail-only, whose all-to-all goes through NVLink first
+    assert [t["name"] for t in figure(at, 0)["data"]] == ["Fat-tree", "Rail-only"]
+    at.multiselect(key="moe_topos").select("dragonfly-plus").run()
     assert not at.exception
-    assert {t["name"] for t in figure(at, 0)["data"]} == {"Fat-tree", "Rail-only"}
+    assert {t["name"] for t in figure(at, 0)["data"]} == {"Fat-tree", "Rail-only", "Dragonfly+"}
     at.multiselect(key="moe_skews").set_value([1.0, 8.0]).run()
     assert not at.exception
     assert len(figure(at, 1)["data"][0]["x"]) == 2

@@ -21,6 +21,7 @@ from fabric_model.collectives import CollectiveTime
 from fabric_model.report.summaries import ScenarioMetrics
 from fabric_model.training import StepResult
 from ui.figure_base import size_label
+from ui.tables import display_frame
 from ui.theme import BASE_LAYOUT, OKABE_ITO, STEP_TERM_COLORS, STEP_TERM_LABELS
 from ui.training_figures import TERMS, step_terms
 
@@ -40,6 +41,7 @@ __all__ = [
     "compare_step_figure",
     "unique_labels",
     "whatif_busbw_figure",
+    "whatif_display_frame",
     "whatif_frame",
     "whatif_step_figure",
 ]
@@ -362,6 +364,20 @@ def whatif_frame(before: ScenarioMetrics, rows: Sequence[WhatIfRow]) -> pd.DataF
         row["note"] = note or (before.alltoall_error if m is before else "")
         out.append(row)
     return pd.DataFrame(out)
+
+
+def whatif_display_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """Return :func:`whatif_frame` as the page shows it.
+
+    The baseline's deltas read "baseline", a row without numbers an em dash
+    (:func:`ui.tables.display_frame`).
+    """
+    out = display_frame(table, {k: fmt for k, (_, fmt) in WHATIF_COLUMNS.items()})
+    deltas = [k for k in WHATIF_COLUMNS if "delta" in k]
+    if len(out):
+        out[deltas] = out[deltas].astype(object)
+        out.loc[out.index[0], deltas] = "baseline"  # row 0 is the baseline (whatif_frame)
+    return out
 
 
 def _step_or_none(m: ScenarioMetrics | None) -> StepResult | None:

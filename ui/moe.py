@@ -25,6 +25,7 @@ __all__ = [
     "SKEWS",
     "MoeSetup",
     "current_ep",
+    "default_topologies",
     "dense_vs_moe_lines",
     "moe_names",
     "setup",
@@ -65,6 +66,18 @@ PUBLISHED_PLANS: dict[str, tuple[dict[str, object], str]] = {
         "tests/golden/training_public.yaml)",
     ),
 }
+
+
+#: The topology the MoE page sets beside the sidebar's by default: rail-only has no path
+#: between rails, so its expert all-to-all goes through NVLink first (a contrast wherever
+#: the all-to-all crosses rails), and a rail-only sidebar design is set beside a fat-tree.
+CONTRAST_TOPOLOGY = {"rail-only": "fat-tree"}
+
+
+def default_topologies(scenario: Scenario) -> list[str]:
+    """Return the MoE page's topologies before the user picks: the sidebar's and a contrast."""
+    own = scenario.fabric.topology
+    return [own, CONTRAST_TOPOLOGY.get(own, "rail-only")]
 
 
 def moe_names() -> list[str]:

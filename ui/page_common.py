@@ -6,6 +6,7 @@ import streamlit as st
 
 from fabric_model.errors import FabricModelError
 from fabric_model.scenario import Scenario
+from ui import present
 from ui.state import sidebar_scenario
 
 __all__ = ["current_scenario", "require_buildable", "show_model_error"]
@@ -35,9 +36,12 @@ def current_scenario() -> Scenario:
     _leave_legacy_multipage_mode()
     state = sidebar_scenario()
     st.session_state["scenario_state"] = state
+    present.presentation_toggle()
     if state.scenario is None:
         st.error(state.error)
         st.stop()
+    if present.active():  # ?present=1: the story replaces the page (and stops it)
+        present.run(state.scenario)
     return state.scenario
 
 

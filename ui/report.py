@@ -68,6 +68,7 @@ __all__ = [
     "BUSBW_SIZES",
     "SECTIONS",
     "build_report",
+    "build_slides",
     "render_report",
     "report_context",
     "scaling_sizes",
@@ -258,7 +259,20 @@ def _chart(fig: go.Figure, name: str) -> dict[str, Any]:
         default_height=f"{height}px",
         validate=False,
     )
-    return {"name": name, "html": Markup(body)}  # plotly's own markup: printed as it is
+    # plotly's own markup, printed as it is; the figure itself for the slides (ui.deck)
+    return {"name": name, "html": Markup(body), "figure": fig}
+
+
+#: What an empty cell prints: an em dash (never "None", "nan" or nothing).
+EMPTY_CELL = "\u2014"
+
+
+def _cell(value: Any) -> str:
+    """Return a cell's text: :data:`EMPTY_CELL` for nothing (None, NaN, an empty string)."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return EMPTY_CELL
+    text = str(value)
+    return text if text.strip() else EMPTY_CELL
 
 
 def _table(
@@ -272,7 +286,7 @@ def _table(
     num = list(numeric) + [False] * (len(columns) - len(numeric))
     return {
         "head": list(zip(columns, num, strict=True)),
-        "rows": [list(zip((str(v) for v in row), num, strict=True)) for row in rows],
+        "rows": [list(zip((_cell(v) for v in row), num, strict=True)) for row in rows],
         "caption": caption,
         "css": css,
     }
@@ -485,8 +499,8 @@ def _training(r: _Results) -> dict[str, Any]:
             c.dim,
             f"{c.comm_s:,.3f}",
             f"{c.exposed_s:,.3f}",
-            f"{c.hidden_share:.0%}",
-            f"{c.step_share:.1%}",
+            f"{100 * c.hidden_share:.0f}",
+            f"{100 * c.step_share:.1f}",
             c.detail,
         ]
         for c in summaries.comm_breakdown(step)
@@ -497,8 +511,8 @@ def _training(r: _Results) -> dict[str, Any]:
                 "dimension",
                 "communication (s)",
                 "exposed (s)",
-                "hidden",
-                "of the step",
+                "hidden behind compute (%)",
+                "of the step (%)",
                 "what is sent",
             ],
             rows,
@@ -572,16 +586,24 @@ def _scaling(r: _Results) -> dict[str, Any]:
                     f"{p.n_gpus:,}",
                     plan,
                     f"{p.step.step_time_s:,.2f}",
-                    f"{p.step.mfu:.1%}",
-                    f"{p.scaling_efficiency:.1%}",
-                    _usd(p.network_capex_usd),
+                    f"{100 * p.step.mfu:.1f}",
+                    f"{100 * p.scaling_efficiency:.1f}",
+                    f"{p.network_capex_usd:,.0f}",
                     "",
                 ]
             )
         else:
-            rows.append([f"{p.n_gpus:,}", "-", "-", "-", "-", "-", p.reason])
+            rows.append([f"{p.n_gpus:,}", "", "", "", "", "", p.reason])
     out["table"] = _table(
-        ["GPUs", "plan", "step time (s)", "MFU", "scaling efficiency", "network capex", "why not"],
+        [
+            "GPUs",
+            "plan",
+            "step time (s)",
+            "MFU (%)",
+            "scaling efficiency (%)",
+            "network capex (USD)",
+            "why not",
+        ],
         rows,
         numeric=[True, False, True, True, True, True, False],
         css="scaling",
@@ -589,8 +611,33 @@ def _scaling(r: _Results) -> dict[str, Any]:
     return out
 
 
+#: Decimals of the vendor comparison's numeric columns: dollars and watts per GPU whole,
+#: kW and shares to a tenth (the catalog's prices and powers are planning figures, not
+#: quotes, so more digits would claim more than they know).
+_VENDOR_DECIMALS = {
+    "capex_usd": 0,
+    "capex_per_gpu_usd": 0,
+    "power_kw": 1,
+    "power_per_gpu_w": 0,
+    "network_share_pct": 1,
+    "tco_usd": 0,
+}
+
+
+def _vendor_cell(column: str, value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return _cell(value)
+    if column in _VENDOR_DECIMALS and math.isfinite(value):
+        return f"{value:,.{_VENDOR_DECIMALS[column]}f}"
+    return _num(value) if math.isfinite(value) else EMPTY_CELL
+
+
 #: Headers of the vendor comparison table (``vendor_summary_frame``'s columns).
 _VENDOR_COLUMNS = {
+    "nic": "NIC",
+    "radix": "radix (ports)",
+    "pod_nics": "pod (NIC ports)",
+    "limit": "limiting resource",
     "capex_usd": "capex (USD)",
     "capex_per_gpu_usd": "capex per GPU (USD)",
     "power_kw": "power (kW)",
@@ -612,13 +659,7 @@ def _cost(r: _Results) -> dict[str, Any]:
     frame = vendor_summary_frame(r.comparisons)
     columns = [c for c in frame.columns if c != "note" or frame["note"].astype(bool).any()]
     numeric = [c not in ("vendor", "switch", "nic", "limit", "note") for c in columns]
-    rows = [
-        [
-            _num(v) if isinstance(v, (int, float)) else ("" if v is None else v)
-            for v in (rec[c] for c in columns)
-        ]
-        for rec in frame.to_dict("records")
-    ]
+    rows = [[_vendor_cell(c, rec[c]) for c in columns] for rec in frame.to_dict("records")]
     return {
         "charts": [
             _chart(vendor_capex_figure(r.comparisons), "capex"),
@@ -652,14 +693,14 @@ def _bom_section(r: _Results) -> dict[str, Any]:
             x.item,
             x.where,
             f"{x.quantity:,}",
-            _usd(x.unit_price_usd),
-            _usd(x.capex_usd),
+            f"{x.unit_price_usd:,.0f}",
+            f"{x.capex_usd:,.0f}",
             f"{x.unit_power_w:,.1f}",
             f"{x.power_w:,.0f}",
         ]
         for x in b.lines
     ]
-    rows.append(["total", "", "", "", "", _usd(b.capex_usd), "", f"{b.power_w:,.0f}"])
+    rows.append(["total", "", "", "", "", f"{b.capex_usd:,.0f}", "", f"{b.power_w:,.0f}"])
     return {
         "problem": "",
         "vendor": VENDOR_LABELS.get(b.vendor, b.vendor),
@@ -676,8 +717,8 @@ def _bom_section(r: _Results) -> dict[str, Any]:
                 "item",
                 "where",
                 "quantity",
-                "unit price",
-                "capex",
+                "unit price (USD)",
+                "capex (USD)",
                 "unit power (W)",
                 "power (W)",
             ],
@@ -868,3 +909,25 @@ def build_report(scenario: Scenario, *, generated_at: datetime | None = None) ->
     does not raise for an infeasible plan or a design that cannot be built.
     """
     return render_report(report_context(scenario, generated_at=generated_at))
+
+
+def build_slides(scenario: Scenario) -> bytes:
+    """Return the report's sections as a PPTX deck (:func:`ui.deck.build_pptx`).
+
+    Raises
+    ------
+    FabricModelError
+        If the charts' images cannot be rendered (no Chromium for the server-side export),
+        or python-pptx is not installed; the message says what to install.
+    """
+    from ui.deck import build_pptx
+    from ui.exports import StaticExportError
+
+    try:
+        return build_pptx(scenario)
+    except ImportError as exc:  # python-pptx is imported when the deck is built
+        raise FabricModelError(f"--format pptx needs python-pptx ({exc})") from None
+    except StaticExportError as exc:
+        raise FabricModelError(
+            f"--format pptx: the charts need a Chromium for their images ({exc})"
+        ) from None

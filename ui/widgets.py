@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -23,13 +24,23 @@ from ui.exports import (
     static_export_available,
 )
 
-__all__ = ["chart", "csv_download", "current_preset", "export_key"]
+__all__ = ["chart", "csv_download", "current_preset", "export_key", "number_or_text_column"]
 
 
 def current_preset() -> str | None:
     """Return the sidebar's preset name (None before the sidebar ran)."""
     state = st.session_state.get("scenario_state")
     return getattr(state, "preset", None)
+
+
+def number_or_text_column(frame: pd.DataFrame, key: str, header: str, fmt: str) -> Any:
+    """Return a column's configuration: numbers with ``fmt``, or text.
+
+    Text when :func:`ui.tables.display_frame` turned the column into text (it had a gap).
+    """
+    if pd.api.types.is_numeric_dtype(frame[key]):
+        return st.column_config.NumberColumn(header, format=fmt)
+    return st.column_config.TextColumn(header)
 
 
 def export_key(chart_key: str, fmt: str) -> str:

@@ -13,6 +13,8 @@ derived in one place and every view shows the same value.
 - :func:`scenario_metrics` / :class:`ScenarioMetrics`: one scenario's headline results, the
   What-if and Compare pages' columns;
 - :func:`vendor_rows`: the same design on each vendor, one row per vendor;
+- :func:`versus_best`, :func:`fabric_gap_sentence`: each design against the best one at each
+  size, and the one sentence saying where the fabric matters (Scaling and MoE pages);
 - :func:`scaling_variant`, :func:`vendor_variant`, :func:`replica_scaling_efficiency`: the
   scenario variants the Scaling, Overview and Collectives pages sweep.
 """
@@ -39,11 +41,14 @@ if TYPE_CHECKING:  # the collectives and training models load numba: imported wh
 __all__ = [
     "CURVE_SIZES",
     "HEADLINE_BYTES",
+    "NEGLIGIBLE_GAP_PCT",
     "SCENARIO_METRIC_KEYS",
     "SUMMARY_DIRECT_ALLTOALL_MAX_GPUS",
     "SUMMARY_SIZES",
+    "VERSUS_BEST_METRICS",
     "CollectiveSummary",
     "DimComm",
+    "GapRow",
     "ModelOf",
     "ScenarioMetrics",
     "StepHeadline",
@@ -53,6 +58,7 @@ __all__ = [
     "collective_summary",
     "comm_breakdown",
     "fabric_effect_rows",
+    "fabric_gap_sentence",
     "models_on",
     "replica_scaling_efficiency",
     "scaling_variant",
@@ -60,6 +66,7 @@ __all__ = [
     "step_headline",
     "vendor_rows",
     "vendor_variant",
+    "versus_best",
 ]
 
 NAN = math.nan
@@ -662,3 +669,153 @@ def replica_scaling_efficiency(
         return None
     own = step if step is not None else training_step(scenario)
     return (1.0, n) if own.feasible else None
+
+
+# ------------------------------------------------------------------- versus the best fabric
+
+#: Metrics of the "versus the best fabric" view: (better direction, unit of the gap, what
+#: the gap means). Step time and network capex: percent above the best design at that size
+#: (step time 2 % above the fastest = 2 % more time per step, so 2 % more days and GPU-hours
+#: for the same tokens). MFU: percentage points below the best MFU at that size.
+VERSUS_BEST_METRICS: dict[str, tuple[str, str, str]] = {
+    "step_time_s": ("lower", "%", "slower than the fastest design"),
+    "mfu": ("higher", "pts", "MFU points below the best design"),
+    "network_capex_usd": ("lower", "%", "more network capex than the cheapest design"),
+}
+#: Gaps below this many percent are "within" the best in the sentence: the resolution of the
+#: wording only (the chart and the table show every gap as computed). One percent is below
+#: the spread of repeated runs of one job on one cluster, so the sentence does not call a
+#: fabric better for less.
+NEGLIGIBLE_GAP_PCT = 1.0
+
+
+@dataclass(frozen=True)
+class GapRow:
+    """One design at one size against the best design at that size.
+
+    ``gap`` is in the metric's unit (:data:`VERSUS_BEST_METRICS`): 0 for the best design,
+    NaN where the design does not run (``value`` NaN).
+    """
+
+    metric: str
+    x: int
+    design: str
+    value: float
+    best_design: str
+    best_value: float
+    gap: float
+
+
+def versus_best(values: dict[str, dict[int, float]], metric: str) -> list[GapRow]:
+    """Compare each design with the best design at each size.
+
+    Parameters
+    ----------
+    values
+        Design label -> {size (GPUs, or an EP degree): value of ``metric``}; NaN or a
+        missing size where the design does not run there.
+    metric
+        A key of :data:`VERSUS_BEST_METRICS`.
+
+    Returns
+    -------
+    list of GapRow
+        One row per (design, size), designs in the given order, sizes ascending. Sizes where
+        no design runs have NaN gaps and an empty ``best_design``.
+    """
+    if metric not in VERSUS_BEST_METRICS:
+        raise ValueError(f"metric must be one of {', '.join(VERSUS_BEST_METRICS)}, not {metric!r}")
+    lower = VERSUS_BEST_METRICS[metric][0] == "lower"
+    sizes = sorted({x for per in values.values() for x in per})
+    rows: list[GapRow] = []
+    for x in sizes:
+        ran = {
+            d: v
+            for d, per in values.items()
+            if math.isfinite(v := per.get(x, NAN)) and (v > 0 or (v == 0 and not lower))
+        }
+        best_design = (min if lower else max)(ran, key=ran.__getitem__) if ran else ""
+        best = ran.get(best_design, NAN)
+        for d, per in values.items():
+            v = per.get(x, NAN)
+            if d not in ran:
+                gap = NAN
+            elif metric == "mfu":
+                gap = 100.0 * (best - v)
+            else:
+                gap = 100.0 * (v / best - 1.0)
+            rows.append(GapRow(metric, x, d, v, best_design, best, gap))
+    return rows
+
+
+def _pct(gap: float) -> str:
+    """Return a gap as the sentence prints it: to 0.1 % (below that, "0.1 %": still true)."""
+    return f"{max(gap, 0.1):.1f} %" if gap < 10 else f"{gap:.0f} %"
+
+
+def fabric_gap_sentence(
+    rows: Sequence[GapRow],
+    where: Callable[[int], str] = lambda n: f"{n:,} GPUs",
+    *,
+    subject: str = "",
+) -> str:
+    """Say in one sentence where the fabric matters and where it does not.
+
+    Parameters
+    ----------
+    rows
+        :func:`versus_best` of ``step_time_s`` (the sentence speaks of "slower").
+    where
+        How a size reads ("16,384 GPUs", "EP 64").
+    subject
+        Prefix naming what runs ("With Llama 3 70B"), or empty.
+
+    Returns
+    -------
+    str
+        Computed from the gaps: the size with the largest gap (which design is how much
+        slower than which), and the sizes where every design is within
+        :data:`NEGLIGIBLE_GAP_PCT` of the fastest; or that there is nothing to compare.
+    """
+    by_x: dict[int, list[GapRow]] = {}
+    for r in rows:
+        if math.isfinite(r.gap):
+            by_x.setdefault(r.x, []).append(r)
+    compared = {x: rs for x, rs in sorted(by_x.items()) if len(rs) >= 2}
+    lead = f"{subject}, " if subject else ""
+    if not compared:
+        return _capital(f"{lead}at most one design runs at each size: nothing to compare.")
+    worst = {x: max(rs, key=lambda r: r.gap) for x, rs in compared.items()}
+    close = [x for x, r in worst.items() if r.gap < NEGLIGIBLE_GAP_PCT]
+    top_x = max(worst, key=lambda x: worst[x].gap)
+    top = worst[top_x]
+    if len(close) == len(worst):
+        span = (
+            f"at {where(close[0])}"
+            if len(close) == 1
+            else f"from {where(close[0])} to {where(close[-1])}"
+        )
+        text = (
+            f"the fabric barely matters here: {span} every design's step is within "
+            f"{_pct(top.gap)} of the fastest"
+        )
+    else:
+        text = (
+            f"the fabric matters most at {where(top_x)}, where {top.design} is "
+            f"{_pct(top.gap)} slower than {top.best_design}"
+        )
+        if close:
+            span = (
+                f"at {where(close[0])}"
+                if len(close) == 1
+                else f"from {where(close[0])} to {where(close[-1])}"
+            )
+            text += f"; {span} every design is within {NEGLIGIBLE_GAP_PCT:g} % of the fastest"
+        else:
+            low_x = min(worst, key=lambda x: worst[x].gap)
+            text += f"; the designs are closest at {where(low_x)} ({_pct(worst[low_x].gap)} apart)"
+    return _capital(lead + text + ".")
+
+
+def _capital(sentence: str) -> str:
+    return sentence[0].upper() + sentence[1:]
