@@ -52,7 +52,10 @@ def test_a_ring_only_run_is_named_as_such():
     auto = collective(scenario(), "allreduce", "auto", SIZES[-1:])[0]
     assert auto.algo != "ring"  # the premise: NCCL's choice here is not the ring
     result = compare_log(parse_nccl_tests(synthetic_log("ring", 0.98), op="allreduce"), scenario())
-    assert any("ring-only run" in a and "NCCL_ALGO=Ring" in a for a in result.advice)
+    (advice,) = result.advice
+    assert "match a run with NCCL_ALGO=Ring" in advice
+    # NCCL's choice here is NVLS-Tree: disabling NVLS is the other setting that gives a ring
+    assert "NCCL_ALGO=NVLSTree" in advice and "NCCL_NVLS_ENABLE=0" in advice
     assert result.rows[-1].best_match_algo == "ring"
     assert result.rows[-1].best_match_ratio == pytest.approx(0.98, rel=1e-3)
 
@@ -67,7 +70,7 @@ def test_a_shortfall_no_algorithm_explains_names_the_limit():
     result = compare_log(parse_nccl_tests(synthetic_log("auto", 0.5), op="allreduce"), scenario())
     (advice,) = result.advice
     assert advice.startswith("below the model by 50%")
-    assert "no other algorithm explains it" in advice
+    assert "no NCCL setting explains it" in advice
     assert result.rows[-1].bottleneck in advice
 
 
@@ -77,7 +80,8 @@ def test_cli_prints_the_advice_and_keeps_the_json_rows(tmp_path):
     cmd = [sys.executable, "-m", "fabric_model", "check-nccl", str(log), "--op", "allreduce"]
     cmd += ["--set", f"cluster.n_gpus={N}"]
     text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    assert "# advice: the bandwidth-bound sizes match a ring-only run" in text
+    assert "# advice: the bandwidth-bound sizes match a run with NCCL_ALGO=Ring" in text
+    assert "(ranks: 16 from --set cluster.n_gpus)" in text
     rows = json.loads(
         subprocess.run([*cmd, "--json"], capture_output=True, text=True, check=True).stdout
     )

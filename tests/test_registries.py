@@ -266,8 +266,9 @@ def test_every_unlisted_pair_is_refused(algo: str, op: str) -> None:
 
 def test_auto_flags_switch_candidates_off() -> None:
     on = apply_overrides(MULTI, {"fabric.sharp": True}).fabric
-    assert auto_candidates(on, "allreduce") == AUTO_CANDIDATES["allreduce"]
+    # symmetric kernels need registered buffers (nccl.registered_buffers, off by default)
+    assert (*auto_candidates(on, "allreduce"), "symmetric") == AUTO_CANDIDATES["allreduce"]
     assert "sharp" not in auto_candidates(MULTI.fabric, "allreduce")  # fabric.sharp off
     off = apply_overrides(MULTI, {"fabric.sharp": False, "fabric.nvls": False}).fabric
     assert auto_candidates(off, "allreduce") == ("ring", "tree")
-    assert auto_candidates(off, "allgather") == ("ring",)
+    assert auto_candidates(off, "allgather") == ("pat", "ring")  # PAT: NCCL 2.23+
