@@ -249,3 +249,20 @@ def test_time_stays_finite_and_positive_across_releases():
     for v in VERSIONS:
         for _, rows in outcome(v, "two-nodes"):
             assert all(math.isfinite(t) and t > 0 for _, _, t in rows)
+
+
+@pytest.mark.parametrize("gpu", ["h100", "b200"])
+@pytest.mark.parametrize("op", ["allreduce", "allgather", "reducescatter"])
+def test_symmetric_kernels_never_beat_the_nvlink_line_rate(gpu, op):
+    from fabric_model.collectives import FabricContext, bus_factor
+
+    s = apply_overrides(
+        Scenario(),
+        {"cluster.gpu": gpu, "cluster.n_gpus": 8, "nccl.registered_buffers": True},
+    )
+    ctx = FabricContext.from_scenario(s)
+    (row,) = collective(s, op, "auto", [2**33])
+    assert row.algo == "symmetric"
+    # every GPU receives at least S (multicast all-reduce) or (n-1)/n S
+    least = 1.0 if op == "allreduce" else 7 / 8
+    assert row.busbw_GBps * 1e9 <= bus_factor(op, 8) * ctx.nvlink_Bps / least * (1 + 1e-9)

@@ -11,7 +11,9 @@ particularly for small to medium message sizes"). NCCL prices each kernel with i
 and, with both buffers registered, runs the best one without falling back to the tuner's
 table (``src/scheduler/symmetric_sched.cc``). The model evaluates that same formula (its
 softmin / softplus smoothing left out, under one microsecond) for the LL kernels (protocol
-``LL``) and the load/store and multimem kernels (protocol ``Simple``).
+``LL``) and the load/store and multimem kernels (protocol ``Simple``), bounded by the GPU's
+NVLink line rate. These are NCCL's predictions of its kernels, not measurements: the golden
+set has no public nccl-tests run of them yet.
 """
 
 from __future__ import annotations
@@ -79,6 +81,12 @@ def kernel_times(ctx: FabricContext, op: str) -> dict[str, tuple[float, float, i
     for name, proto, bus_per_s, mult, blocks, pk in kernels:
         bw = min(blocks * sm * mult, pk)
         eff = bus_factor(op, n) * bw / bus_per_s  # nccl-tests busbw this kernel delivers
+        # physics: no GPU moves its bytes faster than its NVLink line rate. An all-reduce
+        # receives at least S with multicast (its reduced shard, then the others' stores),
+        # 2 (n-1)/n S without; all-gather and reduce-scatter (n-1)/n S. NCCL's own peakBw
+        # (480 GiB/s on Hopper's multimem all-reduce) sits above that bound.
+        least = (1.0 if "MC" in name else 2.0 * (n - 1) / n) if is_ar else (n - 1) / n
+        eff = min(eff, bus_factor(op, n) * ctx.nvlink_Bps / least)
         if proto not in out or eff > out[proto][1]:
             out[proto] = (lat_ll if proto == "LL" else lat, eff, blocks, name)
     return out

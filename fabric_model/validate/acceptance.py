@@ -5,8 +5,8 @@ rack over MNNVL, as operators accept a rack; one rail group = one scalable unit 
 sharing their leaves; the whole cluster), three collectives (all-reduce, all-gather,
 all-to-all) and three sizes (8 KiB latency-bound, 64 MiB, 8 GiB bandwidth-bound) the model
 gives the expected nccl-tests bus bandwidth with NCCL's own algorithm choice, and a band
-around it. The band's floor uses the worst ECMP seed when the routing hashes. The table downloads as CSV and as a
-bash script that runs nccl-tests and fails a run below the floor.
+around it. The band's floor uses the worst ECMP seed when the routing hashes. The table
+downloads as CSV and as a bash script that runs nccl-tests and fails a run below the floor.
 
 The script also sets ``NCCL_TESTS_MIN_BW`` so nccl-tests fails the run itself: nccl-tests
 (``src/common.cu``, 2.19.6) exits non-zero when the "Avg bus bandwidth" of the run, the mean
