@@ -8,6 +8,10 @@ the ring graph's bandwidth times 0.75 with latency ``base + log2(nNodes) x inter
 2.8 us x nRanks``; the model takes the ring's network side from the flow solve (the same
 bytes leave every domain) with that factor, and, with NVLS inside, the NVLS multicast
 bandwidth and one NVLS step of latency inside the domain.
+
+Assumption (2.31's tuning code is after the NVIDIA/nccl snapshot read here): with NVLS
+inside, PAT's ranks are the domains, one per domain as in 2.23's one-rank-per-node PAT, so
+the linear latency term is ``2.8 us x domains``, not ``x GPUs``.
 """
 
 from __future__ import annotations
