@@ -475,7 +475,8 @@ def test_operation_widget_changes_the_chart() -> None:
     assert after["data"] != before["data"]
     expected = collective(scenario, "allgather", "auto", SIZES)
     assert auto_markers(after)["y"] == pytest.approx([r.busbw_GBps for r in expected])
-    assert at.multiselect(key="coll_algos:allgather").value == ["ring"]
+    # PAT (NCCL 2.23+, with NVLS inside from 2.31) and the ring
+    assert at.multiselect(key="coll_algos:allgather").value == ["pat", "ring"]
 
     # the breakdown follows the size slider
     at.select_slider(key="coll_size").set_value(2**20).run()
