@@ -532,7 +532,8 @@ def _check_nccl(args: argparse.Namespace) -> int:
 
     scenario = scenario_from_args(args)
     log = parse_nccl_tests_file(args.log) if args.op is None else _parse_with_op(args.log, args.op)
-    result = compare_log(log, scenario, tolerance=args.tolerance)
+    n_gpus_set = any(parse_assignment(item)[0] == "cluster.n_gpus" for item in args.set or [])
+    result = compare_log(log, scenario, tolerance=args.tolerance, n_gpus_set=n_gpus_set)
     payload = [r.to_dict() for r in result.rows]
     # nccl-tests -I 1: the median and 99th-percentile iteration, as busbw
     pct = [
@@ -557,7 +558,8 @@ def _check_nccl(args: argparse.Namespace) -> int:
         for r in result.rows
     ]
     head = [
-        f"# {log.op} on {result.n_ranks:,} ranks: measured (out-of-place busbw) vs model; "
+        f"# {log.op} on {result.n_ranks:,} ranks (ranks: {result.n_ranks:,} from "
+        f"{result.n_ranks_source}): measured (out-of-place busbw) vs model; "
         f"median ratio {result.median_ratio:.2f}"
     ]
     head += [f"# note: {n}" for n in (*result.notes, *log.warnings)]
@@ -1013,7 +1015,13 @@ def _report(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------ export
 
-_EXPORT_FORMATS = ("cabling-csv", "slurm-topology", "slurm-topology-yaml", "networkx-json")
+_EXPORT_FORMATS = (
+    "cabling-csv",
+    "slurm-topology",
+    "slurm-topology-yaml",
+    "networkx-json",
+    "nccl-tuner-csv",
+)
 
 
 def _export_args(p: argparse.ArgumentParser) -> None:
@@ -1022,14 +1030,17 @@ def _export_args(p: argparse.ArgumentParser) -> None:
         required=True,
         choices=_EXPORT_FORMATS,
         help="cabling-csv (one row per cable), slurm-topology (topology.conf, tree plugin), "
-        "slurm-topology-yaml (topology.yaml: tree and NVLink blocks), networkx-json",
+        "slurm-topology-yaml (topology.yaml: tree and NVLink blocks), networkx-json, "
+        "nccl-tuner-csv (the model's algorithm/protocol/channels per size for NCCL's "
+        "example tuner plugin)",
     )
     p.add_argument("--out", required=True, metavar="FILE", help="where to write; - for stdout")
 
 
 @verb(
     "export",
-    "deployment files consistent with the BOM: cabling plan, Slurm topology, node-link graph",
+    "deployment files consistent with the BOM: cabling plan, Slurm topology, node-link graph; "
+    "the NCCL tuner plugin CSV of the model's choice",
     add_arguments=_export_args,
 )
 def _export(args: argparse.Namespace) -> int:

@@ -69,9 +69,11 @@ scenario = current_scenario()
 st.title("Validate")
 st.caption(
     "The sidebar's scenario describes the cluster the log was measured on (GPU, NVLink "
-    "domain, NICs, fabric); the log says which collective ran and on how many ranks, and its "
-    "rank count overrides cluster.n_gpus. The model is NCCL-like auto (its best algorithm and "
-    "protocol per size); measured values are nccl-tests' out-of-place columns."
+    "domain, NICs, fabric); the log says which collective ran and on how many ranks: a rank "
+    "count of 2 or more from the log overrides cluster.n_gpus (a header with one Rank line "
+    "keeps it), and the log's NCCL release sets nccl.version. Advice names NCCL's settings "
+    "(NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE). The model is NCCL-like auto (its best "
+    "algorithm and protocol per size); measured values are nccl-tests' out-of-place columns."
 )
 
 log_input = _read_log()
@@ -125,7 +127,7 @@ else:
         within = sum(abs(r.ratio - 1) <= tolerance for r in rows)
         m = st.columns(4)
         m[0].metric("Collective", _op_label(comparison.op))
-        m[1].metric("Ranks", f"{comparison.n_ranks:,}")
+        m[1].metric("Ranks", f"{comparison.n_ranks:,}", help=f"from {comparison.n_ranks_source}")
         m[2].metric(
             "Median measured / model",
             f"{comparison.median_ratio:.2f}",

@@ -14,7 +14,7 @@ import pytest
 from fabric_model.collectives import collective
 from fabric_model.errors import FabricModelError
 from fabric_model.presets import load_preset
-from fabric_model.scenario import apply_overrides
+from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.validate.acceptance import acceptance_expectations
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,3 +138,23 @@ def test_acceptance_json_says_what_it_skipped_on_stderr(capsys: pytest.CaptureFi
     out, err = capsys.readouterr()
     assert status == 0 and json.loads(out) == []
     assert err.count("# not modelled:") >= 2 and "no cable to degrade" in err
+
+
+def test_an_nvl72_rack_is_its_own_scope():
+    # what operators accept: the whole 72-GPU MNNVL domain, on NVLink alone, before cabling
+    from fabric_model.validate.acceptance import DOMAIN_SCOPE
+
+    s = apply_overrides(load_preset("gb200-nvl72-ndr"), {"cluster.n_gpus": 144})
+    table = acceptance_expectations(s, 0.15)
+    rack = [r for r in table.rows if r.scope == DOMAIN_SCOPE]
+    assert {r.n_gpus for r in rack} == {72}
+    assert {r.op for r in rack} == {"allreduce", "allgather", "alltoall"}
+    one_rack = apply_overrides(s, {"cluster.n_gpus": 72})
+    for r in rack:
+        want = collective(one_rack, r.op, "auto", [r.size_bytes])[0]
+        assert r.expected_busbw_GBps == pytest.approx(want.busbw_GBps, abs=0.01)
+        assert r.min_busbw_GBps == pytest.approx(want.busbw_min_GBps * 0.85, abs=0.01)
+    big = {r.op: r for r in rack if r.size_bytes == 8 * 2**30}
+    assert big["allreduce"].algo.startswith("nvls")  # NVLS inside the rack
+    # an H100 cluster's NVLink domain is the server: no rack scope
+    assert DOMAIN_SCOPE not in {r.scope for r in acceptance_expectations(Scenario(), 0.1).rows}

@@ -149,8 +149,9 @@ def test_crossover_lines_where_auto_switches_algorithm() -> None:
         assert any(a.x == pytest.approx(math.log10(size)) for a in fig.layout.annotations)
     assert f"{switches[0][1]} → {switches[0][2]}" in auto_summary_text(auto)
 
-    # a protocol change alone is not a crossover: all-gather runs ring only
-    ag = collective(scenario, "allgather", "auto", SIZES)
+    # a protocol change alone is not a crossover: all-gather runs ring only (before NCCL
+    # 2.31, whose PAT with NVLS inside takes the sizes up to 2 GiB here)
+    ag = collective(apply_overrides(scenario, {"nccl.version": "2.30"}), "allgather", "auto", SIZES)
     assert len({r.proto for r in ag}) > 1
     assert auto_crossovers(ag) == []
     assert not collective_busbw_figure({}, ag).layout.shapes
@@ -481,7 +482,8 @@ def test_operation_widget_changes_the_chart() -> None:
     assert after["data"] != before["data"]
     expected = collective(scenario, "allgather", "auto", SIZES)
     assert auto_markers(after)["y"] == pytest.approx([r.busbw_GBps for r in expected])
-    assert at.multiselect(key="coll_algos:allgather").value == ["ring"]
+    # PAT (NCCL 2.23+, with NVLS inside from 2.31) and the ring
+    assert at.multiselect(key="coll_algos:allgather").value == ["pat", "ring"]
 
     # the breakdown follows the size slider
     at.select_slider(key="coll_size").set_value(2**20).run()

@@ -1,4 +1,4 @@
-"""Deployment-file downloads (cabling plan, Slurm topology, graph) for the Topology page.
+"""Deployment-file downloads (cabling plan, Slurm topology, graph, NCCL tuner config).
 
 The files come from :mod:`fabric_model.plant.export`; each is written only when its button is
 clicked (a deferred ``st.download_button`` payload; at 131,072 GPUs the cabling plan is
@@ -39,6 +39,11 @@ DEPLOYMENT_BUTTONS: dict[str, tuple[str, str]] = {
         "Graph (networkx JSON)",
         "networkx node-link data of servers and switches; each edge has its link class and "
         "cable count (networkx.node_link_graph(data, edges='edges'))",
+    ),
+    "nccl-tuner-csv": (
+        "NCCL tuner config (CSV)",
+        "the model's NCCL algorithm, protocol and channels per message size, as the CSV of "
+        "NCCL's example tuner plugin (NCCL_TUNER_CONFIG_FILE; plugins/tuner/example)",
     ),
 }
 

@@ -17,12 +17,12 @@ import streamlit as st
 
 from fabric_model.catalog import load_catalog
 from fabric_model.collectives import (
-    AUTO_CANDIDATES,
     AlgoModel,
     AlgorithmUnavailableError,
     CollectiveTime,
     FabricContext,
     algo_models,
+    auto_candidates,
     registry,
     times_from_models,
 )
@@ -187,7 +187,7 @@ def _algo_model(scenario: Scenario, op: str, algo: str) -> AlgoModel | str:
 
 def _auto_candidates(scenario: Scenario, op: str) -> tuple[str, ...]:
     """Return the algorithms ``auto`` chooses among (as ``collectives.algo_models`` does)."""
-    return tuple(a for a in AUTO_CANDIDATES[op] if a != "sharp" or scenario.fabric.sharp)
+    return auto_candidates(scenario.fabric, op, scenario.nccl)
 
 
 def _cached_models(scenario: Scenario) -> summaries.ModelOf:

@@ -27,12 +27,14 @@ from fabric_model.collectives.registry import (
     ALGOS,
     AUTO_CANDIDATES,
     MODELS,
+    NCCL_ALGO_MODELS,
     Algorithm,
     auto_candidates,
     check_op,
+    check_version,
 )
 from fabric_model.errors import ScenarioError
-from fabric_model.scenario import Scenario
+from fabric_model.scenario import NcclSpec, Scenario
 
 __all__ = [
     "ALGORITHMS",
@@ -75,17 +77,36 @@ def algo_models(ctx: FabricContext, op: str, algo: str) -> list[AlgoModel]:
         raise AlgorithmUnavailableError(
             "nvls is disabled (fabric.nvls = false, as NCCL_NVLS_ENABLE=0); use ring or tree"
         )
+    nccl = ctx.scenario.nccl
+    forced = nccl.algo != "auto" and op != "alltoall"  # NCCL_ALGO: collectives only
+    if forced and nccl.algo not in NCCL_ALGO_MODELS:
+        raise AlgorithmUnavailableError(
+            f"nccl.algo = {nccl.algo} (NCCL_ALGO={nccl.algo}) has no model: the model's SHARP "
+            f"is CollNet Direct (nccl.algo = collnetdirect)"
+        )
     if algo != "auto":
         check_op(algo, op)
-        return [_with_pattern(ctx, MODELS[algo], op)]
+        check_version(algo, nccl)
+        if forced and NCCL_ALGO_MODELS[nccl.algo] != algo:
+            raise AlgorithmUnavailableError(
+                f"{algo} is not what nccl.algo = {nccl.algo} forces (NCCL_ALGO="
+                f"{nccl.algo}); use --algo auto or {NCCL_ALGO_MODELS[nccl.algo]}"
+            )
+        return [_nccl_knobs(_with_pattern(ctx, MODELS[algo], op), nccl, op)]
     out, reasons = [], []
-    # the registry's switches: SHARP only with fabric.sharp, NVLS only with fabric.nvls
-    for name in auto_candidates(ctx.scenario.fabric, op):
+    # the registry's switches: SHARP only with fabric.sharp, NVLS only with fabric.nvls; the
+    # NCCL release's algorithms, registered buffers and NCCL_ALGO (nccl.*)
+    for name in auto_candidates(ctx.scenario.fabric, op, nccl):
         try:
-            out.append(_with_pattern(ctx, MODELS[name], op))
+            out.append(_nccl_knobs(_with_pattern(ctx, MODELS[name], op), nccl, op))
         except AlgorithmUnavailableError as exc:
             reasons.append((name, exc))
     if not out:
+        if forced and not reasons:
+            raise AlgorithmUnavailableError(
+                f"nccl.algo = {nccl.algo} (NCCL_ALGO={nccl.algo}) does not run {op} here "
+                f"(nccl.version = {nccl.version}, fabric.sharp / fabric.nvls switches)"
+            )
         raise AlgorithmUnavailableError(unavailable_message(op, reasons))
     return out
 
@@ -98,6 +119,39 @@ def _with_pattern(ctx: FabricContext, fn: object, op: str) -> AlgoModel:
     if pattern is None or model.inter_Bps == math.inf:
         return model
     return replace(model, pattern=pattern)
+
+
+def _nccl_knobs(model: AlgoModel, nccl: NcclSpec, op: str) -> AlgoModel:
+    """Apply ``nccl.algo``'s NVLS / NVLSTree distinction and ``nccl.proto`` to one model.
+
+    NCCL's NVLS across nodes needs CollNet (NVLS + SHARP) and its NVLS-Tree does not run on
+    one node (``tuning.cc``); NCCL_PROTO leaves the algorithm only that protocol.
+
+    Raises
+    ------
+    AlgorithmUnavailableError
+        Naming ``nccl.algo`` or ``nccl.proto``.
+    """
+    if op == "alltoall":  # point-to-point in NCCL: NCCL_ALGO / NCCL_PROTO do not choose it
+        return model
+    if nccl.algo == "nvls" and model.algo == "nvls-tree":
+        raise AlgorithmUnavailableError(
+            "nccl.algo = nvls: across NVLink domains NCCL runs NVLS only with CollNet (NVLS + "
+            "SHARP: nccl.algo = collnetdirect with fabric.sharp); NVLS-Tree is nccl.algo = "
+            "nvlstree"
+        )
+    if nccl.algo == "nvlstree" and model.algo == "nvls":
+        raise AlgorithmUnavailableError(
+            "nccl.algo = nvlstree runs across NVLink domains (NCCL has no NVLS-Tree on one "
+            "node); this job fits in one domain: nccl.algo = nvls"
+        )
+    if nccl.proto == "auto":
+        return model
+    if nccl.proto not in model.latency_us:
+        raise AlgorithmUnavailableError(
+            f"nccl.proto = {nccl.proto}: {model.algo} runs {', '.join(model.protocols)} only"
+        )
+    return replace(model, latency_us={nccl.proto: model.latency_us[nccl.proto]})
 
 
 def unavailable_message(op: str, reasons: Sequence[tuple[str, Exception]]) -> str:
@@ -134,6 +188,8 @@ def times_from_models(
     fastest (NCCL's miss when they differ, e.g. NVIDIA/nccl issue 1801).
     """
     rows = []
+    # NCCL runs its symmetric kernels on registered buffers without its tuner's table
+    models = [m for m in models if m.bypasses_tuner] or list(models)
     candidates = [(m, p) for m in models for p in m.protocols]
     for size in sizes:
         # NCCL picks by its tuner's table (tuning.cc); the fabric then delivers what it does

@@ -121,6 +121,10 @@ class AlgoModel:
         its refinements), bytes/s; ``None`` where the tuner's figure is the delivered one.
         NCCL picks the algorithm and protocol by its table, not by what the fabric
         delivers, so ``auto`` chooses with this figure and reports the delivered time.
+    bypasses_tuner : bool
+        NCCL runs this algorithm whenever it can, without consulting its tuner's table (the
+        symmetric-memory kernels on registered buffers, ``symmetric_sched.cc``): ``auto``
+        then chooses only among such models.
     """
 
     op: str
@@ -141,6 +145,7 @@ class AlgoModel:
     mean_switch_hops: float = 0.0
     notes: tuple[str, ...] = field(default=())
     tuner_busbw_Bps: float | None = None
+    bypasses_tuner: bool = False
     #: the network pattern solved for this algorithm, ``(src, dst, demand)`` NIC endpoints
     #: (``None``: NVLink only, or solved by flow classes); ``collective --links`` re-solves it
     pattern: Any = field(default=None, repr=False, compare=False)

@@ -25,8 +25,11 @@ from dataclasses import dataclass
 from fabric_model.collectives import algorithms as _a
 from fabric_model.collectives.context import FabricContext
 from fabric_model.collectives.model import OPS, AlgoModel, AlgorithmUnavailableError
+from fabric_model.collectives.pat import pat_model
+from fabric_model.collectives.symmetric_kernels import symmetric_model
+from fabric_model.collectives.versions import FEATURES, has
 from fabric_model.families import OKABE_ITO
-from fabric_model.scenario import FabricSpec
+from fabric_model.scenario import FabricSpec, NcclSpec
 
 __all__ = [
     "ALGORITHMS",
@@ -34,10 +37,12 @@ __all__ = [
     "AUTO_CANDIDATES",
     "DEFAULT_ALGORITHMS",
     "MODELS",
+    "NCCL_ALGO_MODELS",
     "OP_ALGORITHMS",
     "Algorithm",
     "auto_candidates",
     "check_op",
+    "check_version",
 ]
 
 
@@ -73,6 +78,11 @@ class Algorithm:
     aliases : tuple[tuple[str, str], ...]
         Other names its results may carry, with their labels (``nvls`` across NVLink domains
         runs NCCL's NVLS-Tree and reports ``nvls-tree``).
+    since : str
+        The NCCL feature (``assets/nccl_versions.yaml``) it needs; ``nccl.version`` before
+        that feature's release refuses it and ``auto`` leaves it out (empty: every release).
+    needs_registered : bool
+        ``auto`` considers it only with ``nccl.registered_buffers`` on.
     """
 
     name: str
@@ -86,6 +96,8 @@ class Algorithm:
     nccl: str = ""
     color: str = OKABE_ITO["grey"]
     aliases: tuple[tuple[str, str], ...] = ()
+    since: str = ""
+    needs_registered: bool = False
 
     @property
     def all_ops(self) -> tuple[str, ...]:
@@ -129,7 +141,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             auto_flag="nvls",
             valid="NVSwitch domains of 2+ Hopper or newer GPUs with fabric.nvls on; "
             "all-gather and reduce-scatter inside one domain",
-            nccl="NCCL_ALGO=NVLS / NVLSTree",
+            nccl="NCCL_ALGO=NVLS",
             color=OKABE_ITO["green"],
             aliases=(("nvls-tree", "NVLS-Tree (NVLS in the domain, tree across)"),),
         ),
@@ -141,7 +153,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             auto_ops=("allreduce",),
             auto_flag="sharp",
             valid="switches with SHARP (InfiniBand); auto considers it with fabric.sharp on",
-            nccl="CollNet / SHARP (NCCL_COLLNET_ENABLE=1)",
+            nccl="NCCL_ALGO=CollNetDirect (NCCL_COLLNET_ENABLE=1 with the SHARP plugin)",
             color=OKABE_ITO["purple"],
         ),
         Algorithm(
@@ -165,7 +177,46 @@ ALGORITHMS: dict[str, Algorithm] = {
             nccl="direct peer-to-peer sends",
             color=OKABE_ITO["vermillion"],
         ),
+        Algorithm(
+            "pat",
+            "PAT (parallel aggregated trees)",
+            pat_model,
+            ("allgather", "reducescatter"),
+            auto_ops=("allgather", "reducescatter"),
+            valid="across NVLink domains, one GPU per domain (NCCL 2.23+), or with NVLS "
+            "inside the domain (NCCL 2.31+)",
+            nccl="NCCL_ALGO=PAT",
+            color=OKABE_ITO["yellow"],
+            since="pat",
+        ),
+        Algorithm(
+            "symmetric",
+            "symmetric-memory kernels",
+            symmetric_model,
+            (),
+            one_domain_ops=_RING_OPS,
+            auto_ops=_RING_OPS,
+            valid="inside one NVLink domain of Hopper or Blackwell GPUs with registered "
+            "buffers (nccl.registered_buffers, NCCL 2.27+)",
+            nccl="symmetric-memory kernels (buffers registered with ncclCommWindowRegister "
+            "and NCCL_WIN_COLL_SYMMETRIC)",
+            color=OKABE_ITO["grey"],
+            since="symmetric_kernels",
+            needs_registered=True,
+        ),
     )
+}
+
+#: ``nccl.algo`` (NCCL_ALGO's names) -> the model's algorithm that runs it. NCCL's NVLS and
+#: NVLSTree are one model algorithm (``nvls``: NVLS inside one domain, NVLS-Tree across);
+#: CollNet Direct is the model's ``sharp``. CollNet Chain has no model (refused).
+NCCL_ALGO_MODELS: dict[str, str] = {
+    "ring": "ring",
+    "tree": "tree",
+    "nvls": "nvls",
+    "nvlstree": "nvls",
+    "collnetdirect": "sharp",
+    "pat": "pat",
 }
 
 #: ``--algo`` values: every algorithm, then ``auto`` (NCCL-like choice).
@@ -198,13 +249,47 @@ DEFAULT_ALGORITHMS: dict[str, tuple[str, ...]] = _per_op(
 )
 
 
-def auto_candidates(fabric: FabricSpec, op: str) -> tuple[str, ...]:
-    """Return the algorithms ``auto`` chooses among for ``op`` with these fabric switches."""
-    return tuple(
+def auto_candidates(fabric: FabricSpec, op: str, nccl: NcclSpec | None = None) -> tuple[str, ...]:
+    """Return the algorithms ``auto`` chooses among for ``op`` with these fabric switches.
+
+    ``nccl`` is the scenario's ``nccl`` section (default: the newest release, no registered
+    buffers): only what that release has, what registered buffers enable, and, under
+    ``nccl.algo`` (NCCL_ALGO), that algorithm alone (all-to-all is point-to-point in NCCL
+    and ignores NCCL_ALGO).
+    """
+    names = [
         n
         for n in AUTO_CANDIDATES[op]
         if not ALGORITHMS[n].auto_flag or getattr(fabric, ALGORITHMS[n].auto_flag)
-    )
+    ]
+    if nccl is None:
+        nccl = NcclSpec()
+    names = [
+        n
+        for n in names
+        if (not ALGORITHMS[n].since or has(nccl.version, ALGORITHMS[n].since))
+        and (not ALGORITHMS[n].needs_registered or nccl.registered_buffers)
+    ]
+    if nccl.algo != "auto" and op != "alltoall":
+        forced = NCCL_ALGO_MODELS.get(nccl.algo)
+        names = [n for n in names if n == forced]
+    return tuple(names)
+
+
+def check_version(algo: str, nccl: NcclSpec) -> None:
+    """Refuse an algorithm the scenario's NCCL release does not have.
+
+    Raises
+    ------
+    AlgorithmUnavailableError
+        ``"<algo> needs NCCL <since> or later (nccl.version = ...)"``.
+    """
+    since = ALGORITHMS[algo].since if algo in ALGORITHMS else ""
+    if since and not has(nccl.version, since):
+        raise AlgorithmUnavailableError(
+            f"{algo} needs NCCL {FEATURES[since]} or later (nccl.version = {nccl.version}; "
+            f"assets/nccl_versions.yaml, feature {since})"
+        )
 
 
 def check_op(algo: str, op: str) -> None:

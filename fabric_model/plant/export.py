@@ -113,6 +113,13 @@ EXPORT_FORMATS: dict[str, ExportFormat] = {
             "-graph.json",
             "application/json",
         ),
+        ExportFormat(
+            "nccl-tuner-csv",
+            "the model's NCCL algorithm, protocol and channels per message size and "
+            "collective, as the CSV NCCL's example tuner plugin reads (plugins/tuner/example)",
+            "-nccl_tuner.conf",
+            "text/csv",
+        ),
     )
 }
 
@@ -1004,6 +1011,8 @@ def export_unavailable_reason(topo: Topology, fmt: str) -> str | None:
     """
     if fmt not in EXPORT_FORMATS:
         return f"unknown format {fmt!r}; one of {', '.join(EXPORT_FORMATS)}"
+    if fmt == "nccl-tuner-csv":  # collectives, not cables: one NVLink domain has them too
+        return None
     if topo.n_links == 0:
         return "no scale-out cables: every GPU is in one NVLink domain"
     if topo.family == "hybrid":
@@ -1046,6 +1055,14 @@ def export_design(
         For an unknown format, a design that cannot be built, has no scale-out cable, or
         does not fit the format (a switchless family for Slurm's tree plugin).
     """
+    if fmt == "nccl-tuner-csv":
+        if not isinstance(scenario, Scenario):
+            raise FabricModelError("--format nccl-tuner-csv is written from a scenario, not a plan")
+        from fabric_model.collectives.tuner_csv import tuner_csv
+
+        text, n_rows, notes = tuner_csv(scenario)
+        suffix = EXPORT_FORMATS[fmt].file_suffix
+        return Export(fmt, text, n_rows, f"{scenario.name}{suffix}", notes)
     if fmt not in _WRITERS:
         raise FabricModelError(f"--format {fmt!r}: must be one of {', '.join(EXPORT_FORMATS)}")
     plan = scenario if isinstance(scenario, DeploymentPlan) else deployment_plan(scenario, catalog)

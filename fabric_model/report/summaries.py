@@ -214,11 +214,12 @@ def auto_candidates(scenario: Scenario, op: str) -> tuple[str, ...]:
     """Return the algorithms NCCL-like ``auto`` chooses among for ``op`` on this scenario.
 
     As ``fabric_model.collectives.algo_models(ctx, op, "auto")``: SHARP only with
-    ``fabric.sharp``, NVLS only with ``fabric.nvls``.
+    ``fabric.sharp``, NVLS only with ``fabric.nvls``, and the ``nccl.*`` release, registered
+    buffers and NCCL_ALGO.
     """
     from fabric_model.collectives.registry import auto_candidates as registry_candidates
 
-    return registry_candidates(scenario.fabric, op)
+    return registry_candidates(scenario.fabric, op, scenario.nccl)
 
 
 def auto_models(

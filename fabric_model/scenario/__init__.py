@@ -30,6 +30,8 @@ __all__ = [
     "MAX_SCENARIO_BYTES",
     "MODEL_NAMES",
     "MODEL_SHAPES",
+    "NCCL_ALGOS",
+    "NCCL_VERSIONS",
     "SECTIONS",
     "SHAPE_KEYS",
     "VENDORS",
@@ -41,6 +43,7 @@ __all__ = [
     "HybridSpec",
     "ManagementSpec",
     "ModelSpec",
+    "NcclSpec",
     "ParallelismPlan",
     "ReliabilitySpec",
     "Scenario",
@@ -1109,6 +1112,66 @@ class ManagementSpec:
     )
 
 
+#: ``nccl.version`` values (``assets/nccl_versions.yaml``, oldest first; the last is the default).
+NCCL_VERSIONS_PATH = asset("nccl_versions.yaml")
+NCCL_VERSIONS: tuple[str, ...] = tuple(
+    yaml.safe_load(NCCL_VERSIONS_PATH.read_text(encoding="utf-8"))["versions"]
+)
+#: ``nccl.algo`` values: NCCL_ALGO's names (lower case, as NCCL parses them), or auto.
+NCCL_ALGOS: tuple[str, ...] = (
+    "ring",
+    "tree",
+    "nvls",
+    "nvlstree",
+    "collnetdirect",
+    "collnetchain",
+    "pat",
+)
+
+
+@dataclass(frozen=True)
+class NcclSpec:
+    """The NCCL release the collective model follows, and NCCL's own knobs as what-ifs."""
+
+    version: str = _f(
+        NCCL_VERSIONS[-1],
+        FieldSpec(
+            "choice",
+            "NCCL release whose algorithms, kernels and CTA cap the model follows "
+            "(assets/nccl_versions.yaml: what each release changes, with its release note)",
+            choices=NCCL_VERSIONS,
+        ),
+    )
+    algo: str = _f(
+        "auto",
+        FieldSpec(
+            "choice",
+            "NCCL_ALGO: force NCCL's algorithm for all-reduce, all-gather and reduce-scatter "
+            "(all-to-all is point-to-point and ignores it); auto = NCCL's tuner",
+            choices=NCCL_ALGOS,
+            auto=True,
+        ),
+    )
+    proto: str = _f(
+        "auto",
+        FieldSpec(
+            "choice",
+            "NCCL_PROTO: force NCCL's protocol (all-to-all ignores it); auto = NCCL's tuner",
+            choices=("LL", "LL128", "Simple"),
+            auto=True,
+        ),
+    )
+    registered_buffers: bool = _f(
+        False,
+        FieldSpec(
+            "bool",
+            "user buffers registered with NCCL (ncclCommRegister / ncclCommWindowRegister "
+            "with NCCL_WIN_COLL_SYMMETRIC): from 2.27 a job inside one NVLink domain runs "
+            "NCCL's symmetric-memory kernels; the tuner CSV's regBuff column",
+        ),
+    )
+
+
 #: Section name -> dataclass, in document order.
 SECTIONS: dict[str, type] = {
     "cluster": ClusterSpec,
@@ -1123,6 +1186,7 @@ SECTIONS: dict[str, type] = {
     "storage": StorageSpec,
     "management": ManagementSpec,
     "hybrid": HybridSpec,
+    "nccl": NcclSpec,
 }
 
 
@@ -1197,6 +1261,8 @@ def coerce_value(key: str, raw: Any) -> Any:
                     return choice
             elif text is not None and text == choice:
                 return choice
+            elif isinstance(raw, float) and _numeric_text(choice) and float(choice) == raw:
+                return choice  # YAML reads nccl.version: 2.30 as the float 2.3
         raise bad
     value: float | int
     if spec.kind == "int":
@@ -1218,6 +1284,10 @@ def coerce_value(key: str, raw: Any) -> Any:
     if spec.max is not None and value > spec.max:
         raise bad
     return value
+
+
+def _numeric_text(text: str) -> bool:
+    return text.replace(".", "", 1).isdigit()
 
 
 def _as_int(raw: Any, text: str | None) -> int | None:
@@ -1331,6 +1401,7 @@ class Scenario:
     storage: StorageSpec = field(default_factory=StorageSpec)
     management: ManagementSpec = field(default_factory=ManagementSpec)
     hybrid: HybridSpec = field(default_factory=HybridSpec)
+    nccl: NcclSpec = field(default_factory=NcclSpec)
 
     def __post_init__(self) -> None:
         # the name follows the shape: a changed layer count makes it a custom model

@@ -1,11 +1,12 @@
 """Acceptance expectations: what a healthy fabric of this design shows in nccl-tests.
 
-For three scopes (one server, one rail group = one scalable unit of servers sharing their
-leaves, the whole cluster), three collectives (all-reduce, all-gather, all-to-all) and three
-sizes (8 KiB latency-bound, 64 MiB, 8 GiB bandwidth-bound) the model gives the expected
-nccl-tests bus bandwidth with NCCL's own algorithm choice, and a band around it. The band's
-floor uses the worst ECMP seed when the routing hashes. The table downloads as CSV and as a
-bash script that runs nccl-tests and fails a run below the floor.
+For its scopes (one server; one whole NVLink domain when it spans several servers, an NVL72
+rack over MNNVL, as operators accept a rack; one rail group = one scalable unit of servers
+sharing their leaves; the whole cluster), three collectives (all-reduce, all-gather,
+all-to-all) and three sizes (8 KiB latency-bound, 64 MiB, 8 GiB bandwidth-bound) the model
+gives the expected nccl-tests bus bandwidth with NCCL's own algorithm choice, and a band
+around it. The band's floor uses the worst ECMP seed when the routing hashes. The table
+downloads as CSV and as a bash script that runs nccl-tests and fails a run below the floor.
 
 The script also sets ``NCCL_TESTS_MIN_BW`` so nccl-tests fails the run itself: nccl-tests
 (``src/common.cu``, 2.19.6) exits non-zero when the "Avg bus bandwidth" of the run, the mean
@@ -30,6 +31,7 @@ from fabric_model.units import format_size_bytes
 __all__ = [
     "ACCEPTANCE_OPS",
     "ACCEPTANCE_SIZES",
+    "DOMAIN_SCOPE",
     "NCCL_TESTS_BINARY",
     "NCCL_TESTS_MIN_BW_SLACK",
     "AcceptanceRow",
@@ -149,14 +151,23 @@ class AcceptanceTable:
         return "\n".join(lines) + "\n"
 
 
+#: The scope of one whole NVLink domain that spans several servers (an NVL72 rack over
+#: MNNVL): what operators accept a rack with before they cable it into the fabric.
+DOMAIN_SCOPE = "one NVLink domain"
+
+
 def _scopes(scenario: Scenario, notes: list[str]) -> list[tuple[str, int]]:
     c = scenario.cluster
     scopes = [("one node", min(c.gpus_per_node, c.n_gpus))]
     topo = build_topology(scenario)  # an impossible design raises here, with its key
+    if c.gpus_per_node < c.nvlink_domain <= c.n_gpus:
+        # MNNVL: the rack's trays share one NVLink domain; all-reduce, all-gather and
+        # all-to-all of the whole domain run on NVLink (and NVLS) alone
+        scopes.append((DOMAIN_SCOPE, c.nvlink_domain))
     down = int(topo.params.get("down_per_leaf", 0) or 0)
     if down and topo.request.rail_optimized:
         group = down * c.gpus_per_node  # a scalable unit: every rail of `down` servers
-        if scopes[0][1] < group < c.n_gpus:
+        if scopes[-1][1] < group < c.n_gpus:
             scopes.append(("one rail group", group))
     else:
         notes.append("one rail group: only rail-optimized designs with leaf switches have one")

@@ -12,10 +12,17 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from fabric_model.collectives import ALGORITHMS, ALGOS, CollectiveTime, collective
+from fabric_model.collectives import (
+    ALGORITHMS,
+    CollectiveTime,
+    FabricContext,
+    algo_models,
+    times_from_models,
+)
+from fabric_model.collectives.versions import VERSIONS, version_key
 from fabric_model.errors import FabricModelError
 from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.validate.nccl_log import NcclTestsLog
@@ -26,6 +33,7 @@ __all__ = [
     "LogComparison",
     "SizeComparison",
     "compare_log",
+    "nccl_setting",
 ]
 
 #: nccl-tests collectives the model covers.
@@ -95,6 +103,7 @@ class LogComparison:
     rows: tuple[SizeComparison, ...]
     notes: tuple[str, ...]
     advice: tuple[str, ...] = ()
+    n_ranks_source: str = ""
 
     @property
     def median_ratio(self) -> float:
@@ -118,6 +127,8 @@ def _verdict(ratio: float, regime: str, bottleneck: str, tol: float) -> str:
             "below, latency-bound: look at per-call overheads (NCCL protocol and "
             "launch cost, CPU/NUMA binding, PXN and GPUDirect RDMA settings)"
         )
+    if "per-channel" in bottleneck:
+        return f"below, bandwidth-bound at {_CHANNEL_LIMIT}"
     if bottleneck == "nvlink":
         return "below, bandwidth-bound on NVLink: look at NVLink/NVSwitch health and NVLS"
     if bottleneck.startswith("host link"):
@@ -131,20 +142,68 @@ def _verdict(ratio: float, regime: str, bottleneck: str, tol: float) -> str:
     )
 
 
-#: How a job makes NCCL run each algorithm, for the advice (the algorithm registry's).
-_HOW_TO_RUN = {name: a.nccl for name, a in ALGORITHMS.items()}
+#: The model's per-channel bottleneck in NCCL's terms: a software limit, not a link.
+_CHANNEL_LIMIT = (
+    "NCCL's software limit (channels x its per-channel rate, tuning.cc), not a link: "
+    "more channels (NCCL_MIN_NCHANNELS) or another algorithm (NCCL_ALGO=Ring) lift it"
+)
+
+#: NCCL's settings that make it run each of the model's results (``CollectiveTime.algo``):
+#: the algorithm registry's (the all-to-all variants are PXN on or off, below), and NVLS
+#: across NVLink domains, which NCCL runs as NVLS-Tree.
+_NCCL_SETTINGS = {
+    **{n: a.nccl for n, a in ALGORITHMS.items() if n not in ("hierarchical", "direct")},
+    "nvls-tree": "NCCL_ALGO=NVLSTree",
+}
+#: All-to-all is point-to-point in NCCL: its model variants are PXN on or off.
+_ALLTOALL_SETTINGS = {
+    "hierarchical": "PXN (NCCL_PXN_DISABLE=0, NCCL's default)",
+    "direct": "NCCL_PXN_DISABLE=1",
+}
 
 
-def _alternatives(scenario: Scenario, op: str, sizes: list[int]) -> dict[str, list[CollectiveTime]]:
-    """Every other algorithm's curve at ``sizes``; one the fabric cannot run is left out."""
-    out = {}
-    for algo in ALGOS:
-        if algo == "auto":
-            continue
+def nccl_setting(algo: str, op: str) -> str | None:
+    """Return the NCCL setting that runs the model's ``algo`` for ``op`` (None: none does).
+
+    >>> nccl_setting("nvls-tree", "allreduce"), nccl_setting("hierarchical", "allreduce")
+    ('NCCL_ALGO=NVLSTree', None)
+    """
+    if op == "alltoall":
+        return _ALLTOALL_SETTINGS.get(algo)
+    if algo.startswith("NCCL_PROTO="):
+        return algo
+    return _NCCL_SETTINGS.get(algo)
+
+
+def _alternatives(ctx: FabricContext, op: str, sizes: list[int]) -> dict[str, list[CollectiveTime]]:
+    """Every curve NCCL can be made to run at ``sizes``, by the model's result name.
+
+    Each algorithm NCCL has a setting for (``NCCL_ALGO``, PXN for all-to-all), and NCCL's own
+    choice under each ``NCCL_PROTO`` (keyed ``NCCL_PROTO=<p>``); one the fabric cannot run is
+    left out, and so is the model's hierarchical all-reduce (no NCCL setting runs it).
+    """
+    out: dict[str, list[CollectiveTime]] = {}
+    for algo in ALGORITHMS:
         try:
-            out[algo] = collective(scenario, op, algo, sizes)
+            curve = times_from_models(algo_models(ctx, op, algo), sizes, algo)
         except FabricModelError:
             continue
+        name = curve[0].algo
+        if nccl_setting(name, op) is not None:
+            out[name] = curve
+    if op != "alltoall":
+        try:
+            auto = algo_models(ctx, op, "auto")
+        except FabricModelError:
+            auto = []
+        for proto in ("LL", "LL128", "Simple"):
+            models = [
+                replace(m, latency_us={proto: m.latency_us[proto]})
+                for m in auto
+                if proto in m.latency_us
+            ]
+            if models:
+                out[f"NCCL_PROTO={proto}"] = times_from_models(models, sizes, "auto")
     return out
 
 
@@ -158,42 +217,131 @@ def _advice(
     idx = [i for i, r in enumerate(rows) if r.regime == "bandwidth-bound"] or list(range(len(rows)))
     auto_ratio = statistics.median([rows[i].ratio for i in idx])
     picked = sorted({rows[i].model_algo.split("/")[0] for i in idx})
+    protos = sorted({rows[i].model_algo.split("/")[1] for i in idx})
     fits = {
         algo: statistics.median([curve[i].time_us / measured_us[i] for i in idx])
         for algo, curve in alternatives.items()
     }
     if not fits:
         return ()
-    best, best_ratio = min(fits.items(), key=lambda kv: abs(math.log(kv[1])))
+
+    def nearest(keys: list[str]) -> tuple[str, float]:
+        return min(((k, fits[k]) for k in keys), key=lambda kv: abs(math.log(kv[1])))
+
+    # an algorithm (NCCL_ALGO) first; NCCL_PROTO only when no algorithm fits the band
+    algos = [k for k in fits if not k.startswith("NCCL_PROTO=")]
+    best, best_ratio = nearest(algos or list(fits))
+    if abs(best_ratio - 1) > tol and len(algos) < len(fits):
+        best, best_ratio = nearest(list(fits))
+    op = alternatives[best][0].op
+    chosen = " and ".join(nccl_setting(a, op) or a for a in picked)
+    same_as_choice = best in picked or (
+        best.startswith("NCCL_PROTO=") and best.split("=")[1] in protos
+    )
     advice = []
     if (
-        best not in picked
+        not same_as_choice
         and abs(best_ratio - 1) <= tol
         and abs(math.log(best_ratio)) < abs(math.log(auto_ratio))
     ):
+        setting = nccl_setting(best, op) or best
+        also = ""
+        if best in ("ring", "tree") and any(a.startswith("nvls") for a in picked):
+            also = " or NCCL_NVLS_ENABLE=0 (NCCL then chooses between ring and tree)"
         advice.append(
-            f"the bandwidth-bound sizes match a {best}-only run (measured / model "
-            f"{best_ratio:.2f}) better than NCCL's own choice here, {' and '.join(picked)} "
-            f"({auto_ratio:.2f}): the job probably ran {_HOW_TO_RUN.get(best, best)}, "
-            f"or with NCCL's other algorithms disabled"
+            f"the bandwidth-bound sizes match a run with {setting} (measured / model "
+            f"{best_ratio:.2f}) better than NCCL's own choice here, {chosen} "
+            f"({auto_ratio:.2f}): the job probably ran with {setting}{also}"
         )
     elif abs(auto_ratio - 1) > tol:
         bottleneck = rows[idx[len(idx) // 2]].bottleneck
+        limit = _CHANNEL_LIMIT if "per-channel" in bottleneck else bottleneck
         ahead = "above" if auto_ratio > 1 else "below"
+        closest = nccl_setting(best, op) or best
         advice.append(
             f"{ahead} the model by {abs(auto_ratio - 1):.0%} at the bandwidth-bound sizes, and "
-            f"no other algorithm explains it (closest: {best} at {best_ratio:.2f}); the "
+            f"no NCCL setting explains it (closest: {closest} at {best_ratio:.2f}); the "
+            f"model's limit there ({bottleneck}) is {limit}"
+            if limit != bottleneck
+            else f"{ahead} the model by {abs(auto_ratio - 1):.0%} at the bandwidth-bound sizes, "
+            f"and no NCCL setting explains it (closest: {closest} at {best_ratio:.2f}); the "
             f"model's limit there is {bottleneck}"
         )
     return tuple(advice)
 
 
+_RANK_ORIGINS = {
+    "rank lines": "the log's header ('#  Rank' lines)",
+    "nccl info": "the log's NCCL INFO nranks",
+    "launch line": "the log's launch line (processes x nThread x nGpus)",
+    "json devices": "the JSON's devices x nthreads x ngpus",
+}
+
+
+def _ranks(
+    log: NcclTestsLog, scenario: Scenario, n_gpus_set: bool
+) -> tuple[Scenario, str, list[str]]:
+    """Pick the rank count: the log's '#  Rank' lines (2 or more), else ``--set`` wins.
+
+    Returns the scenario to model, where its ``cluster.n_gpus`` came from, and notes.
+    """
+    n, origin = log.n_ranks, log.n_ranks_source
+    said = "--set cluster.n_gpus" if n_gpus_set else "the scenario's cluster.n_gpus"
+    notes: list[str] = []
+    if not n or n < 2:
+        if n == 1:
+            notes.append(
+                f"the log shows 1 rank ({_RANK_ORIGINS.get(origin, origin)}), a partial "
+                f"header: ranks from {said}"
+            )
+        return scenario, said, notes
+    if n_gpus_set and origin != "rank lines":
+        if n != scenario.cluster.n_gpus:
+            notes.append(
+                f"{said} = {scenario.cluster.n_gpus:,} kept over {n:,} from "
+                f"{_RANK_ORIGINS.get(origin, origin)} (the log has no rank lines)"
+            )
+        return scenario, said, notes
+    where = _RANK_ORIGINS.get(origin, "the log")
+    if n != scenario.cluster.n_gpus:
+        notes.append(
+            f"cluster.n_gpus set to the log's {n} ranks from {where} "
+            f"(scenario had {scenario.cluster.n_gpus:,})"
+        )
+        scenario = apply_overrides(scenario, {"cluster.n_gpus": n})
+    return scenario, where, notes
+
+
+def _log_version(log: NcclTestsLog, scenario: Scenario) -> tuple[Scenario, list[str]]:
+    """Follow the log's NCCL release (the newest ``nccl.version`` not after it)."""
+    if not log.nccl_version or scenario.nccl.version != VERSIONS[-1]:
+        return scenario, []
+    try:
+        major, minor = (int(p) for p in log.nccl_version.split("+")[0].split(".")[:2])
+    except ValueError:
+        return scenario, []
+    known = [v for v in VERSIONS if version_key(v) <= (major, minor)]
+    if not known or known[-1] == scenario.nccl.version:
+        return scenario, []
+    note = f"nccl.version set to {known[-1]} from the log's NCCL {log.nccl_version}"
+    return apply_overrides(scenario, {"nccl.version": known[-1]}), [note]
+
+
 def compare_log(
-    log: NcclTestsLog, scenario: Scenario, *, tolerance: float = DEFAULT_TOLERANCE
+    log: NcclTestsLog,
+    scenario: Scenario,
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    n_gpus_set: bool = False,
 ) -> LogComparison:
     """Compare a parsed nccl-tests log with the model of ``scenario``.
 
-    The scenario's ``cluster.n_gpus`` is set to the log's rank count when the log states it.
+    The scenario's ``cluster.n_gpus`` is set to the log's rank count when the log's header
+    lists 2 or more ``#  Rank`` lines, or when it states a count some other way (NCCL INFO,
+    the launch line) and ``n_gpus_set`` is false (``--set cluster.n_gpus`` wins over those);
+    a count of 1 is a partial header and never used. ``LogComparison.n_ranks_source`` says
+    which. The scenario's ``nccl.version``, at its default (the newest), follows the log's
+    NCCL release when the log prints it.
 
     Raises
     ------
@@ -206,19 +354,16 @@ def compare_log(
         )
     if not 0 < tolerance < 1:
         raise FabricModelError(f"--tolerance = {tolerance}: must be between 0 and 1")
-    notes = []
-    if log.n_ranks and log.n_ranks != scenario.cluster.n_gpus:
-        notes.append(
-            f"cluster.n_gpus set to the log's {log.n_ranks} ranks "
-            f"(scenario had {scenario.cluster.n_gpus:,})"
-        )
-        scenario = apply_overrides(scenario, {"cluster.n_gpus": log.n_ranks})
+    scenario, origin, notes = _ranks(log, scenario, n_gpus_set)
+    scenario, version_notes = _log_version(log, scenario)
+    notes += version_notes
     rows_in = [r for r in log.rows if r.oop_time_us and r.oop_busbw_GBps is not None]
     if not rows_in:
         raise FabricModelError("the log has no out-of-place timings to compare")
     sizes = [max(r.size_bytes, 1) for r in rows_in]
-    model = collective(scenario, log.op, "auto", sizes)
-    alternatives = _alternatives(scenario, log.op, sizes)
+    ctx = FabricContext.from_scenario(scenario)
+    model = times_from_models(algo_models(ctx, log.op, "auto"), sizes, "auto")
+    alternatives = _alternatives(ctx, log.op, sizes)
     out: list[SizeComparison] = []
     for meas, mod in zip(rows_in, model, strict=True):
         mod_busbw = mod.busbw_GBps
@@ -250,4 +395,6 @@ def compare_log(
             )
         )
     advice = _advice(out, alternatives, [r.measured_time_us for r in out], tolerance)
-    return LogComparison(log.op, scenario.cluster.n_gpus, tuple(out), tuple(notes), advice)
+    return LogComparison(
+        log.op, scenario.cluster.n_gpus, tuple(out), tuple(notes), advice, n_ranks_source=origin
+    )

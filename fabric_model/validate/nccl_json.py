@@ -333,4 +333,5 @@ def parse_nccl_tests_json(text: str | bytes, *, op: str | None = None) -> NcclTe
         out_of_bounds=oob,
         warnings=tuple(warnings),
         source="json",
+        n_ranks_source="json devices" if n_ranks is not None else "",
     )

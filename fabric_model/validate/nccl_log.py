@@ -264,6 +264,10 @@ class NcclTestsLog:
         or ``"json: "`` for a JSON log).
     source
         ``"text"`` for the printed table, ``"json"`` for nccl-tests' ``-J`` JSON file.
+    n_ranks_source
+        Where ``n_ranks`` came from: ``"rank lines"`` (the header's ``#  Rank`` lines),
+        ``"nccl info"`` (NCCL INFO ``nranks``), ``"launch line"`` (``mpirun -np`` / ``srun
+        -n`` x nThread x nGpus), ``"json devices"``; empty when unknown.
     """
 
     op: str
@@ -277,6 +281,7 @@ class NcclTestsLog:
     out_of_bounds: int | None
     warnings: tuple[str, ...] = field(default=())
     source: str = "text"
+    n_ranks_source: str = ""
 
     @property
     def busbw_by_size(self) -> dict[int, float]:
@@ -709,6 +714,14 @@ class _Meta:
         if (m := _LAUNCH_NP_RE.search(command)) is not None:
             self.mpi_np = int(m.group(1))
 
+    def n_ranks_source(self) -> str:
+        """Where :meth:`n_ranks` takes its count from (see ``NcclTestsLog.n_ranks_source``)."""
+        if self.ranks:
+            return "rank lines"
+        if self.info_nranks is not None:
+            return "nccl info"
+        return "launch line" if self.n_ranks() is not None else ""
+
     def n_ranks(self) -> int | None:
         if self.ranks:
             return len(self.ranks)
@@ -1023,6 +1036,7 @@ def parse_nccl_tests(text: str | bytes, *, op: str | None = None) -> NcclTestsLo
         avg_busbw_GBps=scan.avg_busbw,
         out_of_bounds=scan.out_of_bounds,
         warnings=tuple(f"line {n}: {msg}" for n, msg in warnings),
+        n_ranks_source=meta.n_ranks_source(),
     )
 
 
