@@ -12,12 +12,12 @@ it). Each partition is the scenario with its own size, family and vendor
 from __future__ import annotations
 
 import dataclasses
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from fabric_model.errors import FabricModelError, InfeasibleDesignError
 from fabric_model.scenario import Scenario
 from fabric_model.topology import Topology, TopologyRequest
+from fabric_model.topology.caching import lru_cached
 from fabric_model.topology.hybrid import HybridRequest, HybridTopology
 
 if TYPE_CHECKING:
@@ -183,7 +183,7 @@ def job_scenario(scenario: Scenario) -> Scenario:
     return partition_scenario(scenario, scenario.hybrid.job)
 
 
-@lru_cache(maxsize=64)
+@lru_cached("hybrid._check_builds", 64, key="the whole scenario")
 def _check_builds(scenario: Scenario) -> None:
     """Build the hybrid's counts once (raising its refusals, which name ``hybrid.*`` keys)."""
     from fabric_model.design import build_topology

@@ -27,7 +27,6 @@ Sources are in ``assets/catalog.yaml`` (parts) and ``assets/facility.yaml`` (the
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +37,7 @@ from fabric_model.design import Hardware
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.scenario import FACILITY_DATA, CostSpec, Scenario
 from fabric_model.topology import Topology, TopologyRequest, build_topology_from_request
+from fabric_model.topology.caching import lru_cached
 
 __all__ = [
     "MANAGEMENT_AGGREGATION",
@@ -131,7 +131,7 @@ class StorageDesign:
     cards_per_server: int
 
 
-@functools.lru_cache(maxsize=64)
+@lru_cached("storage_mgmt._storage_topology", 64, key="the storage TopologyRequest")
 def _storage_topology(req: TopologyRequest) -> Topology:
     return build_topology_from_request("fat-tree", req)
 

@@ -27,6 +27,7 @@ from fabric_model.resources import asset, load_yaml
 from fabric_model.routing import POLICIES, degraded_capacities, route
 from fabric_model.scenario import Scenario
 from fabric_model.topology import Topology, build_topology_from_request
+from fabric_model.topology.caching import register
 from fabric_model.topology.planes import failed_switch_capacities, plane_share
 from fabric_model.units import FIBER_NS_PER_M, gbps_to_Bps
 
@@ -128,6 +129,17 @@ def clear_route_cache() -> None:
     """Drop every kept routed pattern (:func:`_route_cached`)."""
     with _ROUTES_LOCK:
         _ROUTES.clear()
+
+
+register(
+    "collectives.context._ROUTES",
+    key="the topology object (id, checked by weak reference), policy, qps, ECMP seed and the "
+    "pattern's size and end points; then its source, destination and capacity arrays in full",
+    size=f"patterns of >= {ROUTE_CACHE_MIN_CONNECTIONS:,} connections, "
+    f"{ROUTE_CACHE_BYTES // 2**20} MiB estimated, LRU",
+    lock="_ROUTES_LOCK",
+    clear=clear_route_cache,
+)
 
 
 @lru_cache(maxsize=1)

@@ -52,7 +52,6 @@ import dataclasses
 import math
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
@@ -67,6 +66,7 @@ from fabric_model.topology.base import (
     pairs_not_same_domain_rows,
     same_group_pairs,
 )
+from fabric_model.topology.caching import lru_cached
 from fabric_model.units import gbps_to_GBps
 
 __all__ = [
@@ -307,7 +307,7 @@ def clear_layout_cache() -> None:
     _pod_layout_cached.cache_clear()
 
 
-@lru_cache(maxsize=16)
+@lru_cached("topology.fat_tree.pod_layout", 16, key="(n_leaves, up, spine_down, r_spine, radix)")
 def _pod_layout_cached(
     n_leaves: int, up: int, spine_down: int, r_spine: float, radix: int
 ) -> PodLayout:
