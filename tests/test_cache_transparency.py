@@ -383,3 +383,48 @@ def test_clear_caches_empties_every_registered_cache() -> None:
     clear_caches()
     assert not len(training_fabric._BASES) and not len(training_sweep._CAPEX)
     assert not caching._KEPT
+
+
+#: Caches of data files read once per process: they depend on no scenario (see
+#: ``fabric_model.topology.caching``), so they are not registered. ``_found_browser`` looks
+#: for Chromium once; ``_environment`` is the report's Jinja loader.
+_DATA_FILE_LOADERS = {
+    "fabric_model/resources.py",
+    "fabric_model/collectives/context.py:nccl_constants",
+    "fabric_model/training/constants.py",
+    "fabric_model/families.py",
+    "fabric_model/presets.py",
+    "fabric_model/citations.py",
+    "fabric_model/catalog.py",
+    "ui/exports.py",
+    "ui/report.py",
+}
+
+
+def test_every_cache_in_the_source_is_registered() -> None:
+    """A new ``lru_cache``, ``OrderedDict`` or per-graph dict beside the registry fails here."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    pattern = re.compile(
+        r"(lru_cache\(|^@cache\b|@functools\.cache\b|= OrderedDict\(\)|WeakKeyDictionary\(\)"
+        r"|st\.cache_resource\(|st\.cache_data\()",
+        re.M,
+    )
+    unregistered = []
+    for path in sorted((*root.glob("fabric_model/**/*.py"), *root.glob("ui/*.py"))):
+        rel = path.relative_to(root).as_posix()
+        if rel in ("fabric_model/topology/caching.py", "ui/cache_keys.py"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        for m in pattern.finditer(text):
+            line = text[: m.start()].count("\n")
+            after = "\n".join(text.splitlines()[line : line + 3])
+            if rel in _DATA_FILE_LOADERS or any(
+                f"{rel}:{name}" in _DATA_FILE_LOADERS for name in re.findall(r"def (\w+)", after)
+            ):
+                continue
+            if "register(" not in text:
+                unregistered.append(f"{rel}:{line + 1}")
+    assert not unregistered, f"caches not in fabric_model.topology.caching: {unregistered}"

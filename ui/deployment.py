@@ -14,7 +14,7 @@ import streamlit as st
 from fabric_model.export import EXPORT_FORMATS, export_design, export_unavailable_reason
 from fabric_model.scenario import Scenario
 from fabric_model.topology import Topology
-from ui.cache_keys import SCENARIO_HASH
+from ui.cache_keys import scenario_cache
 
 __all__ = ["DEPLOYMENT_BUTTONS", "deployment_downloads", "export_bytes"]
 
@@ -43,7 +43,7 @@ DEPLOYMENT_BUTTONS: dict[str, tuple[str, str]] = {
 }
 
 
-@st.cache_resource(max_entries=8, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(8)
 def export_bytes(scenario: Scenario, fmt: str) -> bytes:
     """Write one deployment file of the scenario (raises the model's errors)."""
     return export_design(scenario, fmt).text.encode("utf-8")
