@@ -29,6 +29,7 @@ scenario and are not caches of results; they are not registered.
 from __future__ import annotations
 
 import functools
+import operator
 import threading
 import weakref
 from collections import OrderedDict
@@ -123,14 +124,15 @@ class Reads:
         """The scenario sections read, wholly or in part."""
         return frozenset(n.partition(".")[0] for n in self.names)
 
+    def __post_init__(self) -> None:
+        # one C-level getter of every name (dotted names included): keys are built per lookup
+        get = operator.attrgetter(*self.names)
+        one = len(self.names) == 1
+        object.__setattr__(self, "_get", (lambda s: (get(s),)) if one else get)
+
     def key(self, scenario: Any) -> tuple[Hashable, ...]:
         """Return the cache key of ``scenario``: each read section (frozen, hashable) or key."""
-        out: list[Hashable] = [self.what]
-        for name in self.names:
-            section, _, field = name.partition(".")
-            value = getattr(scenario, section)
-            out.append(getattr(value, field) if field else value)
-        return tuple(out)
+        return (self.what, *self._get(scenario))  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------------------------- LRU
