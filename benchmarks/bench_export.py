@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fabric_model.cli import format_table
 from fabric_model.errors import FabricModelError
-from fabric_model.plant.export import EXPORT_FORMATS, deployment_plan, export_design
 from fabric_model.presets import load_preset
+from fabric_model.report.export import EXPORT_FORMATS, deployment_plan, export_design
 from fabric_model.scenario import apply_overrides
 
 #: (label, preset, overrides): a 2-tier fat-tree at 1K, a dragonfly+ at 16K, and 3-tier

@@ -1046,7 +1046,7 @@ def _export_args(p: argparse.ArgumentParser) -> None:
 def _export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from fabric_model.plant.export import export_design
+    from fabric_model.report.export import export_design
 
     out = None if args.out == "-" else Path(args.out)
     if out is not None and (out.is_dir() or not out.parent.is_dir()):

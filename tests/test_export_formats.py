@@ -24,7 +24,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fabric_model.errors import FabricModelError
-from fabric_model.plant.export import (
+from fabric_model.presets import load_preset
+from fabric_model.report.export import (
     EXPORT_FORMATS,
     cabling_frame,
     deployment_plan,
@@ -34,7 +35,6 @@ from fabric_model.plant.export import (
     load_node_link_graph,
     node_link_data,
 )
-from fabric_model.presets import load_preset
 from fabric_model.scenario import Scenario, apply_overrides
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """The Topology page's deployment downloads and the Validate page's nccl-tests JSON input.
 
-Expected values come from ``fabric_model.plant.export`` and ``fabric_model.validate``, never from
+Expected values come from ``fabric_model.report.export`` and ``fabric_model.validate``, never from
 the pages.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from fabric_model.plant.export import EXPORT_FORMATS, export_design
 from fabric_model.presets import load_preset
+from fabric_model.report.export import EXPORT_FORMATS, export_design
 from fabric_model.validate.compare import compare_log
 from fabric_model.validate.nccl_log import parse_nccl_tests
 from tests.apptest_helpers import ROOT, open_page, paste_log

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from fabric_model.catalog import load_catalog
 from fabric_model.errors import FabricModelError, ScenarioError
 from fabric_model.plant.cost import bill_of_materials
-from fabric_model.plant.export import export_design
 from fabric_model.plant.floorplan import facility_value, rack_positions, verdict_text
 from fabric_model.presets import DEFAULT_PRESET, list_presets, load_preset
+from fabric_model.report.export import export_design
 from fabric_model.scenario import FACILITY_DATA, apply_overrides
 
 CAT = load_catalog()

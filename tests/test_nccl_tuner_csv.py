@@ -15,8 +15,8 @@ from fabric_model.cli import main
 from fabric_model.collectives import FabricContext, collective
 from fabric_model.collectives.tuner_csv import MAX_BYTES, TUNER_ALGORITHMS, TUNER_SIZES
 from fabric_model.collectives.versions import max_ctas
-from fabric_model.plant.export import export_design
 from fabric_model.presets import load_preset
+from fabric_model.report.export import export_design
 from fabric_model.scenario import Scenario, apply_overrides
 
 # --- the plugin's reader, transcribed from plugin.c -------------------------------------

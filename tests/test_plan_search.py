@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
+from fabric_model.caching import Lru
 from fabric_model.errors import FabricModelError
 from fabric_model.presets import load_preset
 from fabric_model.scenario import Scenario, apply_overrides, field_spec
@@ -349,8 +350,7 @@ def test_search_reports_progress_and_runs_through_any_map() -> None:
 
 def test_capex_cache_is_safe_across_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     """Threads pricing many designs at once, with evictions, agree with one thread."""
-    monkeypatch.setattr(sweep_mod, "_CAPEX_SIZE", 3)
-    monkeypatch.setattr(sweep_mod, "_CAPEX", type(sweep_mod._CAPEX)())
+    monkeypatch.setattr(sweep_mod, "_CAPEX", Lru(3))  # unregistered: the test's own
     designs = [
         apply_overrides(
             Scenario(), {"model.name": "llama3-8b", "cluster.n_gpus": n, "parallel.pp": 1}

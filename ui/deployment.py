@@ -1,6 +1,6 @@
 """Deployment-file downloads (cabling plan, Slurm topology, graph, NCCL tuner config).
 
-The files come from :mod:`fabric_model.plant.export`; each is written only when its button is
+The files come from :mod:`fabric_model.report.export`; each is written only when its button is
 clicked (a deferred ``st.download_button`` payload; at 131,072 GPUs the cabling plan is
 ~40 MB), cached per scenario and format.
 """
@@ -11,10 +11,10 @@ import functools
 
 import streamlit as st
 
-from fabric_model.plant.export import EXPORT_FORMATS, export_design, export_unavailable_reason
+from fabric_model.report.export import EXPORT_FORMATS, export_design, export_unavailable_reason
 from fabric_model.scenario import Scenario
 from fabric_model.topology import Topology
-from ui.cache_keys import SCENARIO_HASH
+from ui.cache_keys import scenario_cache
 
 __all__ = ["DEPLOYMENT_BUTTONS", "deployment_downloads", "export_bytes"]
 
@@ -48,7 +48,7 @@ DEPLOYMENT_BUTTONS: dict[str, tuple[str, str]] = {
 }
 
 
-@st.cache_resource(max_entries=8, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(8)
 def export_bytes(scenario: Scenario, fmt: str) -> bytes:
     """Write one deployment file of the scenario (raises the model's errors)."""
     return export_design(scenario, fmt).text.encode("utf-8")

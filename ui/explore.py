@@ -38,7 +38,7 @@ from fabric_model.run.explore import (
 )
 from fabric_model.scenario import Scenario, field_spec
 from ui import facade
-from ui.cache_keys import SCENARIO_HASH
+from ui.cache_keys import scenario_cache
 from ui.state import (
     apply_scenario,
     cli_command,
@@ -268,7 +268,7 @@ class _CutShortError(Exception):
         self.design = design
 
 
-@st.cache_resource(max_entries=4096, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(4096)
 def _evaluate_cached_full(
     base: Scenario,
     overrides: tuple[tuple[str, Any], ...],
@@ -440,7 +440,7 @@ def pareto_figure(designs: Sequence[Mapping[str, Any]], base: Scenario) -> go.Fi
     return fig
 
 
-@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(64)
 def sensitivity_cached(base: Scenario) -> list[Sensitivity]:
     """Return the cost-per-run sensitivity of the sidebar's design (cached)."""
     return sensitivity(base)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-import streamlit as st
 
 from fabric_model.catalog import load_catalog
 from fabric_model.collectives import (
@@ -49,7 +48,7 @@ from fabric_model.training import training_step as _training_step
 from fabric_model.units import GIB
 from fabric_model.validate.compare import LogComparison, compare_log
 from fabric_model.validate.nccl_log import NcclTestsLog, parse_nccl_tests
-from ui.cache_keys import SCENARIO_HASH
+from ui.cache_keys import scenario_cache
 from ui.training_figures import MoePoint
 
 __all__ = [
@@ -87,25 +86,25 @@ __all__ = [
 ]
 
 
-@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(64)
 def topology(scenario: Scenario) -> Topology:
     """Build the scenario's topology (raises the model's errors)."""
     return build_topology(scenario)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(64)
 def bom(scenario: Scenario) -> BillOfMaterials:
     """Price the scenario's bill of materials."""
     return bill_of_materials(scenario)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(64)
 def vendor_comparison(scenario: Scenario) -> list[VendorComparison]:
     """Price the scenario's design on InfiniBand, Spectrum-X and RoCE."""
     return compare_vendors(scenario)
 
 
-@st.cache_resource(max_entries=16, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(16)
 def hybrid_comparison(scenario: Scenario) -> pd.DataFrame:
     """Price a hybrid against one fat-tree of the same size and vendor (one row each)."""
     from fabric_model.plant.cost import compare_with_fat_tree
@@ -169,13 +168,13 @@ class CollectiveCurves:
         return self.routing == "ecmp"
 
 
-@st.cache_resource(max_entries=16, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(16)
 def _fabric_context(scenario: Scenario) -> FabricContext:
     """Build the scenario's fabric, ready to solve patterns on (raises the model's errors)."""
     return FabricContext.from_scenario(scenario)
 
 
-@st.cache_resource(max_entries=256, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(256)
 def _algo_model(scenario: Scenario, op: str, algo: str) -> AlgoModel | str:
     """Build one algorithm's model, or return the reason it cannot run on this design."""
     ctx = _fabric_context(scenario)
@@ -212,7 +211,7 @@ def default_algorithms(scenario: Scenario, op: str) -> tuple[str, ...]:
     )
 
 
-@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(64)
 def collective_curves(scenario: Scenario, op: str, algos: tuple[str, ...]) -> CollectiveCurves:
     """Compute the bus bandwidth curves of ``algos`` and ``auto`` over :data:`COLLECTIVE_SIZES`.
 
@@ -249,7 +248,7 @@ def collective_curves(scenario: Scenario, op: str, algos: tuple[str, ...]) -> Co
     )
 
 
-@st.cache_resource(max_entries=32, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(32)
 def fabric_effects(scenario: Scenario) -> pd.DataFrame:
     """Time a large all-reduce (ring) and all-to-all (hierarchical) on each vendor's fabric.
 
@@ -270,13 +269,13 @@ def fabric_effects(scenario: Scenario) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- validate
-@st.cache_resource(max_entries=16, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(16)
 def nccl_log(text: str, op: str | None) -> NcclTestsLog:
     """Parse an nccl-tests log (raises ``NcclLogError`` with the parser's message)."""
     return parse_nccl_tests(text, op=op)
 
 
-@st.cache_resource(max_entries=32, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(32)
 def log_comparison(
     text: str, op: str | None, scenario: Scenario, tolerance: float
 ) -> LogComparison:
@@ -284,7 +283,7 @@ def log_comparison(
     return compare_log(nccl_log(text, op), scenario, tolerance=tolerance)
 
 
-@st.cache_resource(max_entries=32, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(32)
 def acceptance_table(scenario: Scenario, tolerance: float) -> Any:
     """Return the design's nccl-tests acceptance thresholds (raises for an impossible design)."""
     from fabric_model.validate.acceptance import acceptance_expectations
@@ -298,7 +297,7 @@ def acceptance_table(scenario: Scenario, tolerance: float) -> Any:
 # fabric_model.report.summaries (imported above: the report and the CLI compute the same numbers).
 
 
-@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(64)
 def collective_summary(scenario: Scenario) -> CollectiveSummary:
     """NCCL-like ``auto`` all-reduce and all-to-all at 1 MiB and 1 GiB (one fabric build).
 
@@ -322,7 +321,7 @@ SCALING_SIZES = tuple(2**i for i in range(3, 21))
 MOE_SWEEP_MAX_GPUS = 131_072
 
 
-@st.cache_resource(max_entries=128, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(128)
 def training_step(scenario: Scenario) -> StepResult:
     """One training step of the scenario (never raises for an infeasible plan)."""
     return _training_step(scenario)
@@ -359,7 +358,7 @@ def _outside_cache(callback: Any) -> Any:
     return lambda *args: context.run(callback, *args)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(64)
 def _scaling_line(
     scenario: Scenario,
     topology: str,
@@ -412,7 +411,7 @@ def scaling_line(
 MOE_SKIPPED_REASON = "not modelled: the time budget ran out before this point"
 
 
-@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(64)
 def _moe_points(
     scenario: Scenario,
     topology: str,
@@ -468,7 +467,7 @@ def moe_points(
         return tuple(cut.value)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(64)
 def replica_scaling_efficiency(scenario: Scenario) -> tuple[float, int] | None:
     """Return :func:`fabric_model.report.summaries.replica_scaling_efficiency`, cached."""
     return summaries.replica_scaling_efficiency(scenario, training_step(scenario))
@@ -477,7 +476,7 @@ def replica_scaling_efficiency(scenario: Scenario) -> tuple[float, int] | None:
 # ------------------------------------------------------------------ what-if and compare
 
 
-@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(64)
 def scenario_metrics(scenario: Scenario) -> ScenarioMetrics:
     """One scenario's headline results for the What-if and Compare pages (never raises).
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
-import streamlit as st
 
 from fabric_model.report.summaries import step_headline
 from fabric_model.scenario import Scenario
 from ui import facade
-from ui.cache_keys import SCENARIO_HASH
+from ui.cache_keys import scenario_cache
 from ui.collective_figures import busbw_curve_figure
 from ui.cost_figures import vendor_summary_frame
 from ui.training_figures import step_share_figure
@@ -24,7 +23,7 @@ from ui.training_figures import step_share_figure
 __all__ = ["allreduce_curve_chart", "step_share_chart", "vendor_frame"]
 
 
-@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(64)
 def step_share_chart(scenario: Scenario) -> go.Figure:
     """Draw where the training step goes, as one bar (needs a feasible step)."""
     step = facade.training_step(scenario)
@@ -33,7 +32,7 @@ def step_share_chart(scenario: Scenario) -> go.Figure:
     return step_share_figure(step, f"Where the {step.step_time_s:,.2f} s step goes{split}")
 
 
-@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(64)
 def allreduce_curve_chart(scenario: Scenario) -> go.Figure:
     """Draw the all-reduce bus bandwidth against message size."""
     summary = facade.collective_summary(scenario)
@@ -43,7 +42,7 @@ def allreduce_curve_chart(scenario: Scenario) -> go.Figure:
     )
 
 
-@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(64)
 def vendor_frame(scenario: Scenario) -> pd.DataFrame:
     """Price the design on each vendor, one row each (shared: read it, do not edit it)."""
     return vendor_summary_frame(facade.vendor_comparison(scenario))

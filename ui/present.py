@@ -17,7 +17,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from fabric_model.scenario import Scenario, dump_scenario
+from fabric_model.scenario import Scenario
+from ui.cache_keys import scenario_cache
 from ui.deck import Slide, deck_slides, projector_figure, section_notes
 
 __all__ = [
@@ -82,12 +83,12 @@ def presentation_toggle() -> None:
     )
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
-def _context(key: str, _scenario: Scenario) -> dict[str, Any]:
-    """Return the report's context of a scenario (``key``: its YAML), once per design."""
+@scenario_cache(4)
+def _context(scenario: Scenario) -> dict[str, Any]:
+    """Return the report's context of a scenario, once per design."""
     from ui.report import report_context
 
-    return report_context(_scenario)
+    return report_context(scenario)
 
 
 def _pinned_slide(scenario: Scenario, context: Mapping[str, Any]) -> tuple[Slide, Any]:
@@ -126,7 +127,7 @@ def run(scenario: Scenario) -> None:
     """Present ``scenario``'s story at the URL's ``slide`` and stop the page."""
     st.markdown(_CSS, unsafe_allow_html=True)
     with st.spinner("Modelling the design's story (the report's sections) ..."):
-        context = _context(dump_scenario(scenario), scenario)
+        context = _context(scenario)
     slides = deck_slides(context)
     last, pinned_frame = _pinned_slide(scenario, context)
     slides.append(last)

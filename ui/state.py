@@ -43,7 +43,7 @@ from fabric_model.scenario import (
     field_spec,
     scenario_from_text,
 )
-from ui.cache_keys import SCENARIO_HASH
+from ui.cache_keys import scenario_cache
 from ui.exports import export_file_name
 from ui.report_button import report_download_button
 from ui.theme import TOPOLOGY_LABELS, VENDOR_LABELS
@@ -568,7 +568,7 @@ def _on_scenario_upload(key: str) -> None:
     )
 
 
-@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=SCENARIO_HASH)
+@scenario_cache(64)
 def _scenario_yaml(scenario: Scenario) -> bytes:
     """Return the scenario file's bytes (cached: YAML dumping is ~10 ms of every rerun)."""
     return dump_scenario(scenario).encode()

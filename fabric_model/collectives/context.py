@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from fabric_model.caching import register
 from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.collectives.model import link_tier
 from fabric_model.errors import InfeasibleDesignError
@@ -130,6 +131,17 @@ def clear_route_cache() -> None:
     """Drop every kept routed pattern (:func:`_route_cached`)."""
     with _ROUTES_LOCK:
         _ROUTES.clear()
+
+
+register(
+    "collectives.context._ROUTES",
+    key="the topology object (id, checked by weak reference), policy, qps, ECMP seed and the "
+    "pattern's size and end points; then its source, destination and capacity arrays in full",
+    size=f"patterns of >= {ROUTE_CACHE_MIN_CONNECTIONS:,} connections, "
+    f"{ROUTE_CACHE_BYTES // 2**20} MiB estimated, LRU",
+    lock="_ROUTES_LOCK",
+    clear=clear_route_cache,
+)
 
 
 @lru_cache(maxsize=1)

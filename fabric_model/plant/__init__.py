@@ -3,6 +3,6 @@
 ``design`` resolves a scenario's hardware and topology request, ``cost`` its bill of
 materials, prices, power and TCO, ``floorplan`` the racks, rows and halls that set the cable
 lengths, ``storage_mgmt`` the storage, front-end and management networks beside the compute
-fabric, ``hybrid`` the two fabrics of a hybrid design and their shared tier, and ``export``
-the deployment files (cabling plan, scheduler topology, graph) written from the same build.
+fabric, and ``hybrid`` the two fabrics of a hybrid design and their shared tier; ``lines``
+prices each part of the bill.
 """

@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
+from fabric_model.caching import lru_cached
 from fabric_model.catalog import Catalog, Gpu, Nic, Server, Switch, Vendor, load_catalog
 from fabric_model.errors import (
     FabricModelError,
@@ -539,7 +539,7 @@ def job_scenario(scenario: Scenario) -> Scenario:
     return partition_scenario(scenario, scenario.hybrid.job)
 
 
-@lru_cache(maxsize=64)
+@lru_cached("hybrid._check_builds", 64, key="the whole scenario")
 def _check_builds(scenario: Scenario) -> None:
     """Build the hybrid's counts once (raising its refusals, which name ``hybrid.*`` keys)."""
     build_topology(scenario)

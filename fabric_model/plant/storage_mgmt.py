@@ -27,11 +27,11 @@ Sources are in ``assets/catalog.yaml`` (parts) and ``assets/facility.yaml`` (the
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any
 
+from fabric_model.caching import lru_cached
 from fabric_model.catalog import Catalog
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.plant.design import Hardware
@@ -131,7 +131,7 @@ class StorageDesign:
     cards_per_server: int
 
 
-@functools.lru_cache(maxsize=64)
+@lru_cached("storage_mgmt._storage_topology", 64, key="the storage TopologyRequest")
 def _storage_topology(req: TopologyRequest) -> Topology:
     return build_topology_from_request("fat-tree", req)
 

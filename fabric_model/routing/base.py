@@ -26,15 +26,13 @@ their family's router.
 
 from __future__ import annotations
 
-import threading
-import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Protocol, TypeVar
+from typing import Protocol
 
 import numpy as np
 
+from fabric_model.caching import kept_per_capacity, kept_per_fabric  # re-exported
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet
 from fabric_model.topology import Topology
@@ -343,43 +341,3 @@ class Router(Protocol):
     ) -> RoutedFlows:
         """Route ``src[i] -> dst[i]`` with ``policy`` (see the class docstring)."""
         ...
-
-
-_T = TypeVar("_T")
-
-#: Routing state kept per built fabric, keyed by its graph (dropped with it): layouts,
-#: bundle members and bundle capacities that every pattern routed on the fabric reuses.
-_KEPT: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
-_KEPT_LOCK = threading.Lock()
-
-
-def kept_per_fabric(graph: Any, name: str, build: Callable[[], _T]) -> _T:
-    """Return ``build()``, computed once per fabric ``graph`` under ``name``."""
-    with _KEPT_LOCK:
-        held = _KEPT.setdefault(graph, {})
-        if name in held:
-            return held[name]  # type: ignore[no-any-return]
-    value = build()
-    with _KEPT_LOCK:
-        held[name] = value
-    return value
-
-
-def kept_per_capacity(
-    graph: Any, name: str, capacity: np.ndarray, build: Callable[[], _T], last: int = 4
-) -> _T:
-    """Return ``build()``, kept per fabric for the ``last`` capacity arrays it was asked for.
-
-    By identity: a fabric's context passes the same capacity array to every pattern it
-    routes, and a degraded-link what-if is a new array.
-    """
-    with _KEPT_LOCK:
-        for held, value in _KEPT.setdefault(graph, {}).get(name, ()):
-            if held is capacity:
-                return value  # type: ignore[no-any-return]
-    value = build()
-    with _KEPT_LOCK:
-        kept = _KEPT.setdefault(graph, {})
-        others = [e for e in kept.get(name, ()) if e[0] is not capacity][-(last - 1) :]
-        kept[name] = (*others, (capacity, value))
-    return value

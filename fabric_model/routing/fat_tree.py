@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from fabric_model.caching import register
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet
 from fabric_model.routing.base import ColumnRouted, RoutedFlows, hash_choices, kept_per_capacity
@@ -66,6 +67,20 @@ KERNEL_ENABLED = True
 #: pattern routed on one fabric (each ECMP seed, each collective) reuses it.
 _LAYOUTS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 _LAYOUTS_LOCK = threading.Lock()
+
+
+def _clear_layouts() -> None:
+    with _LAYOUTS_LOCK:
+        _LAYOUTS.clear()
+
+
+register(
+    "routing.fat_tree._LAYOUTS",
+    key="the fabric's graph object (weak: dropped with the fabric)",
+    size="one routing layout per live fat-tree fabric",
+    lock="_LAYOUTS_LOCK",
+    clear=_clear_layouts,
+)
 
 
 def _layout(topo: Topology) -> dict[str, np.ndarray | int | PodLayout]:

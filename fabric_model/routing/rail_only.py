@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from fabric_model.caching import register
 from fabric_model.families import FAMILIES
 from fabric_model.flows import FlowSet
 from fabric_model.routing.base import RoutedFlows, check_policy, kept_per_capacity
@@ -129,6 +130,21 @@ _PARTS_LOCK = threading.Lock()
 #: Per fabric: the adaptive link space's bundle arrays (:func:`_adaptive_space`).
 _ADAPTIVE_SPACES: weakref.WeakKeyDictionary[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] = (
     weakref.WeakKeyDictionary()
+)
+
+
+def _clear_parts() -> None:
+    with _PARTS_LOCK:
+        _PARTS.clear()
+        _ADAPTIVE_SPACES.clear()
+
+
+register(
+    "routing.rail_only._PARTS",
+    key="the fabric's graph object (weak: dropped with the fabric)",
+    size="one entry per live rail-only fabric (parts; adaptive link space)",
+    lock="_PARTS_LOCK",
+    clear=_clear_parts,
 )
 
 #: Off: every call rebuilds the parts (``tests/test_speed_paths.py`` compares both).

@@ -52,10 +52,10 @@ import dataclasses
 import math
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
+from fabric_model.caching import lru_cached
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.topology.base import (
     LinkClass,
@@ -307,7 +307,7 @@ def clear_layout_cache() -> None:
     _pod_layout_cached.cache_clear()
 
 
-@lru_cache(maxsize=16)
+@lru_cached("topology.fat_tree.pod_layout", 16, key="(n_leaves, up, spine_down, r_spine, radix)")
 def _pod_layout_cached(
     n_leaves: int, up: int, spine_down: int, r_spine: float, radix: int
 ) -> PodLayout:

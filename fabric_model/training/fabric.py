@@ -2,25 +2,25 @@
 
 A training step asks for a handful of (dimension, operation, size) times; a sweep or a plan
 search asks for the same ones many times. Built fabrics and solved algorithm models are kept
-in small LRU caches keyed by what they depend on: a communicator by the cluster, fabric and
-what-if sections and its group's shape (:func:`group_shape`), the expert all-to-all also by
-the MoE skew, so plans and models that share a TP, EP, PP or DP group share its solves
-(not the whole scenario or rank layout), and a repeated evaluation costs arithmetic only. The
-caches are shared by every thread (each Streamlit session runs in its own) and locked.
+in small LRU caches keyed by what they depend on: a communicator by its fabric's sections
+(:data:`FABRIC_READS`: cluster, fabric, what-if, hybrid) and its group's shape
+(:func:`group_shape`), the expert all-to-all also by the MoE skew (:data:`ALLTOALL_READS`),
+so plans and models that share a TP, EP, PP or DP group share its solves (not the whole
+scenario or rank layout), and a repeated evaluation costs arithmetic only. The
+caches are shared by every thread (each Streamlit session runs in its own) and locked; they
+are registered with every other cache of the model in :mod:`fabric_model.caching`.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Hashable
-from concurrent.futures import Future
+from collections.abc import Hashable
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
+from fabric_model.caching import Lru, Reads, lru_cached
+from fabric_model.caching import clear_caches as clear_all_caches
 from fabric_model.collectives import (
     AlgoModel,
     AlgorithmUnavailableError,
@@ -29,89 +29,54 @@ from fabric_model.collectives import (
     times_from_models,
 )
 from fabric_model.scenario import Scenario
-from fabric_model.topology.fat_tree import clear_layout_cache
 from fabric_model.training.layout import DIMENSIONS, GroupContext, Layout
 
-__all__ = ["CommTime", "DimensionFabric", "clear_caches", "group_shape"]
+__all__ = [
+    "ALLTOALL_READS",
+    "FABRIC_READS",
+    "CommTime",
+    "DimensionFabric",
+    "clear_caches",
+    "fabric_key",
+    "group_shape",
+]
 
-T = TypeVar("T")
-
-
-class _Lru:
-    """A small LRU cache, safe to share between threads (every Streamlit session's thread).
-
-    A value is built by a closure over objects that are not part of its key (the scenario
-    beside its cluster, fabric and what-if sections), which ``functools.lru_cache``'s
-    keying by arguments cannot express; so this keeps an ``OrderedDict`` under a lock. The
-    lock covers only the bookkeeping, never ``make()``: a slow build for one key does not
-    hold up lookups of other keys. Threads asking for a key that is being built wait for
-    that one build (its value, or its exception) instead of building it again.
-    """
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.data: OrderedDict[Hashable, Any] = OrderedDict()
-        self._lock = threading.Lock()
-        self._building: dict[Hashable, Future[Any]] = {}
-
-    def get(self, key: Hashable, make: Callable[[], T]) -> T:
-        """Return the value cached under ``key``, building it with ``make`` on a miss.
-
-        Raises
-        ------
-        Exception
-            Whatever ``make`` raises (also in the threads that waited for it); nothing is
-            cached then.
-        """
-        with self._lock:
-            if key in self.data:
-                self.data.move_to_end(key)
-                return self.data[key]  # type: ignore[no-any-return]
-            pending = self._building.get(key)
-            builder = pending is None
-            if pending is None:
-                pending = self._building[key] = Future()
-        if not builder:
-            return pending.result()  # type: ignore[no-any-return]
-        try:
-            value = make()
-        except BaseException as exc:
-            with self._lock:
-                del self._building[key]
-            pending.set_exception(exc)
-            raise
-        with self._lock:
-            self.data[key] = value
-            if len(self.data) > self.size:
-                self.data.popitem(last=False)
-            del self._building[key]
-        pending.set_result(value)
-        return value
-
-    def clear(self) -> None:
-        """Forget every cached value (builds under way finish and are kept)."""
-        with self._lock:
-            self.data.clear()
-
+#: What a built fabric reads of a scenario (:meth:`FabricContext.from_scenario`): the cluster
+#: and fabric (the topology request and the hardware resolved from the catalog), the what-ifs
+#: (degraded links, failed switches, placement) and the hybrid's partitions (its shared tier,
+#: and the partition ``hybrid.job`` runs on); each section whole.
+FABRIC_READS = Reads("fabric", ("cluster", "fabric", "what_if", "hybrid", "nccl"))
+#: What the expert all-to-all reads beyond its fabric: the hot-expert skew of the model
+#: (``collectives.algorithms``' receive weights). No other collective reads the model.
+ALLTOALL_READS = Reads("all-to-all skew", ("model.routing_skew", "model.hot_fraction"))
 
 #: Whole-cluster fabrics (a 131,072-GPU topology holds tens of MB: keep few).
-_BASES = _Lru(6)
+_BASES = Lru(6, "training.fabric._BASES", key=f"FABRIC_READS {FABRIC_READS.names}")
 #: Group contexts and their solved algorithm models, per (fabric, layout, dimension, op).
-_MODELS = _Lru(2048)
+_MODELS = Lru(
+    2048,
+    "training.fabric._MODELS",
+    key=f"FABRIC_READS, dimension, group_shape(layout, dim), (EP) {ALLTOALL_READS.names}, op",
+)
+#: The class kept under its old name (tests reach it).
+_Lru = Lru
 
 
 def clear_caches() -> None:
-    """Forget every cached fabric and model (tests use it to measure cold paths)."""
-    _BASES.clear()
-    _MODELS.clear()
-    clear_layout_cache()
+    """Forget every cached result of the model (``fabric_model.caching.clear_caches``).
+
+    Every registered cache: fabrics, communicators and their solves, routed patterns, routing
+    state per fabric, fat-tree layouts, network prices (tests use it to measure cold paths).
+    """
+    clear_all_caches()
 
 
-def _fabric_key(s: Scenario) -> tuple[Hashable, ...]:
-    return (s.cluster, s.fabric, s.what_if)
+def fabric_key(s: Scenario) -> tuple[Hashable, ...]:
+    """Return the cache key of ``s``'s built fabric (:data:`FABRIC_READS`)."""
+    return FABRIC_READS.key(s)
 
 
-@lru_cache(maxsize=4096)
+@lru_cached("training.fabric.group_shape", 4096, key="(layout, dim)")
 def group_shape(layout: Layout, dim: str) -> tuple[tuple[int, bool], ...]:
     """Return what fixes ``dim``'s communicators in ``layout``: runs of (degree, in the group).
 
@@ -170,9 +135,9 @@ class DimensionFabric:
     def __init__(self, scenario: Scenario, layout: Layout) -> None:
         self.scenario = scenario
         self.layout = layout
-        self._fabric = _fabric_key(scenario)
+        self._fabric = fabric_key(scenario)
         # the all-to-all alone reads the model (its hot-expert skew): see _dim_key
-        self._skew = (scenario.model.routing_skew, scenario.model.hot_fraction)
+        self._skew = ALLTOALL_READS.key(scenario)
 
     def _dim_key(self, dim: str) -> tuple[Hashable, ...]:
         """Return the cache key of ``dim``'s communicator.
@@ -185,10 +150,8 @@ class DimensionFabric:
 
     @property
     def base(self) -> FabricContext:
-        """The whole cluster's fabric (built once per cluster/fabric/what-if)."""
-        return _BASES.get(
-            _fabric_key(self.scenario), lambda: FabricContext.from_scenario(self.scenario)
-        )
+        """The whole cluster's fabric (built once per :data:`FABRIC_READS`)."""
+        return _BASES.get(self._fabric, lambda: FabricContext.from_scenario(self.scenario))
 
     def group(self, dim: str) -> GroupContext:
         """Return the communicator context of ``dim`` (cached with its solved patterns)."""

@@ -26,15 +26,14 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from fabric_model.caching import Lru, Reads
 from fabric_model.catalog import load_catalog
 from fabric_model.collectives.algorithms import receive_weights
 from fabric_model.collectives.context import nccl_constants
@@ -42,7 +41,7 @@ from fabric_model.errors import FabricModelError, ScenarioError
 from fabric_model.plant.cost import bill_of_materials
 from fabric_model.scenario import Scenario, apply_overrides, field_spec
 from fabric_model.scenario.shapes import shape_counts
-from fabric_model.training.fabric import DimensionFabric
+from fabric_model.training.fabric import FABRIC_READS, DimensionFabric
 from fabric_model.training.gemm import linear_utilisation
 from fabric_model.training.layout import Layout
 from fabric_model.training.memory import activation_traffic_bytes_per_layer, memory_per_gpu
@@ -130,35 +129,37 @@ class SweepPoint:
         }
 
 
-#: Network capex per (cluster, fabric, costs, facility): a sweep point's price does not depend
-#: on the model or the plan, so re-sweeping another model costs no bill of materials (the
-#: facility's floor plan sets the cable lengths, hence the media and their prices).
-_CAPEX: OrderedDict[tuple[Any, ...], float] = OrderedDict()
+#: What a sweep point's network price reads of its scenario (:func:`bill_of_materials` on the
+#: point's built fabric): the fabric's sections (:data:`FABRIC_READS`), the prices and
+#: counting rules (``costs``), the floor plan that sets cable lengths and so media
+#: (``facility``), the storage and management networks it adds, each section whole. Not the
+#: model or the plan: re-sweeping another model costs no bill of materials.
+PRICE_READS = Reads(
+    "network price", (*FABRIC_READS.names, "costs", "facility", "storage", "management")
+)
+#: Network capex per :data:`PRICE_READS` (least recently used out past ``_CAPEX_SIZE``).
 _CAPEX_SIZE = 512
-#: Guards every look-up and insertion of :data:`_CAPEX` (threads of one process, e.g. a
-#: Streamlit server's sessions, share the module).
-_CAPEX_LOCK = threading.Lock()
+_CAPEX = Lru(_CAPEX_SIZE, "training.sweep._CAPEX", key=f"PRICE_READS {PRICE_READS.names}")
+
+
+def price_key(scenario: Scenario) -> tuple[Any, ...]:
+    """Return the cache key of ``scenario``'s network price (:data:`PRICE_READS`)."""
+    return PRICE_READS.key(scenario)
 
 
 def _network_capex_usd(scenario: Scenario, step: StepResult) -> float:
-    key = (scenario.cluster, scenario.fabric, scenario.costs, scenario.facility)
-    with _CAPEX_LOCK:
-        if key in _CAPEX:
-            _CAPEX.move_to_end(key)
-            return _CAPEX[key]
-    # priced outside the lock: two threads may both price a new key, never corrupt the cache
-    topo = (
-        DimensionFabric(scenario, step.plan.layout).base.topology
-        if step.feasible and step.plan
-        else None
-    )
-    capex = bill_of_materials(scenario, topology=topo).capex_usd
-    with _CAPEX_LOCK:
-        _CAPEX[key] = capex
-        _CAPEX.move_to_end(key)
-        while len(_CAPEX) > _CAPEX_SIZE:
-            _CAPEX.popitem(last=False)
-    return capex
+    def price() -> float:
+        # the step's built fabric is the whole network's, save for a hybrid whose job runs
+        # on one partition (``hybrid.job``): that network is priced whole, from its request
+        whole = scenario.fabric.topology != "hybrid" or scenario.hybrid.job == "both"
+        topo = (
+            DimensionFabric(scenario, step.plan.layout).base.topology
+            if step.feasible and step.plan and whole
+            else None
+        )
+        return bill_of_materials(scenario, topology=topo).capex_usd
+
+    return _CAPEX.get(price_key(scenario), price)
 
 
 def evaluate_point(scenario: Scenario) -> SweepPoint:
