@@ -1,0 +1,156 @@
+"""Jobs' traffic on the shared fabric: placement and neighbours, solved in the max-min solver.
+
+Each running multi-node job's dominant scale-out pattern is NCCL's rail-matched ring over its
+NVLink domains in rank order (its nodes in allocation order, each domain's GPUs in slot order):
+every GPU's NIC sends to the NIC of the same slot and rail in the next domain, the pattern the
+data-parallel (and FSDP) reductions repeat each phase (:meth:`fabric_model.collectives.
+FabricContext.endpoint` maps a domain's slots to NIC endpoints the same way; endpoint =
+``gpu x nics + nic``, ``gpu = node x gpus_per_node + local``). A job inside one NVLink domain
+sends nothing on the scale-out fabric.
+
+The rate of a job's pattern is its slowest connection's max-min fair rate
+(:func:`fabric_model.flows.solve_maxmin`), routed with the fabric's policy on its (degraded)
+capacities (:func:`fabric_model.routing.route`; static ECMP hashes with the simulation seed).
+Three rates per job:
+
+- ``contiguous``: the same job alone on the first ``k`` nodes of the cluster;
+- ``alone``: alone on its actual nodes (the placement's cost: scattered over spines it meets
+  the taper, more ECMP collisions);
+- ``shared``: solved together with every other running job whose traffic leaves its leaf group.
+  A job whose nodes sit under one leaf group shares no link with any other job (its flows cross
+  only its own NIC links and one leaf's crossbar: a leaf group is the leaves that reach the same
+  servers, and a rail-matched ring stays on one rail), so its shared rate is its alone rate and
+  the joint solve holds only the jobs that cross leaf groups. That is exact, not an
+  approximation, for every switched family; a switchless fabric (torus) has no leaves, so all
+  its multi-domain jobs are solved together.
+
+Solves are cached: ``contiguous`` by node count, ``alone`` by node tuple, ``shared`` by the set
+of (job, nodes) of the crossing jobs, and re-solved only when that set changes (a start, an end,
+a failure).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fabric_model.collectives.context import FabricContext
+from fabric_model.flows import solve_maxmin
+from fabric_model.routing import route
+from fabric_model.run.placement import ClusterLayout
+
+__all__ = ["FabricRates", "ring_pattern"]
+
+
+def ring_pattern(layout: ClusterLayout, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Source and destination NIC endpoints of the job's rail-matched ring over its domains."""
+    nodes = np.asarray(nodes, dtype=np.int64)
+    dom = nodes // layout.servers_per_domain
+    _, first = np.unique(dom, return_index=True)
+    order = dom[np.sort(first)]  # domains in rank order
+    if order.size < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    gpn, nics = layout.gpus_per_node, layout.nics_per_gpu
+    per_dom = [nodes[dom == d] for d in order.tolist()]
+    src: list[np.ndarray] = []
+    dst: list[np.ndarray] = []
+    slot = np.arange(gpn * nics, dtype=np.int64)
+    for i, a in enumerate(per_dom):
+        b = per_dom[(i + 1) % len(per_dom)]
+        m = min(a.size, b.size)
+        # node j of domain a, GPU l, NIC n -> node j of domain b, same GPU and NIC
+        src.append((a[:m, None] * (gpn * nics) + slot).ravel())
+        dst.append((b[:m, None] * (gpn * nics) + slot).ravel())
+    return np.concatenate(src), np.concatenate(dst)
+
+
+@dataclass(eq=False)
+class FabricRates:
+    """Ring rates of jobs on one cluster fabric (see the module docstring), cached."""
+
+    ctx: FabricContext
+    layout: ClusterLayout
+    seed: int = 0
+    cache_size: int = 4096
+    _contig: dict[int, float] = field(default_factory=dict)
+    _alone: OrderedDict[tuple[int, ...], float] = field(default_factory=OrderedDict)
+    _shared: OrderedDict[frozenset[tuple[str, tuple[int, ...]]], dict[str, float]] = field(
+        default_factory=OrderedDict
+    )
+    solves: int = 0
+
+    def _solve(self, patterns: list[tuple[np.ndarray, np.ndarray]]) -> list[float]:
+        """Slowest-connection rate of each pattern, all solved together, bytes/s."""
+        sizes = [p[0].size for p in patterns]
+        src = np.concatenate([p[0] for p in patterns])
+        dst = np.concatenate([p[1] for p in patterns])
+        ctx = self.ctx
+        rf = route(
+            ctx.topology,
+            src,
+            dst,
+            ctx.policy,
+            ctx.capacity_Bps,
+            qps=ctx.scenario.fabric.qps_per_connection,
+            rng=np.random.default_rng(self.seed),
+        )
+        sol = solve_maxmin(rf.flows, rf.link_capacity_Bps)
+        conn = np.full(src.size, np.inf)
+        np.minimum.at(conn, rf.flow_of_connection, sol.rate_Bps / rf.flow_fraction)
+        self.solves += 1
+        out, start = [], 0
+        for n in sizes:
+            out.append(float(conn[start : start + n].min()))
+            start += n
+        return out
+
+    def crosses_leaves(self, nodes: tuple[int, ...]) -> bool:
+        """Whether the job's traffic leaves its leaf group (it may then meet other jobs)."""
+        if self.layout.tiers == 0:
+            return True
+        return bool(np.unique(self.layout.leaf_of[np.asarray(nodes)]).size > 1)
+
+    def has_traffic(self, nodes: tuple[int, ...]) -> bool:
+        """Whether the job spans more than one NVLink domain (it uses the scale-out fabric)."""
+        dom = np.asarray(nodes) // self.layout.servers_per_domain
+        return bool(dom.size and dom.min() != dom.max())
+
+    def contiguous(self, k: int) -> float:
+        """Ring rate of a ``k``-node job alone on nodes ``0 .. k-1``."""
+        if k not in self._contig:
+            src, dst = ring_pattern(self.layout, np.arange(k))
+            self._contig[k] = self._solve([(src, dst)])[0] if src.size else np.inf
+        return self._contig[k]
+
+    def alone(self, nodes: tuple[int, ...]) -> float:
+        """Ring rate of the job alone on its nodes."""
+        hit = self._alone.get(nodes)
+        if hit is None:
+            src, dst = ring_pattern(self.layout, np.asarray(nodes))
+            hit = self._solve([(src, dst)])[0] if src.size else np.inf
+            self._alone[nodes] = hit
+            if len(self._alone) > self.cache_size:
+                self._alone.popitem(last=False)
+        else:
+            self._alone.move_to_end(nodes)
+        return hit
+
+    def shared(self, running: dict[str, tuple[int, ...]]) -> dict[str, float]:
+        """Ring rate of every crossing job with all the others running (id -> bytes/s)."""
+        key = frozenset(running.items())
+        hit = self._shared.get(key)
+        if hit is not None:
+            self._shared.move_to_end(key)
+            return hit
+        ids = sorted(running)
+        if len(ids) == 1:
+            hit = {ids[0]: self.alone(running[ids[0]])}
+        else:
+            pats = [ring_pattern(self.layout, np.asarray(running[j])) for j in ids]
+            hit = dict(zip(ids, self._solve(pats), strict=True))
+        self._shared[key] = hit
+        if len(self._shared) > self.cache_size:
+            self._shared.popitem(last=False)
+        return hit
