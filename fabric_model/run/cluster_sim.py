@@ -255,6 +255,7 @@ class ScheduleResult:
     status: dict[str, str]
     solves: int
     max_gpu_owners: int
+    segments: list[list[Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the contract's JSON object."""
@@ -328,6 +329,9 @@ class _Sim:
         self.head_blocked = False
         self.crossing_key: frozenset[tuple[str, tuple[int, ...]]] = frozenset()
         self.max_owner_gpus = 0
+        #: every allocation: [job index, start_h, end_h (nan while running), (node, gpus)...]
+        self.segments: list[list[Any]] = []
+        self._open: dict[int, int] = {}
 
     # -------------------------------------------------------------------- preparation
     def _prepare(self, i: int, job: Job) -> _Run:
@@ -431,6 +435,8 @@ class _Sim:
         if (self.free_gpus < 0).any():
             raise RuntimeError("a GPU given to two jobs")
         r.state, r.nodes, r.gpu_slots = "running", nodes, slots
+        self._open[r.idx] = len(self.segments)
+        self.segments.append([r.idx, t, math.nan, tuple(slots)])
         r.start_h = t
         if math.isnan(r.first_start_h):
             r.first_start_h = t
@@ -467,6 +473,7 @@ class _Sim:
         return max(1.0, self._factor_sd(r, contig / alone))
 
     def _free(self, r: _Run) -> None:
+        self.segments[self._open.pop(r.idx)][2] = self.last_t
         for n, g in r.gpu_slots:
             self.free_gpus[n] += g
             self.owners[n] -= 1
@@ -698,7 +705,14 @@ class _Sim:
             ),
         }
         return ScheduleResult(
-            summary, jobs, self.busy, capacity, status, self.rates.solves, self.max_owner_gpus
+            summary,
+            jobs,
+            self.busy,
+            capacity,
+            status,
+            self.rates.solves,
+            self.max_owner_gpus,
+            self.segments,
         )
 
 

@@ -45,25 +45,33 @@ __all__ = ["FabricRates", "ring_pattern"]
 
 
 def ring_pattern(layout: ClusterLayout, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Source and destination NIC endpoints of the job's rail-matched ring over its domains."""
+    """Source and destination NIC endpoints of the job's rail-matched ring over its domains.
+
+    Node ``j`` of each domain (in rank order) sends from every GPU's NICs to node ``j`` of the
+    next domain, the same GPU and NIC; a domain with fewer nodes than the next leaves the
+    extra ones out of that hop.
+    """
     nodes = np.asarray(nodes, dtype=np.int64)
     dom = nodes // layout.servers_per_domain
-    _, first = np.unique(dom, return_index=True)
-    order = dom[np.sort(first)]  # domains in rank order
-    if order.size < 2:
+    uniq, first, inv = np.unique(dom, return_index=True, return_inverse=True)
+    if uniq.size < 2:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    gpn, nics = layout.gpus_per_node, layout.nics_per_gpu
-    per_dom = [nodes[dom == d] for d in order.tolist()]
-    src: list[np.ndarray] = []
-    dst: list[np.ndarray] = []
-    slot = np.arange(gpn * nics, dtype=np.int64)
-    for i, a in enumerate(per_dom):
-        b = per_dom[(i + 1) % len(per_dom)]
-        m = min(a.size, b.size)
-        # node j of domain a, GPU l, NIC n -> node j of domain b, same GPU and NIC
-        src.append((a[:m, None] * (gpn * nics) + slot).ravel())
-        dst.append((b[:m, None] * (gpn * nics) + slot).ravel())
-    return np.concatenate(src), np.concatenate(dst)
+    rank_of = np.empty(uniq.size, dtype=np.int64)
+    rank_of[np.argsort(first, kind="stable")] = np.arange(uniq.size)
+    r = rank_of[inv]  # each node's domain in rank order
+    order = np.lexsort((np.arange(nodes.size), r))
+    counts = np.bincount(r, minlength=uniq.size)
+    pos = np.empty(nodes.size, dtype=np.int64)
+    pos[order] = np.arange(nodes.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    table = np.full((uniq.size, int(counts.max())), -1, dtype=np.int64)
+    table[r, pos] = nodes
+    nxt = np.roll(table, -1, axis=0)
+    ok = (table >= 0) & (nxt >= 0)
+    per = layout.gpus_per_node * layout.nics_per_gpu
+    slot = np.arange(per, dtype=np.int64)
+    src = (table[ok][:, None] * per + slot).ravel()
+    dst = (nxt[ok][:, None] * per + slot).ravel()
+    return src, dst
 
 
 @dataclass(eq=False)
@@ -77,6 +85,9 @@ class FabricRates:
     _contig: dict[int, float] = field(default_factory=dict)
     _alone: OrderedDict[tuple[int, ...], float] = field(default_factory=OrderedDict)
     _shared: OrderedDict[frozenset[tuple[str, tuple[int, ...]]], dict[str, float]] = field(
+        default_factory=OrderedDict
+    )
+    _patterns: OrderedDict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = field(
         default_factory=OrderedDict
     )
     solves: int = 0
@@ -110,12 +121,21 @@ class FabricRates:
         """Whether the job's traffic leaves its leaf group (it may then meet other jobs)."""
         if self.layout.tiers == 0:
             return True
-        return bool(np.unique(self.layout.leaf_of[np.asarray(nodes)]).size > 1)
+        leaves = self.layout.leaf_of[np.asarray(nodes)]
+        return bool(leaves.size and leaves.min() != leaves.max())
 
     def has_traffic(self, nodes: tuple[int, ...]) -> bool:
         """Whether the job spans more than one NVLink domain (it uses the scale-out fabric)."""
-        dom = np.asarray(nodes) // self.layout.servers_per_domain
-        return bool(dom.size and dom.min() != dom.max())
+        spd = self.layout.servers_per_domain
+        return len(nodes) > 1 and (spd == 1 or min(nodes) // spd != max(nodes) // spd)
+
+    def _pattern(self, nodes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        hit = self._patterns.get(nodes)
+        if hit is None:
+            hit = self._patterns[nodes] = ring_pattern(self.layout, np.asarray(nodes))
+            if len(self._patterns) > self.cache_size:
+                self._patterns.popitem(last=False)
+        return hit
 
     def contiguous(self, k: int) -> float:
         """Ring rate of a ``k``-node job alone on nodes ``0 .. k-1``."""
@@ -124,11 +144,28 @@ class FabricRates:
             self._contig[k] = self._solve([(src, dst)])[0] if src.size else np.inf
         return self._contig[k]
 
+    @property
+    def _uniform(self) -> bool:
+        """Whether every link keeps its built capacity (no degraded-link what-if)."""
+        return self.ctx.capacity_Bps is self.ctx.topology.graph.link_capacity_Bps
+
     def alone(self, nodes: tuple[int, ...]) -> float:
-        """Ring rate of the job alone on its nodes."""
+        """Ring rate of the job alone on its nodes.
+
+        A job under one leaf group on undegraded links runs as fast as the same job on the
+        first nodes of a leaf group: its ring crosses only its own NIC links and one leaf per
+        rail, alike in every group, so it is the contiguous rate (no solve).
+        """
+        if (
+            self._uniform
+            and self.layout.tiers
+            and not self.crosses_leaves(nodes)
+            and len(nodes) <= int(np.bincount(self.layout.leaf_of).min())
+        ):
+            return self.contiguous(len(nodes))
         hit = self._alone.get(nodes)
         if hit is None:
-            src, dst = ring_pattern(self.layout, np.asarray(nodes))
+            src, dst = self._pattern(nodes)
             hit = self._solve([(src, dst)])[0] if src.size else np.inf
             self._alone[nodes] = hit
             if len(self._alone) > self.cache_size:
@@ -148,7 +185,7 @@ class FabricRates:
         if len(ids) == 1:
             hit = {ids[0]: self.alone(running[ids[0]])}
         else:
-            pats = [ring_pattern(self.layout, np.asarray(running[j])) for j in ids]
+            pats = [self._pattern(running[j]) for j in ids]
             hit = dict(zip(ids, self._solve(pats), strict=True))
         self._shared[key] = hit
         if len(self._shared) > self.cache_size:

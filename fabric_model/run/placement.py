@@ -18,8 +18,10 @@ see :mod:`fabric_model.run.cluster_sim`); each returns ``None`` when it cannot p
   the most free nodes first, so the job spans the fewest leaves, then the fewest spines.
 - ``block``: Slurm topology/block (https://slurm.schedmd.com/topology.yaml.html): base blocks
   and aggregated blocks of ``BlockSizes`` (base x 2^i, consecutive blocks, as Topograph infers
-  them: ``[D, 2D, ..., 2^k D]``); the job goes to the smallest block level with room, best fit
-  there; with ``--segment S`` each segment of ``S`` nodes sits inside one base block.
+  them: ``[D, 2D, ..., 2^k D]``); the job goes to the smallest block level with room (one base
+  block if one holds it), best fit there, its base blocks most free first; with ``--segment S``
+  each segment of ``S`` nodes sits inside one base block (the recommended segments per job size
+  are reported, :func:`block_sizes`; the simulation runs without them).
 - ``tas``: Kueue Topology-Aware Scheduling
   (https://kueue.sigs.k8s.io/docs/concepts/topology_aware_scheduling/): levels block (spine
   group) / rack (leaf group or NVLink domain) / host. ``podset-preferred-topology: rack``: one
@@ -226,7 +228,7 @@ def _tree(layout: ClusterLayout, free: np.ndarray, k: int) -> np.ndarray | None:
 def _block(
     layout: ClusterLayout, free: np.ndarray, k: int, segment: int | None = None
 ) -> np.ndarray | None:
-    s = segment or default_segment(layout, k)
+    s = segment or 1  # no --segment: the job may spread over its aggregated block's nodes
     if k % s or s > layout.block_nodes:
         raise FabricModelError(
             f"--segment {s}: must divide the job's {k} nodes and fit a base block of "
