@@ -1,4 +1,4 @@
-"""The shared-cluster simulation (`schedule`): traces, policies, the fabric's slowdowns, invariants."""
+"""The shared-cluster simulation (`schedule`): traces, policies, slowdowns, invariants."""
 
 from __future__ import annotations
 
