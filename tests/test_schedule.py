@@ -197,3 +197,36 @@ def test_dask_engine_matches_local(flat: Cluster) -> None:
     local = [schedule(BASE, generate=10, days=0.5, seed=s) for s in (0, 1)]
     dask = schedule_seeds(BASE, None, [0, 1], generate=10, days=0.5)
     assert json.dumps(local, sort_keys=True) == json.dumps(dask, sort_keys=True)
+
+
+def test_solving_only_leaf_crossing_jobs_equals_the_full_solve(tapered: Cluster) -> None:
+    """Jobs under one leaf group share no link: leaving them out of the joint solve is exact."""
+    lay = tapered.layout
+    rates = FabricRates(tapered.ctx, tapered.layout)
+    leaf0 = np.flatnonzero(lay.leaf_of == 0)
+    leaf2 = np.flatnonzero(lay.leaf_of == 2)
+    crossing = _pairs_across_leaves(tapered, 12)
+    inside = {"in0": tuple(int(n) for n in leaf0[20:28]), "in2": tuple(int(n) for n in leaf2[:16])}
+    everything = {**crossing, **inside}
+    ids = sorted(everything)
+    full = dict(zip(ids, rates._solve([rates._pattern(everything[j]) for j in ids]), strict=True))
+    split = {**rates.shared(crossing), **{j: rates.alone(n) for j, n in inside.items()}}
+    for j in ids:
+        assert split[j] == pytest.approx(full[j], rel=1e-9)
+
+
+def test_neighbours_slow_the_running_jobs_steps(tapered: Cluster) -> None:
+    """Sixteen jobs crossing the same two leaves of a 4:1 fat-tree: each alone runs at full
+    rate (placement 1), together they share the leaves' uplinks (interference > 1)."""
+    from fabric_model.run.cluster_sim import _Sim
+
+    pairs = _pairs_across_leaves(tapered, 16)
+    jobs = [Job(j, 0.0, 16, "llama3-8b", duration_h=10.0, line=i + 1) for i, j in enumerate(pairs)]
+    sim = _Sim(tapered, jobs, "first-fit", 1.0, 0)
+    for r in sim.runs:
+        nodes = pairs[r.job.id]
+        sim._start(r, 0.0, (nodes, [(n, 8) for n in nodes]))
+    sim._refresh_interference(0.0)
+    for r in sim.runs:
+        assert r.place_sd == pytest.approx(1.0)
+        assert r.sd > 1.0 + 1e-6

@@ -117,6 +117,11 @@ def _job_scenario(
     return apply_overrides(scenario, over)
 
 
+@lru_cache(maxsize=256)
+def _checkpoint_bytes(scenario: Scenario, model: str) -> float:
+    return checkpoint_bytes(_job_scenario(scenario, model, 2, ()))
+
+
 @lru_cache(maxsize=1024)
 def job_step(scenario: Scenario, model: str, gpus: int, plan: str) -> StepResult:
     """Return the training step of a job alone on a contiguous placement (its own fabric).
@@ -363,7 +368,7 @@ class _Sim:
             work_h = job.tokens / perf.tokens_per_s / 3600.0
         else:
             work_h = float(job.duration_h or 0.0)
-        ckpt = checkpoint_bytes(_job_scenario(s, job.model, max(2, job.gpus), ()))
+        ckpt = _checkpoint_bytes(s, job.model)
         write_s = ckpt / (job.gpus * s.reliability.checkpoint_write_GBps_per_gpu * 1e9)
         return _Run(job, i, work_h, perf, write_s)
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fabric_model.collectives.context import FabricContext
-from fabric_model.flows import solve_maxmin
+from fabric_model.flows import FlowSet, solve_maxmin
 from fabric_model.routing import route
 from fabric_model.run.placement import ClusterLayout
 
@@ -91,12 +91,11 @@ class FabricRates:
         default_factory=OrderedDict
     )
     solves: int = 0
+    _intra: float | None = None
+    _crosses: dict[tuple[int, ...], bool] = field(default_factory=dict)
 
-    def _solve(self, patterns: list[tuple[np.ndarray, np.ndarray]]) -> list[float]:
-        """Slowest-connection rate of each pattern, all solved together, bytes/s."""
-        sizes = [p[0].size for p in patterns]
-        src = np.concatenate([p[0] for p in patterns])
-        dst = np.concatenate([p[1] for p in patterns])
+    def _solve_full(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """Max-min rate of every connection of one routed pattern, bytes/s."""
         ctx = self.ctx
         rf = route(
             ctx.topology,
@@ -107,10 +106,61 @@ class FabricRates:
             qps=ctx.scenario.fabric.qps_per_connection,
             rng=np.random.default_rng(self.seed),
         )
-        sol = solve_maxmin(rf.flows, rf.link_capacity_Bps)
+        # the solve on the links the pattern crosses only (the same rates: a link no flow
+        # crosses constrains nothing), so its cost follows the pattern, not the fabric
+        flows = rf.flows
+        used, compact = np.unique(flows.flow_link_indices, return_inverse=True)
+        small = FlowSet(
+            flows.flow_link_indptr,
+            compact.astype(np.int32),
+            flows.flow_link_weights,
+            int(used.size),
+            flows.flow_demand_Bps,
+            max_weight=flows.max_weight,
+        )
+        sol = solve_maxmin(small, np.asarray(rf.link_capacity_Bps)[used])
         conn = np.full(src.size, np.inf)
         np.minimum.at(conn, rf.flow_of_connection, sol.rate_Bps / rf.flow_fraction)
         self.solves += 1
+        return conn
+
+    @property
+    def _intra_leaf_Bps(self) -> float:
+        """Rate of a connection between two NICs of one leaf group on one rail (solved once)."""
+        if self._intra is None:
+            lay = self.layout
+            per = lay.gpus_per_node * lay.nics_per_gpu
+            mates = np.flatnonzero(lay.leaf_of == lay.leaf_of[0])
+            if mates.size < 2:
+                self._intra = np.inf
+            else:
+                a, b = int(mates[0]), int(mates[1])
+                conn = self._solve_full(np.array([a * per]), np.array([b * per]))
+                self._intra = float(conn[0])
+        return self._intra
+
+    def _solve(self, patterns: list[tuple[np.ndarray, np.ndarray]]) -> list[float]:
+        """Slowest-connection rate of each pattern, all solved together, bytes/s.
+
+        On undegraded links of a switched fabric, a connection between two NICs of one leaf
+        group (the same rail: one leaf switch) crosses only its source's up link and its
+        destination's down link, which no other connection of a ring pattern uses (every
+        endpoint sends one connection and receives one), so its rate is the one-leaf rate
+        (:attr:`_intra_leaf_Bps`) and only the connections that leave their leaf group are
+        routed and solved together: the same rates as the full solve (the tests compare them).
+        """
+        sizes = [p[0].size for p in patterns]
+        src = np.concatenate([p[0] for p in patterns])
+        dst = np.concatenate([p[1] for p in patterns])
+        lay = self.layout
+        if self._uniform and lay.tiers:
+            per = lay.gpus_per_node * lay.nics_per_gpu
+            cross = lay.leaf_of[src // per] != lay.leaf_of[dst // per]
+            conn = np.full(src.size, self._intra_leaf_Bps)
+            if cross.any():
+                conn[cross] = self._solve_full(src[cross], dst[cross])
+        else:
+            conn = self._solve_full(src, dst)
         out, start = [], 0
         for n in sizes:
             out.append(float(conn[start : start + n].min()))
@@ -121,8 +171,14 @@ class FabricRates:
         """Whether the job's traffic leaves its leaf group (it may then meet other jobs)."""
         if self.layout.tiers == 0:
             return True
-        leaves = self.layout.leaf_of[np.asarray(nodes)]
-        return bool(leaves.size and leaves.min() != leaves.max())
+        hit = self._crosses.get(nodes)
+        if hit is None:
+            leaves = self.layout.leaf_of[np.asarray(nodes)]
+            hit = bool(leaves.size and leaves.min() != leaves.max())
+            if len(self._crosses) > 4 * self.cache_size:
+                self._crosses.clear()
+            self._crosses[nodes] = hit
+        return hit
 
     def has_traffic(self, nodes: tuple[int, ...]) -> bool:
         """Whether the job spans more than one NVLink domain (it uses the scale-out fabric)."""
