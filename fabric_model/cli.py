@@ -905,7 +905,13 @@ def _report(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------ export
 
-_EXPORT_FORMATS = ("cabling-csv", "slurm-topology", "slurm-topology-yaml", "networkx-json")
+_EXPORT_FORMATS = (
+    "cabling-csv",
+    "slurm-topology",
+    "slurm-topology-yaml",
+    "networkx-json",
+    "kueue-topology",
+)
 
 
 def _export_args(p: argparse.ArgumentParser) -> None:
@@ -914,7 +920,8 @@ def _export_args(p: argparse.ArgumentParser) -> None:
         required=True,
         choices=_EXPORT_FORMATS,
         help="cabling-csv (one row per cable), slurm-topology (topology.conf, tree plugin), "
-        "slurm-topology-yaml (topology.yaml: tree and NVLink blocks), networkx-json",
+        "slurm-topology-yaml (topology.yaml: tree and NVLink blocks), networkx-json, "
+        "kueue-topology (Kueue Topology, ResourceFlavor and node labels)",
     )
     p.add_argument("--out", required=True, metavar="FILE", help="where to write; - for stdout")
 

@@ -40,6 +40,11 @@ DEPLOYMENT_BUTTONS: dict[str, tuple[str, str]] = {
         "networkx node-link data of servers and switches; each edge has its link class and "
         "cable count (networkx.node_link_graph(data, edges='edges'))",
     ),
+    "kueue-topology": (
+        "Kueue Topology (YAML)",
+        "Kueue Topology-Aware Scheduling: the Topology (levels block / rack / host), a "
+        "ResourceFlavor using it, and every server's block and rack node labels",
+    ),
 }
 
 
