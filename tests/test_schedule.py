@@ -230,3 +230,24 @@ def test_neighbours_slow_the_running_jobs_steps(tapered: Cluster) -> None:
     for r in sim.runs:
         assert r.place_sd == pytest.approx(1.0)
         assert r.sd > 1.0 + 1e-6
+
+
+def test_a_job_split_over_nvlink_domains_pays_the_network() -> None:
+    """GB200 NVL72 (18 trays a domain): 8 trays fit one domain, so contiguous the job sends
+    nothing on the network; split 4 + 4 over two racks, its data-parallel bytes leave NVLink."""
+    from fabric_model.run.cluster_sim import _Sim
+
+    cl = Cluster.build(load_preset("gb200-nvl72-ndr"))
+    together = tuple(range(36, 44))
+    split = (0, 1, 2, 3, 18, 19, 20, 21)
+    jobs = [Job(n, 0.0, 32, "llama3-8b", duration_h=5.0, line=i + 1) for i, n in enumerate("ab")]
+    sim = _Sim(cl, jobs, "first-fit", 1.0, 0)
+    a, b = sim.runs
+    sim._start(a, 0.0, (together, [(n, 4) for n in together]))
+    sim._start(b, 0.0, (split, [(n, 4) for n in split]))
+    assert a.place_sd == 1.0
+    assert 1.0 < b.place_sd < math.inf
+    res = run_schedule(
+        cl, generate_jobs(60, cl.layout.n_gpus, np.random.default_rng(2)), "first-fit", 2.0, 2
+    )
+    assert all(j["slowdown"] is None or math.isfinite(j["slowdown"]) for j in res.jobs)

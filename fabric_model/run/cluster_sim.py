@@ -470,12 +470,27 @@ class _Sim:
             return 1.0 if r.perf is None or factor <= 1.0 else math.inf
         return step_with_factor(r.perf, factor) / r.perf.step_time_s
 
+    def _reference_Bps(self, r: _Run) -> float:
+        """Return the rate the job's step was modelled at: its contiguous ring's.
+
+        A job that fits one NVLink domain sends nothing on the network when contiguous: its
+        step's communication ran on NVLink, so a placement over several domains moves those
+        bytes from NVLink (``nvlink_GBps x nvlink_efficiency``) to the network, whose rates
+        the solver gives in line-rate units (``x net_efficiency`` is the payload rate): the
+        reference is the NVLink rate in those units.
+        """
+        contig = self.rates.contiguous(len(r.nodes))
+        if math.isfinite(contig):
+            return contig
+        ctx = self.c.ctx
+        c = ctx.constants
+        return ctx.nvlink_Bps * float(c["nvlink_efficiency"]) / float(c["net_efficiency"])
+
     def _placement_slowdown(self, r: _Run) -> float:
         if r.perf is None or not self.rates.has_traffic(r.nodes):
             return 1.0
-        contig = self.rates.contiguous(len(r.nodes))
         alone = self.rates.alone(r.nodes)
-        return max(1.0, self._factor_sd(r, contig / alone))
+        return max(1.0, self._factor_sd(r, self._reference_Bps(r) / alone))
 
     def _free(self, r: _Run) -> None:
         self.segments[self._open.pop(r.idx)][2] = self.last_t
@@ -504,8 +519,7 @@ class _Sim:
         by_id = {self.runs[i].job.id: self.runs[i] for i in self.running}
         for jid, rate in shared.items():
             r = by_id[jid]
-            contig = self.rates.contiguous(len(r.nodes))
-            sd = max(r.place_sd, self._factor_sd(r, contig / rate))
+            sd = max(r.place_sd, self._factor_sd(r, self._reference_Bps(r) / rate))
             if abs(sd - r.sd) > 1e-12:
                 self._set_rate(r, t, sd)
 

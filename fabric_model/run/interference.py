@@ -208,13 +208,14 @@ class FabricRates:
     def alone(self, nodes: tuple[int, ...]) -> float:
         """Ring rate of the job alone on its nodes.
 
-        A job under one leaf group on undegraded links runs as fast as the same job on the
-        first nodes of a leaf group: its ring crosses only its own NIC links and one leaf per
+        A job of single-server NVLink domains under one leaf group on undegraded links runs
+        as fast as the same job on the first nodes of a leaf group: its ring crosses only its own NIC links and one leaf per
         rail, alike in every group, so it is the contiguous rate (no solve).
         """
         if (
             self._uniform
             and self.layout.tiers
+            and self.layout.servers_per_domain == 1  # else the domains' count differs
             and not self.crosses_leaves(nodes)
             and len(nodes) <= int(np.bincount(self.layout.leaf_of).min())
         ):
