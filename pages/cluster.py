@@ -9,11 +9,10 @@ from ui import cluster
 from ui.page_common import current_scenario, require_buildable, show_model_error
 from ui.widgets import chart
 
-RUN_OPEN = "cluster_run_open"  # the results' expander
-
 scenario = current_scenario()
 st.title("Cluster")
 require_buildable(scenario)
+cluster.read_url_once()
 st.caption(
     "Many jobs on this fabric: a generated job mix (assets/job_mix.yaml, shaped after the "
     "Philly, Helios and Acme traces), FIFO with EASY backfill, each job placed by first-fit, "
@@ -22,12 +21,16 @@ st.caption(
     "failures over the bill of materials. `python -m fabric_model schedule` runs the same."
 )
 left, mid, right = st.columns(3)
-n_jobs = left.slider("Jobs", 50, 2000, 300, step=50, key="cluster_jobs")
-days = mid.slider("Days", 1, 30, 7, key="cluster_days")
-seed = int(right.number_input("Seed", 0, 10_000, 0, key="cluster_seed"))
+_, _, lo, hi, step = cluster.CONTROLS["jobs"]
+n_jobs = left.slider("Jobs", lo, hi, step=step, key=cluster.CONTROLS["jobs"][0])
+_, _, lo, hi, _ = cluster.CONTROLS["days"]
+days = mid.slider("Days", lo, hi, key=cluster.CONTROLS["days"][0])
+_, _, lo, hi, _ = cluster.CONTROLS["seed"]
+seed = int(right.number_input("Seed", lo, hi, key=cluster.CONTROLS["seed"][0]))
 with st.expander(
-    "Simulate every policy on this job mix", key=RUN_OPEN, on_change="rerun"
+    "Simulate every policy on this job mix", key=cluster.RUN_OPEN, on_change="rerun"
 ) as section:
+    cluster.write_url()
     if section.open:
         try:
             results = cluster.run_policies(scenario, n_jobs, float(days), seed)

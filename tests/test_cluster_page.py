@@ -8,7 +8,7 @@ import pytest
 from fabric_model.presets import DEFAULT_PRESET, load_preset
 from fabric_model.run.cluster_sim import schedule
 from fabric_model.run.placement import POLICIES
-from tests.apptest_helpers import figures, open_page
+from tests.apptest_helpers import figures, open_page, url
 
 pytestmark = pytest.mark.app
 
@@ -36,3 +36,37 @@ def test_nothing_runs_until_opened_then_every_policy_is_the_models() -> None:
         [schedule(base, generate=100, policy=p, days=2.0, seed=0)["cost_per_useful_gpu_hour_usd"]
          for p in POLICIES]
     )  # fmt: skip
+
+
+def test_the_controls_live_in_the_url() -> None:
+    at = open_page(
+        PAGE,
+        {
+            "schedule.jobs": "100",
+            "schedule.days": "2",
+            "schedule.seed": "3",
+        },
+        title="Cluster",
+    )
+    assert not at.exception and not at.error
+    assert not at.dataframe  # a link shows the controls; the run waits for the section
+    at.session_state["cluster_run_open"] = True
+    at.run()
+    assert at.slider(key="cluster_jobs").value == 100
+    assert at.slider(key="cluster_days").value == 2
+    assert len(at.dataframe[0].value) == len(POLICIES)
+    assert {k: v for k, v in url(at).items() if k.startswith("schedule.")} == {
+        "schedule.jobs": "100",
+        "schedule.days": "2",
+        "schedule.seed": "3",
+    }
+
+
+def test_a_bad_url_value_is_named_and_ignored() -> None:
+    at = open_page(PAGE, {"schedule.jobs": "75"}, title="Cluster")
+    assert not at.exception
+    assert [e.value for e in at.error] == [
+        "schedule.jobs = '75': must be an integer from 50 to 2,000 in steps of 50; ignored"
+    ]
+    assert at.slider(key="cluster_jobs").value == 300
+    assert not at.dataframe

@@ -18,9 +18,73 @@ from fabric_model.run.cluster_sim import Cluster, schedule
 from fabric_model.run.placement import POLICIES
 from fabric_model.scenario import Scenario
 from ui.cache_keys import SCENARIO_HASH
+from ui.state import page_params, write_page_params
 from ui.theme import BASE_LAYOUT, OKABE_ITO
 
-__all__ = ["POLICY_LABELS", "cost_figure", "run_policies", "slowdown_cdf_figure", "summary_frame"]
+__all__ = [
+    "CONTROLS",
+    "POLICY_LABELS",
+    "PREFIX",
+    "RUN_OPEN",
+    "cost_figure",
+    "read_url_once",
+    "run_policies",
+    "slowdown_cdf_figure",
+    "summary_frame",
+    "write_url",
+]
+
+#: URL parameters of the page: ``schedule.jobs``, ``schedule.days``, ``schedule.seed`` (the
+#: results' section opens on demand: a shared link shows the controls, not a run).
+PREFIX = "schedule."
+RUN_OPEN = "cluster_run_open"
+#: URL name -> (widget key, default, lowest, highest, step)
+CONTROLS = {
+    "jobs": ("cluster_jobs", 300, 50, 2000, 50),
+    "days": ("cluster_days", 7, 1, 30, 1),
+    "seed": ("cluster_seed", 0, 0, 10_000, 1),
+}
+_URL_READ = "cluster_url_read"
+
+
+def read_url_once() -> None:
+    """Give the controls their defaults, and on the first run in a session the URL's values.
+
+    A bad value gets one ``st.error`` naming the parameter and its range, and is ignored.
+    """
+    for key, default, *_ in CONTROLS.values():
+        st.session_state.setdefault(key, default)
+    if st.session_state.get(_URL_READ):
+        return
+    st.session_state[_URL_READ] = True
+    params = page_params(PREFIX)
+    for name, (key, _, lo, hi, step) in CONTROLS.items():
+        raw = params.get(PREFIX + name)
+        if raw is None:
+            continue
+        try:
+            value = int(raw)
+        except ValueError:
+            value = None
+        if value is None or not lo <= value <= hi or (value - lo) % step:
+            st.error(
+                f"{PREFIX}{name} = {raw!r}: must be an integer from {lo:,} to {hi:,}"
+                + (f" in steps of {step}" if step > 1 else "")
+                + "; ignored"
+            )
+            continue
+        st.session_state[key] = value
+
+
+def write_url() -> None:
+    """Make the URL's ``schedule.*`` parameters the controls that differ from the defaults."""
+    out = {}
+    for name, (key, default, *_) in CONTROLS.items():
+        value = int(st.session_state.get(key, default))
+        if value != default:
+            out[PREFIX + name] = str(value)
+    write_page_params(PREFIX, out)
+
 
 _COLORS = list(OKABE_ITO.values())
 POLICY_LABELS = {

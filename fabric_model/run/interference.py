@@ -209,8 +209,9 @@ class FabricRates:
         """Ring rate of the job alone on its nodes.
 
         A job of single-server NVLink domains under one leaf group on undegraded links runs
-        as fast as the same job on the first nodes of a leaf group: its ring crosses only its own NIC links and one leaf per
-        rail, alike in every group, so it is the contiguous rate (no solve).
+        as fast as the same job on the first nodes of a leaf group: its ring crosses only its
+        own NIC links and one leaf per rail, alike in every group, so it is the contiguous
+        rate (no solve).
         """
         if (
             self._uniform
