@@ -21,6 +21,8 @@ An event-driven simulation (submit, start, finish, failure, repair) of one clust
   max-min solver (:mod:`fabric_model.run.interference`). The compute that hid a dimension's
   communication hides as much of the slower one, so the step grows by
   ``sum_d max(0, comm_d x f - hidden_d) - exposed_d`` with ``hidden_d = comm_d - exposed_d``.
+  A job that fits one NVLink domain sends nothing on the network when contiguous; split over
+  domains, its bytes move from NVLink to the network (the reference rate is NVLink's).
   ``placement_slowdown`` = step on its nodes alone / step contiguous; ``slowdown`` = step with
   neighbours / step contiguous; ``interference_slowdown`` = their ratio.
 - **Checkpoints and failures**: failures arrive as a Poisson process at the ``reliability.*``

@@ -24,9 +24,15 @@ Three rates per job:
   approximation, for every switched family; a switchless fabric (torus) has no leaves, so all
   its multi-domain jobs are solved together.
 
-Solves are cached: ``contiguous`` by node count, ``alone`` by node tuple, ``shared`` by the set
-of (job, nodes) of the crossing jobs, and re-solved only when that set changes (a start, an end,
-a failure).
+Inside a solve, the same argument at the level of connections: a ring hop between two nodes
+of one leaf group crosses only its two NIC links (every endpoint sends one connection and
+receives one), so on undegraded links it runs at the one-leaf rate and only the hops that leave
+their leaf group are routed and solved, on the links they cross (a compact link space, so a
+solve costs what its flows touch, not the fabric's size). Solves are cached: ``contiguous`` by
+node count, ``alone`` by node tuple, ``shared`` by the set of (job, nodes) of the crossing
+jobs, and re-solved only when that set changes (a start, an end, a failure). Static ECMP draws
+its hashes for the routed connections only, so its collisions are a draw of the same law as
+the full pattern's, not the same draw.
 """
 
 from __future__ import annotations
