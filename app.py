@@ -24,6 +24,7 @@ pages = [
     st.Page("pages/whatif.py", title="What-if", url_path="whatif"),
     st.Page("pages/compare.py", title="Compare", url_path="compare"),
     st.Page("pages/explore.py", title="Explore", url_path="explore"),
+    st.Page("pages/cluster.py", title="Cluster", url_path="cluster"),
     st.Page("pages/cost.py", title="Cost", url_path="cost"),
     st.Page("pages/validate.py", title="Validate", url_path="validate"),
 ]

@@ -36,7 +36,10 @@ TOPOLOGY = "pages/topology.py"
 COST = "pages/cost.py"
 VALIDATE = "pages/validate.py"
 #: Pages that model nothing until a section is opened: (its expander key, its label start)
-ON_DEMAND = {VALIDATE: ("validate_acceptance_open", "Expected nccl-tests results")}
+ON_DEMAND = {
+    VALIDATE: ("validate_acceptance_open", "Expected nccl-tests results"),
+    "pages/cluster.py": ("cluster_run_open", "Simulate every policy"),
+}
 PRESETS = [p.name for p in list_presets()]
 #: plotly charts each page draws for a buildable design
 N_CHARTS = {TOPOLOGY: 2, COST: 3}

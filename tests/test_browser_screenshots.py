@@ -30,7 +30,10 @@ THEMES = {"light": "", "dark": "?embed_options=dark_theme"}
 #: plotly charts drawn for the default preset, for the pages whose count is known
 N_CHARTS = {"/topology": 2, "/cost": 3}
 #: Pages whose first view has no chart or metric, and the closed section that holds them
-DRAWS_ON_DEMAND = {"/validate": "Expected nccl-tests results"}
+DRAWS_ON_DEMAND = {
+    "/validate": "Expected nccl-tests results",
+    "/cluster": "Simulate every policy",
+}
 PAGE_TIMEOUT_MS = 60_000
 WIDTH = 1400
 MAX_HEIGHT = 12_000

@@ -46,7 +46,7 @@ def test_topology_page_offers_every_deployment_file() -> None:
 @pytest.mark.parametrize(
     ("preset", "disabled"),
     [
-        ("torus-3d-4k", {"slurm-topology", "slurm-topology-yaml"}),
+        ("torus-3d-4k", {"slurm-topology", "slurm-topology-yaml", "kueue-topology"}),
         ("gb200-nvl72-ndr", set()),
     ],
 )

@@ -45,6 +45,11 @@ DEPLOYMENT_BUTTONS: dict[str, tuple[str, str]] = {
         "the model's NCCL algorithm, protocol and channels per message size, as the CSV of "
         "NCCL's example tuner plugin (NCCL_TUNER_CONFIG_FILE; plugins/tuner/example)",
     ),
+    "kueue-topology": (
+        "Kueue Topology (YAML)",
+        "Kueue Topology-Aware Scheduling: the Topology (levels block / rack / host), a "
+        "ResourceFlavor using it, and every server's block and rack node labels",
+    ),
 }
 
 

@@ -7,8 +7,8 @@ ignored (the preset's value stands; nothing is clamped). After that the widgets 
 source of truth and the URL follows them on every run.
 
 Pages may own query parameters of their own, named with a prefix from
-:data:`PAGE_PARAM_PREFIXES` (What-if ``wi.``, Compare ``cmp.``, Explore ``ex.``, and
-presentation mode's ``present`` and ``slide``, ``ui.present``): the sidebar
+:data:`PAGE_PARAM_PREFIXES` (What-if ``wi.``, Compare ``cmp.``, Explore ``ex.``, Cluster
+``schedule.``, and presentation mode's ``present`` and ``slide``, ``ui.present``): the sidebar
 neither reads them as scenario keys nor drops them when it rewrites the URL, and the page writes
 them with :func:`write_page_params` after the sidebar ran.
 """
@@ -109,7 +109,7 @@ _UPLOAD = "scenario_upload"  # + a counter: a new key empties the uploader after
 _UPLOAD_N = "scenario_upload_n"
 _FILE_MESSAGE = "scenario_file_message"
 #: Query-parameter prefixes owned by pages, not scenario keys (see the module docstring).
-PAGE_PARAM_PREFIXES = ("wi.", "cmp.", "ex.", "present", "slide")
+PAGE_PARAM_PREFIXES = ("wi.", "cmp.", "ex.", "schedule.", "present", "slide")
 
 
 @dataclass(frozen=True)

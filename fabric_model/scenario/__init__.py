@@ -880,6 +880,19 @@ class ReliabilitySpec:
             auto=True,
         ),
     )
+    repair_h: float = _f(
+        float(RELIABILITY_DATA["checkpoint"]["repair_h"]["value"]),
+        FieldSpec(
+            "float",
+            "time a failed node or leaf switch stays out of the pool before it returns "
+            "(schedule; an assumption: no public per-repair figure)",
+            "h",
+            min=0.0,
+            max=8760.0,
+            min_exclusive=True,
+            step=1.0,
+        ),
+    )
 
 
 #: Rack, floor and cooling data with their sources (``assets/facility.yaml``).

@@ -1,0 +1,884 @@
+"""A shared cluster over time: a job mix, a scheduler that places it, the fabric, failures.
+
+An event-driven simulation (submit, start, finish, failure, repair) of one cluster design:
+
+- **Queue**: FIFO by priority then submit time, with EASY backfill (Lifka 1995; Mu'alem and
+  Feitelson, IEEE TPDS 12(6), 2001): the head of the queue gets a reservation at the earliest
+  time enough GPUs free up (the running jobs' predicted ends), and a later job starts now if it
+  fits and either ends before that time or leaves the head's GPUs free. Run times are known
+  exactly (the model's, not a user's estimate). At most :data:`BACKFILL_DEPTH` queued jobs are
+  tried per pass (Slurm tries ``default_queue_depth`` = 100 at each event,
+  https://slurm.schedmd.com/sched_config.html).
+- **Placement**: a multi-node job takes whole free nodes by the policy
+  (:mod:`fabric_model.run.placement`: ``first-fit``, ``tree``, ``block``, ``tas``); a job of at
+  most one node takes GPUs of one node (first-fit: the lowest-numbered node with room, the
+  others the fullest such node, Slurm's best fit).
+- **Step time on the placement**: each job's step comes from the training model
+  (:func:`fabric_model.training.step.training_step`) on its GPU count, model and plan, alone
+  and contiguous (a fabric built for the job). Its scale-out communication (every dimension but
+  tensor parallelism) slows by the ratio of its ring rate on the cluster fabric contiguous to
+  its rate on its actual nodes (placement) and with its neighbours (interference), from the
+  max-min solver (:mod:`fabric_model.run.interference`). The compute that hid a dimension's
+  communication hides as much of the slower one, so the step grows by
+  ``sum_d max(0, comm_d x f - hidden_d) - exposed_d`` with ``hidden_d = comm_d - exposed_d``.
+  A job that fits one NVLink domain sends nothing on the network when contiguous; split over
+  domains, its bytes move from NVLink to the network (the reference rate is NVLink's).
+  ``placement_slowdown`` = step on its nodes alone / step contiguous; ``slowdown`` = step with
+  neighbours / step contiguous; ``interference_slowdown`` = their ratio.
+- **Checkpoints and failures**: failures arrive as a Poisson process at the ``reliability.*``
+  rates over the bill of materials' parts (:mod:`fabric_model.run.reliability`): a GPU, its
+  software, a server, a NIC or a NIC's cable and optics takes its node; a leaf switch takes its
+  leaf group's nodes; a spine or core switch, or an upper-tier cable or optic, interrupts the
+  running jobs whose traffic crosses its pod (its capacity loss is not modelled). Down nodes
+  leave the pool for ``reliability.repair_h``. An interrupted job loses the work since its last
+  checkpoint (every Young/Daly interval ``sqrt(2 delta M)`` of training, ``M`` its own MTBF
+  from its parts, or ``reliability.checkpoint_interval_s``), requeues in its place, and spends
+  ``reliability.restart_s`` before training again; writing checkpoints costs ``delta`` per
+  interval. The failure draws depend only on the seed, so every policy meets the same ones.
+- **Outputs**: utilisation (busy GPU-hours / capacity), goodput (useful / busy GPU-hours, the
+  useful hours being the job's work at its contiguous speed, lost work, restarts, checkpoint
+  writes and slowdowns excluded), queue wait of the jobs that started, per-job slowdowns,
+  fragmentation (free GPUs while the head of the queue waits, as a share of capacity over
+  time), interrupted jobs, and cost per useful GPU-hour (the cluster's TCO over the horizon,
+  :func:`fabric_model.run.reliability.run_cost_usd`, / useful GPU-hours).
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import hashlib
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fabric_model.caching import lru_cached
+from fabric_model.collectives.context import FabricContext
+from fabric_model.errors import FabricModelError
+from fabric_model.plant.cost import BillOfMaterials, bill_of_materials
+from fabric_model.run.interference import FabricRates
+from fabric_model.run.jobs import Job, TraceError, generate_jobs, parse_plan
+from fabric_model.run.placement import POLICIES, ClusterLayout, block_sizes, place
+from fabric_model.run.reliability import (
+    COMPONENT_CLASSES,
+    DAYS_PER_YEAR,
+    checkpoint_bytes,
+    run_cost_usd,
+    young_daly_interval_s,
+)
+from fabric_model.scenario import Scenario, apply_overrides
+from fabric_model.training.step import StepResult, training_step
+
+__all__ = [
+    "BACKFILL_DEPTH",
+    "SUMMARY_KEYS",
+    "Cluster",
+    "ScheduleResult",
+    "run_schedule",
+    "schedule",
+    "step_with_factor",
+    "write_jobs_csv",
+]
+
+BACKFILL_DEPTH = 100
+HOURS_PER_YEAR = DAYS_PER_YEAR * 24.0
+SUMMARY_KEYS = (
+    "policy",
+    "n_jobs",
+    "days",
+    "utilization",
+    "goodput",
+    "mean_wait_h",
+    "p95_wait_h",
+    "slowdown_p50",
+    "slowdown_p95",
+    "placement_slowdown_p50",
+    "interference_slowdown_p50",
+    "fragmentation",
+    "interrupted_jobs",
+    "useful_gpu_hours",
+    "cost_per_useful_gpu_hour_usd",
+    "block_sizes",
+)
+_SUBMIT, _FINISH, _FAIL, _REPAIR = 0, 1, 2, 3
+
+
+# ------------------------------------------------------------------------------ job model
+
+
+@lru_cached("run.cluster_sim._job_scenario", 1024, key="the whole scenario and every argument")
+def _job_scenario(
+    scenario: Scenario, model: str, gpus: int, degrees: tuple[tuple[str, int], ...]
+) -> Scenario:
+    over: dict[str, Any] = {"cluster.n_gpus": gpus, "model.name": model, "parallel.dp": "auto"}
+    for k in ("tp", "pp", "cp", "ep"):
+        over[f"parallel.{k}"] = dict(degrees).get(k, 1)
+    return apply_overrides(scenario, over)
+
+
+@lru_cached("run.cluster_sim._checkpoint_bytes", 256, key="the whole scenario and the model")
+def _checkpoint_bytes(scenario: Scenario, model: str) -> float:
+    return checkpoint_bytes(_job_scenario(scenario, model, 2, ()))
+
+
+@lru_cached("run.cluster_sim.job_step", 1024, key="the whole scenario and every argument")
+def job_step(scenario: Scenario, model: str, gpus: int, plan: str) -> StepResult:
+    """Return the training step of a job alone on a contiguous placement (its own fabric).
+
+    ``plan = auto``: tensor parallelism over the node (at most 8), then the fewest pipeline
+    stages (1, 2, 4, ...) whose memory fits. Raises :class:`ValueError` with the reason when
+    no plan fits.
+    """
+    gpn = scenario.cluster.gpus_per_node
+    degrees = parse_plan(plan)
+    if degrees:
+        trials = [tuple(sorted(degrees.items()))]
+    else:
+        tp = min(gpn, gpus, 8)
+        trials = [(("pp", pp), ("tp", tp)) for pp in (1, 2, 4, 8, 16, 32) if gpus % (tp * pp) == 0]
+    reason = f"no tp x pp divides {gpus} GPUs"
+    for deg in trials:
+        try:
+            s = _job_scenario(scenario, model, gpus, deg)
+        except FabricModelError as exc:
+            reason = str(exc)
+            continue
+        r = training_step(s)
+        if r.feasible:
+            return r
+        reason = r.reason
+    raise ValueError(reason)
+
+
+def step_with_factor(step: StepResult, factor: float) -> float:
+    """Step time when every scale-out dimension's communication takes ``factor`` x as long.
+
+    The compute that hid part of a dimension's communication hides as much of the slower one:
+    ``step + sum_d (max(0, comm_d x f - hidden_d) - exposed_d)``, ``hidden_d = comm_d -
+    exposed_d``; tensor parallelism stays on NVLink.
+    """
+    extra = 0.0
+    for d, comm in step.comm_s.items():
+        if d == "tp":
+            continue
+        exposed = step.exposed_s.get(d, 0.0)
+        hidden = comm - exposed
+        extra += max(0.0, comm * factor - hidden) - exposed
+    return step.step_time_s + extra
+
+
+# ------------------------------------------------------------------------------ cluster
+
+
+@dataclass(frozen=True, eq=False)
+class Cluster:
+    """One design's fabric, layout, bill and failure rates, built once for every run."""
+
+    scenario: Scenario
+    layout: ClusterLayout
+    ctx: FabricContext
+    bom: BillOfMaterials
+    node_rate_per_h: float
+    leaf_rate_per_h: float
+    upper_rate_per_h: float
+
+    @classmethod
+    def build(cls, scenario: Scenario) -> Cluster:
+        """Build the topology, its Slurm grouping, its bill and the failure rates per part."""
+        if scenario.fabric.topology == "hybrid":
+            raise FabricModelError(
+                "fabric.topology = hybrid: schedule places jobs on one fabric; run each "
+                "partition's preset on its own (the shared tier is not modelled here)"
+            )
+        layout = ClusterLayout.from_scenario(scenario)
+        ctx = FabricContext.from_scenario(scenario)
+        bom = bill_of_materials(scenario)
+        rel = scenario.reliability
+        rate = {c: float(getattr(rel, k)) for c, k in COMPONENT_CLASSES.items()}
+        n_links = max(1, ctx.topology.n_links)
+        optic_per_link = bom.n_transceivers / n_links
+        cable_per_link = bom.n_cables / n_links
+        link_rate = optic_per_link * rate["optic"] + cable_per_link * rate["cable"]
+        nics_per_node = layout.gpus_per_node * layout.nics_per_gpu
+        node = (
+            layout.gpus_per_node * (rate["gpu"] + rate["software"])
+            + rate["server"]
+            + nics_per_node * (rate["nic"] + link_rate)
+        )
+        n_nic_links = layout.n_nodes * nics_per_node
+        upper_links = max(0, ctx.topology.n_links - n_nic_links) if layout.tiers else 0
+        return cls(
+            scenario,
+            layout,
+            ctx,
+            bom,
+            node / HOURS_PER_YEAR,
+            rate["switch"] / HOURS_PER_YEAR,
+            (layout.n_upper_switches * rate["switch"] + upper_links * link_rate) / HOURS_PER_YEAR,
+        )
+
+
+@dataclass
+class _Run:
+    job: Job
+    idx: int
+    work_h: float  # contiguous hours of training still to do
+    perf: StepResult | None
+    ckpt_write_s: float = 0.0
+    state: str = "queued"
+    nodes: tuple[int, ...] = ()
+    gpu_slots: list[tuple[int, int]] = field(default_factory=list)  # (node, n gpus)
+    start_h: float = math.nan
+    first_start_h: float = math.nan
+    end_h: float = math.nan
+    last_h: float = 0.0
+    train_from_h: float = 0.0
+    rate: float = 1.0  # contiguous work-hours per wall-hour
+    interval_h: float = math.inf  # training hours between checkpoints
+    since_ckpt_h: float = 0.0
+    version: int = 0
+    place_sd: float = 1.0
+    sd: float = 1.0
+    overhead: float = 1.0
+    interruptions: int = 0
+    restart_h: float = 0.0
+    sd_time: float = 0.0  # integral of slowdown over running wall time
+    psd_time: float = 0.0
+    run_time: float = 0.0
+    useful_h: float = 0.0
+
+
+@dataclass
+class ScheduleResult:
+    """One run's summary (the ``schedule`` JSON contract) and its jobs."""
+
+    summary: dict[str, Any]
+    jobs: list[dict[str, Any]]
+    busy_gpu_hours: float
+    capacity_gpu_hours: float
+    status: dict[str, str]
+    solves: int
+    max_gpu_owners: int
+    segments: list[list[Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the contract's JSON object."""
+        return {**self.summary, "jobs": self.jobs}
+
+
+def _pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else math.nan
+
+
+def _seed_int(seed: int, *salt: str) -> int:
+    h = hashlib.sha256((f"{seed}:" + ":".join(salt)).encode()).digest()
+    return int.from_bytes(h[:8], "little")
+
+
+def _failures(cluster: Cluster, horizon_h: float, seed: int) -> list[tuple[float, str, int]]:
+    """Failure draws over the horizon: (time, class, which), from the seed alone."""
+    lay = cluster.layout
+    rng = np.random.default_rng(_seed_int(seed, "failures"))
+    rates = {
+        "node": cluster.node_rate_per_h * lay.n_nodes,
+        "leaf": cluster.leaf_rate_per_h * lay.n_leaf_switches,
+        "upper": cluster.upper_rate_per_h,
+    }
+    total = sum(rates.values())
+    if total <= 0 or horizon_h <= 0:
+        return []
+    n = int(rng.poisson(total * horizon_h))
+    times = np.sort(rng.uniform(0.0, horizon_h, size=n))
+    names = list(rates)
+    p = np.array([rates[k] for k in names]) / total
+    cls = rng.choice(len(names), size=n, p=p)
+    out = []
+    for t, c in zip(times.tolist(), cls.tolist(), strict=True):
+        name = names[c]
+        count = {
+            "node": lay.n_nodes,
+            "leaf": max(1, lay.n_leaves),
+            "upper": int(lay.pod_of_leaf.max()) + 1 if lay.n_leaves else 1,
+        }[name]
+        out.append((t, name, int(rng.integers(0, count))))
+    return out
+
+
+class _Sim:
+    """The event loop of :func:`run_schedule` (one policy, one seed)."""
+
+    def __init__(
+        self, cluster: Cluster, jobs: list[Job], policy: str, days: float, seed: int
+    ) -> None:
+        self.c = cluster
+        self.lay = cluster.layout
+        self.policy = policy
+        self.horizon = days * 24.0
+        self.days = days
+        self.seed = seed
+        self.rates = FabricRates(cluster.ctx, cluster.layout, seed=_seed_int(seed, "ecmp") % 2**32)
+        gpn = self.lay.gpus_per_node
+        self.gpn = gpn
+        self.free_gpus = np.full(self.lay.n_nodes, gpn, dtype=np.int64)
+        self.up = np.ones(self.lay.n_nodes, dtype=bool)
+        self.owners = np.zeros(self.lay.n_nodes, dtype=np.int64)  # jobs per node
+        self.runs = [self._prepare(i, j) for i, j in enumerate(jobs)]
+        self.queue: list[tuple[tuple[int, float, int], int]] = []
+        self.running: set[int] = set()
+        self.events: list[tuple[float, int, int, int, int]] = []
+        self.seq = 0
+        self.busy = 0.0
+        self.frag = 0.0
+        self.last_t = 0.0
+        self.head_blocked = False
+        self.crossing_key: frozenset[tuple[str, tuple[int, ...]]] = frozenset()
+        self.max_owner_gpus = 0
+        #: every allocation: [job index, start_h, end_h (nan while running), (node, gpus)...]
+        self.segments: list[list[Any]] = []
+        self._open: dict[int, int] = {}
+
+    # -------------------------------------------------------------------- preparation
+    def _prepare(self, i: int, job: Job) -> _Run:
+        s = self.c.scenario
+        if job.gpus > self.lay.n_gpus:
+            raise TraceError(
+                f"jobs line {job.line} (id {job.id})",
+                "gpus",
+                f"{job.gpus:,} is more than the cluster's {self.lay.n_gpus:,} GPUs",
+            )
+        perf: StepResult | None = None
+        nodes = -(-job.gpus // self.gpn)
+        if job.gpus >= 2 and (nodes > 1 or job.tokens is not None):
+            try:
+                perf = job_step(s, job.model, job.gpus, job.plan)
+            except ValueError as exc:
+                raise TraceError(
+                    f"jobs line {job.line} (id {job.id})",
+                    "plan",
+                    f"{job.model} on {job.gpus} GPUs: {exc}",
+                ) from None
+        if job.tokens is not None:
+            if perf is None:
+                raise TraceError(
+                    f"jobs line {job.line} (id {job.id})",
+                    "tokens",
+                    "a 1-GPU job has no training-step model here; give duration_h",
+                )
+            work_h = job.tokens / perf.tokens_per_s / 3600.0
+        else:
+            work_h = float(job.duration_h or 0.0)
+        ckpt = _checkpoint_bytes(s, job.model)
+        write_s = ckpt / (job.gpus * s.reliability.checkpoint_write_GBps_per_gpu * 1e9)
+        return _Run(job, i, work_h, perf, write_s)
+
+    # -------------------------------------------------------------------- events
+    def _push(self, t: float, kind: int, a: int = 0, b: int = 0) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (t, kind, self.seq, a, b))
+
+    def _advance(self, t: float) -> None:
+        """Account busy GPU-hours and fragmentation up to ``t``."""
+        dt = t - self.last_t
+        if dt > 0:
+            busy_gpus = sum(self.runs[i].job.gpus for i in self.running)
+            self.busy += busy_gpus * dt
+            if self.head_blocked:
+                self.frag += float(self.free_gpus[self.up].sum()) * dt
+            self.last_t = t
+
+    def _progress(self, r: _Run, t: float) -> None:
+        """Bring a running job's work, slowdown integrals and checkpoint clock to ``t``."""
+        t0 = max(r.last_h, r.train_from_h)
+        if t > t0:
+            done = min(r.work_h, (t - t0) * r.rate)
+            r.work_h -= done
+            r.useful_h += done
+            r.since_ckpt_h += done
+        if t > r.last_h:
+            dt = t - r.last_h
+            r.sd_time += r.sd * dt
+            r.psd_time += r.place_sd * dt
+            r.run_time += dt
+        r.last_h = t
+
+    def _set_rate(self, r: _Run, t: float, sd: float) -> None:
+        self._progress(r, t)
+        r.sd = sd
+        r.rate = 1.0 / (sd * r.overhead)
+        r.version += 1
+        t0 = max(t, r.train_from_h)
+        self._push(t0 + r.work_h / r.rate, _FINISH, r.idx, r.version)
+
+    # -------------------------------------------------------------------- placement
+    def _try_place(self, r: _Run) -> tuple[tuple[int, ...], list[tuple[int, int]]] | None:
+        g, gpn = r.job.gpus, self.gpn
+        if g <= gpn:
+            ok = np.flatnonzero(self.up & (self.free_gpus >= g))
+            if not ok.size:
+                return None
+            if self.policy == "first-fit":
+                n = int(ok[0])
+            else:
+                n = int(ok[np.lexsort((ok, self.free_gpus[ok]))][0])
+            return (n,), [(n, g)]
+        k = -(-g // gpn)
+        free = self.up & (self.free_gpus == gpn)
+        nodes = place(self.policy, self.lay, free, k)
+        if nodes is None:
+            return None
+        slots = [(int(n), gpn) for n in nodes[:-1]] + [(int(nodes[-1]), g - gpn * (k - 1))]
+        return tuple(int(n) for n in nodes), slots
+
+    def _start(
+        self, r: _Run, t: float, where: tuple[tuple[int, ...], list[tuple[int, int]]]
+    ) -> None:
+        nodes, slots = where
+        for n, g in slots:
+            self.free_gpus[n] -= g
+            self.owners[n] += 1
+        if (self.free_gpus < 0).any():
+            raise RuntimeError("a GPU given to two jobs")
+        r.state, r.nodes, r.gpu_slots = "running", nodes, slots
+        self._open[r.idx] = len(self.segments)
+        self.segments.append([r.idx, t, math.nan, tuple(slots)])
+        r.start_h = t
+        if math.isnan(r.first_start_h):
+            r.first_start_h = t
+        r.last_h = t
+        r.train_from_h = t + r.restart_h
+        r.restart_h = 0.0
+        r.since_ckpt_h = 0.0
+        # checkpoint interval from the job's own parts' failure rate
+        lay = self.lay
+        leaves = len(set(lay.leaf_of[list(nodes)].tolist()))
+        per_leaf_sw = lay.n_leaf_switches / max(1, lay.n_leaves)
+        lam_h = len(nodes) * self.c.node_rate_per_h + leaves * per_leaf_sw * self.c.leaf_rate_per_h
+        rel = self.c.scenario.reliability
+        if rel.checkpoint_interval_s == "auto":
+            tau_s = young_daly_interval_s(r.ckpt_write_s, 3600.0 / lam_h if lam_h > 0 else math.inf)
+        else:
+            tau_s = float(rel.checkpoint_interval_s)
+        r.interval_h = tau_s / 3600.0
+        r.overhead = (tau_s + r.ckpt_write_s) / tau_s if math.isfinite(tau_s) else 1.0
+        r.place_sd = self._placement_slowdown(r)
+        self.running.add(r.idx)
+        self._set_rate(r, t, r.place_sd)
+
+    def _factor_sd(self, r: _Run, factor: float) -> float:
+        if r.perf is None or not math.isfinite(factor) or factor <= 1.0:
+            return 1.0 if r.perf is None or factor <= 1.0 else math.inf
+        return step_with_factor(r.perf, factor) / r.perf.step_time_s
+
+    def _reference_Bps(self, r: _Run) -> float:
+        """Return the rate the job's step was modelled at: its contiguous ring's.
+
+        A job that fits one NVLink domain sends nothing on the network when contiguous: its
+        step's communication ran on NVLink, so a placement over several domains moves those
+        bytes from NVLink (``nvlink_GBps x nvlink_efficiency``) to the network, whose rates
+        the solver gives in line-rate units (``x net_efficiency`` is the payload rate): the
+        reference is the NVLink rate in those units.
+        """
+        contig = self.rates.contiguous(len(r.nodes))
+        if math.isfinite(contig):
+            return contig
+        ctx = self.c.ctx
+        c = ctx.constants
+        return ctx.nvlink_Bps * float(c["nvlink_efficiency"]) / float(c["net_efficiency"])
+
+    def _placement_slowdown(self, r: _Run) -> float:
+        if r.perf is None or not self.rates.has_traffic(r.nodes):
+            return 1.0
+        alone = self.rates.alone(r.nodes)
+        return max(1.0, self._factor_sd(r, self._reference_Bps(r) / alone))
+
+    def _free(self, r: _Run) -> None:
+        self.segments[self._open.pop(r.idx)][2] = self.last_t
+        for n, g in r.gpu_slots:
+            self.free_gpus[n] += g
+            self.owners[n] -= 1
+        self.running.discard(r.idx)
+        r.gpu_slots = []
+
+    def _refresh_interference(self, t: float) -> None:
+        """Re-solve the jobs that cross leaf groups when their set changed."""
+        crossing = {
+            self.runs[i].job.id: self.runs[i].nodes
+            for i in self.running
+            if self.runs[i].perf is not None
+            and self.rates.has_traffic(self.runs[i].nodes)
+            and self.rates.crosses_leaves(self.runs[i].nodes)
+        }
+        key = frozenset(crossing.items())
+        if key == self.crossing_key:
+            return
+        self.crossing_key = key
+        if not crossing:
+            return
+        shared = self.rates.shared(crossing)
+        by_id = {self.runs[i].job.id: self.runs[i] for i in self.running}
+        for jid, rate in shared.items():
+            r = by_id[jid]
+            sd = max(r.place_sd, self._factor_sd(r, self._reference_Bps(r) / rate))
+            if abs(sd - r.sd) > 1e-12:
+                self._set_rate(r, t, sd)
+
+    # -------------------------------------------------------------------- scheduling
+    def _queue_key(self, r: _Run) -> tuple[int, float, int]:
+        return (-r.job.priority, r.job.submit_h, r.idx)
+
+    def _enqueue(self, r: _Run) -> None:
+        r.state = "queued"
+        bisect.insort(self.queue, (self._queue_key(r), r.idx))
+
+    def _predicted_wall_h(self, r: _Run) -> float:
+        return r.restart_h + r.work_h * r.overhead
+
+    def _reservation(self, head: _Run, t: float) -> tuple[float, int]:
+        gpn = self.gpn
+        g = head.job.gpus
+        if g <= gpn:
+            have = int(self.free_gpus[self.up].max(initial=0))
+        else:
+            have = int((self.up & (self.free_gpus == gpn)).sum()) * gpn
+        if have >= g:
+            return t, have - g
+        ends = sorted(
+            (
+                max(self.runs[i].last_h, self.runs[i].train_from_h)
+                + self.runs[i].work_h / self.runs[i].rate,
+                self.runs[i].job.gpus,
+            )
+            for i in self.running
+        )
+        for end, gpus in ends:
+            have += gpus
+            if have >= g:
+                return end, have - g
+        return math.inf, 0
+
+    def _schedule(self, t: float) -> None:
+        while self.queue:
+            r = self.runs[self.queue[0][1]]
+            where = self._try_place(r)
+            if where is None:
+                break
+            self.queue.pop(0)
+            self._start(r, t, where)
+        self.head_blocked = bool(self.queue)
+        if not self.queue:
+            return
+        shadow, extra = self._reservation(self.runs[self.queue[0][1]], t)
+        i = 1
+        tried = 0
+        while i < len(self.queue) and tried < BACKFILL_DEPTH:
+            if not (self.up & (self.free_gpus > 0)).any():
+                break
+            r = self.runs[self.queue[i][1]]
+            tried += 1
+            ends_in_time = t + self._predicted_wall_h(r) <= shadow
+            if not ends_in_time and r.job.gpus > extra:
+                i += 1
+                continue
+            where = self._try_place(r)
+            if where is None:
+                i += 1
+                continue
+            self.queue.pop(i)
+            self._start(r, t, where)
+            if not ends_in_time:
+                extra -= r.job.gpus
+
+    # -------------------------------------------------------------------- failures
+    def _interrupt(self, r: _Run, t: float) -> None:
+        self._progress(r, t)
+        lost = r.since_ckpt_h % r.interval_h if math.isfinite(r.interval_h) else r.since_ckpt_h
+        lost = min(lost, r.useful_h)
+        r.work_h += lost
+        r.useful_h -= lost
+        r.interruptions += 1
+        r.restart_h = self.c.scenario.reliability.restart_s / 3600.0
+        r.version += 1
+        self._free(r)
+        self._enqueue(r)
+
+    def _fail(self, t: float, cls: str, which: int) -> None:
+        lay = self.lay
+        if cls == "upper":
+            pod_nodes = set(np.flatnonzero(lay.pod_of == which).tolist())
+            for i in list(self.running):
+                r = self.runs[i]
+                if self.rates.crosses_leaves(r.nodes) and self.rates.has_traffic(r.nodes):
+                    if pod_nodes.intersection(r.nodes):
+                        self._interrupt(r, t)
+            return
+        if cls == "node":
+            down = np.array([which])
+        else:
+            down = np.flatnonzero(lay.leaf_of == which)
+        down = down[self.up[down]]
+        if not down.size:
+            return
+        hit = set(down.tolist())
+        for i in list(self.running):
+            r = self.runs[i]
+            if hit.intersection(r.nodes):
+                self._interrupt(r, t)
+        self.up[down] = False
+        repair = t + self.c.scenario.reliability.repair_h
+        for n in down.tolist():
+            self._push(repair, _REPAIR, n)
+
+    # -------------------------------------------------------------------- loop
+    def run(self, failures: list[tuple[float, str, int]]) -> ScheduleResult:
+        for r in self.runs:
+            if r.job.submit_h <= self.horizon:
+                self._push(r.job.submit_h, _SUBMIT, r.idx)
+        for k, (t, _cls, which) in enumerate(failures):
+            self._push(t, _FAIL, k, which)
+        while self.events:
+            t, kind, _, a, b = heapq.heappop(self.events)
+            if t > self.horizon:
+                break
+            self._advance(t)
+            if kind == _SUBMIT:
+                self._enqueue(self.runs[a])
+            elif kind == _FINISH:
+                r = self.runs[a]
+                if r.state != "running" or b != r.version:
+                    continue
+                self._progress(r, t)
+                r.state, r.end_h = "finished", t
+                self._free(r)
+            elif kind == _FAIL:
+                self._fail(t, failures[a][1], b)
+            else:
+                self.up[a] = True
+            # same-time events first, then one scheduling pass
+            if self.events and self.events[0][0] == t:
+                continue
+            self._schedule(t)
+            self._refresh_interference(t)
+            self.max_owner_gpus = max(self.max_owner_gpus, int(self.gpn - self.free_gpus.min()))
+        self._advance(self.horizon)
+        for i in list(self.running):
+            self._progress(self.runs[i], self.horizon)
+        return self._result()
+
+    def _result(self) -> ScheduleResult:
+        lay, h = self.lay, self.horizon
+        capacity = lay.n_gpus * h
+        useful = sum(r.useful_h * r.job.gpus for r in self.runs)
+        waits = [
+            r.first_start_h - r.job.submit_h for r in self.runs if not math.isnan(r.first_start_h)
+        ]
+        ran = [r for r in self.runs if r.run_time > 0]
+        sds = [r.sd_time / r.run_time for r in ran]
+        psds = [r.psd_time / r.run_time for r in ran]
+        isds = [a / b for a, b in zip(sds, psds, strict=True)]
+        cost = run_cost_usd(self.c.bom, self.days)
+        status = {}
+        for r in self.runs:
+            if r.state == "finished":
+                status[r.job.id] = "finished"
+            elif r.state == "running":
+                status[r.job.id] = "running"
+            elif r.job.submit_h > h:
+                status[r.job.id] = "not-submitted"
+            else:
+                status[r.job.id] = "queued"
+        jobs = [
+            {
+                "id": r.job.id,
+                "gpus": r.job.gpus,
+                "submit_h": r.job.submit_h,
+                "start_h": None if math.isnan(r.first_start_h) else r.first_start_h,
+                "end_h": None if math.isnan(r.end_h) else r.end_h,
+                "nodes": list(r.nodes),
+                "slowdown": r.sd_time / r.run_time if r.run_time else None,
+                "placement_slowdown": r.psd_time / r.run_time if r.run_time else None,
+                "interference_slowdown": (r.sd_time / r.psd_time) if r.run_time else None,
+                "interruptions": r.interruptions,
+                "status": status[r.job.id],
+            }
+            for r in self.runs
+        ]
+        summary = {
+            "policy": self.policy,
+            "n_jobs": len(self.runs),
+            "days": self.days,
+            "utilization": self.busy / capacity if capacity else 0.0,
+            "goodput": useful / self.busy if self.busy else 0.0,
+            "mean_wait_h": float(np.mean(waits)) if waits else None,
+            "p95_wait_h": _pct(waits, 95) if waits else None,
+            "slowdown_p50": _pct(sds, 50) if sds else None,
+            "slowdown_p95": _pct(sds, 95) if sds else None,
+            "placement_slowdown_p50": _pct(psds, 50) if psds else None,
+            "interference_slowdown_p50": _pct(isds, 50) if isds else None,
+            "fragmentation": self.frag / capacity if capacity else 0.0,
+            "interrupted_jobs": sum(1 for r in self.runs if r.interruptions),
+            "useful_gpu_hours": useful,
+            "cost_per_useful_gpu_hour_usd": cost / useful if useful > 0 else None,
+            "block_sizes": block_sizes(
+                lay, [-(-r.job.gpus // self.gpn) for r in self.runs if r.job.gpus > self.gpn]
+            ),
+        }
+        return ScheduleResult(
+            summary,
+            jobs,
+            self.busy,
+            capacity,
+            status,
+            self.rates.solves,
+            self.max_owner_gpus,
+            self.segments,
+        )
+
+
+def run_schedule(
+    cluster: Cluster, jobs: list[Job], policy: str = "tree", days: float = 30.0, seed: int = 0
+) -> ScheduleResult:
+    """Simulate ``jobs`` on ``cluster`` under ``policy`` for ``days`` (see module docstring).
+
+    Raises
+    ------
+    TraceError
+        For a job the cluster cannot run (larger than the cluster, a model that fits no plan).
+    FabricModelError
+        For an unknown policy or a bad horizon.
+    """
+    if policy not in POLICIES:
+        raise FabricModelError(f"--policy {policy}: one of {', '.join(POLICIES)}")
+    if not days > 0:
+        raise FabricModelError(f"--days {days}: must be > 0")
+    sim = _Sim(cluster, jobs, policy, days, seed)
+    return sim.run(_failures(cluster, days * 24.0, seed))
+
+
+def schedule(
+    scenario: Scenario,
+    jobs: list[Job] | None = None,
+    *,
+    generate: int | None = None,
+    policy: str = "tree",
+    compare: bool = False,
+    days: float = 30.0,
+    seed: int = 0,
+    cluster: Cluster | None = None,
+) -> dict[str, Any]:
+    """Run the ``schedule`` verb's model and return its JSON object (ARCHITECTURE.md 3.4).
+
+    ``generate`` draws that many jobs (:func:`fabric_model.run.jobs.generate_jobs`) from the
+    seed; with ``compare`` every policy runs the same jobs and failure draws, and ``policies``
+    maps each to its summary (the top level is ``policy``'s run).
+    """
+    cl = cluster or Cluster.build(scenario)
+    if jobs is None:
+        if generate is None:
+            raise FabricModelError("schedule: give --jobs FILE or --generate N")
+        jobs = generate_jobs(
+            generate, cl.layout.n_gpus, np.random.default_rng(_seed_int(seed, "jobs"))
+        )
+    main = run_schedule(cl, jobs, policy, days, seed)
+    out = main.to_dict()
+    out["seed"] = seed
+    if compare:
+        pol: dict[str, Any] = {}
+        for p in POLICIES:
+            res = main if p == policy else run_schedule(cl, jobs, p, days, seed)
+            pol[p] = res.summary
+        out["policies"] = pol
+    else:
+        out["policies"] = {policy: main.summary}
+    return out
+
+
+def write_jobs_csv(result: dict[str, Any], path: str) -> None:
+    """Write the per-job rows of a ``schedule`` result as CSV (nodes joined by spaces)."""
+    cols = [
+        "id",
+        "gpus",
+        "submit_h",
+        "start_h",
+        "end_h",
+        "status",
+        "slowdown",
+        "placement_slowdown",
+        "interference_slowdown",
+        "interruptions",
+        "nodes",
+    ]
+    try:
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(cols)
+            for j in result["jobs"]:
+                w.writerow(
+                    [
+                        " ".join(map(str, j["nodes"]))
+                        if c == "nodes"
+                        else ("" if j[c] is None else j[c])
+                        for c in cols
+                    ]
+                )
+    except OSError as exc:
+        raise FabricModelError(f"--out {path}: {exc.strerror or exc}") from None
+
+
+def _seed_task(
+    args: tuple[Scenario, list[Job] | None, int | None, str, bool, float, int],
+) -> dict[str, Any]:
+    scenario, jobs, generate, policy, compare, days, seed = args
+    return schedule(
+        scenario, jobs, generate=generate, policy=policy, compare=compare, days=days, seed=seed
+    )
+
+
+def schedule_seeds(
+    scenario: Scenario,
+    jobs: list[Job] | None,
+    seeds: list[int],
+    *,
+    generate: int | None = None,
+    policy: str = "tree",
+    compare: bool = False,
+    days: float = 30.0,
+    workers: int = 2,
+) -> list[dict[str, Any]]:
+    """Run :func:`schedule` for several seeds on an embedded dask ``LocalCluster``.
+
+    Each seed is one task (its own job draws, when generated, and failure draws); the results
+    are those of the local engine, in the seeds' order. ``workers`` processes (default 2: the
+    CI's cores), one thread each, as :mod:`fabric_model.run.explore` runs its designs.
+    """
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as exc:  # pragma: no cover - a dependency of the package
+        raise FabricModelError(
+            f"--engine dask needs dask.distributed ({exc}); pip install 'dask[distributed]'"
+        ) from None
+    import logging
+
+    try:
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise FabricModelError(f"--engine dask: cannot start the cluster: {exc}") from None
+    try:
+        client = Client(cluster)
+        try:
+            tasks = [(scenario, jobs, generate, policy, compare, days, s) for s in seeds]
+            futures = client.map(_seed_task, tasks, pure=False)
+            results: list[dict[str, Any]] = client.gather(futures)
+        finally:
+            client.close()
+    finally:
+        cluster.close()
+    return results
