@@ -479,6 +479,7 @@ def _recompute_modes(s: Scenario) -> tuple[tuple[str, str], ...]:
         for modules in (
             field_spec("training.recompute_modules").choices if mode == "selective" else (base,)
         )
+        if modules != "mla_up_proj" or s.model.kv_lora_rank  # the same as core_attn without MLA
     )
 
 
@@ -729,7 +730,10 @@ def _space(s: Scenario) -> _Space:
     most_dense = (counts.non_expert_layer_params / m.layers * lps + 2 * counts.output_layer) / tp
     dp_s = np.zeros(tp.shape)
     t_bwd = t_mb - t_fwd
-    ov, z = tr.dp_overlap, c["zero"]
+    # the dp_overlap = auto mechanism exposes at least what full overlap does (a lower bound)
+    ov = 1.0 if tr.dp_overlap == "auto" else float(tr.dp_overlap)
+    z = c["zero"]
+    ag_scale = 0.5 if tr.fp8_param_gather else 1.0  # the all-gather in FP8
     for dim, per_layer_params, most, n_g in (
         ("dp", counts.non_expert_layer_params / tp, most_dense, dp * cp),
         (
@@ -748,15 +752,25 @@ def _space(s: Scenario) -> _Space:
         )
         moved = _moved_s(params * BF16, n_g, k, tot_Bps, nic_Bps)
         bucket = np.maximum(BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_DP * n_g)
-        last = np.where(most <= bucket, moved, 0.0)
+        # one buffer per model chunk: its own last bucket; the chunks' last backwards (and
+        # first forwards) spread over pp micro-batch times when interleaved (dp_overlap auto)
+        last = np.where(most <= bucket * vpp, moved / vpp, 0.0)
+        if tr.dp_overlap == "auto":
+            win_b, win_f = (
+                np.where(vpp > 1, pp * t_bwd, t_bwd),
+                np.where(vpp > 1, pp * t_fwd, t_fwd),
+            )
+        else:
+            win_b, win_f = t_bwd, t_fwd
         dp_s += np.where(
             n_g > 1,
             np.select(
                 [z == 0, (z == 1) | (z == 2), z == 3],
                 [
-                    np.maximum(last, moved - ov * t_bwd),
-                    np.maximum(last, moved - ov * t_bwd) + np.maximum(last, moved - ov * t_fwd),
-                    np.maximum(last, n_mb * 3 * moved - ov * compute),
+                    np.maximum(last, moved - ov * win_b),
+                    np.maximum(last, moved - ov * win_b)
+                    + ag_scale * np.maximum(last, moved - ov * win_f),
+                    np.maximum(ag_scale * last, n_mb * (1 + 2 * ag_scale) * moved - ov * compute),
                 ],
                 0.0,
             ),
