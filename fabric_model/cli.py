@@ -567,6 +567,8 @@ def _step_text(d: dict[str, Any], plan_label: str, comm: Sequence[Any] = ()) -> 
                     "compute_s",
                     "imbalance_s",
                     "bubble_s",
+                    "offload_s",
+                    "optimizer_s",
                     "exposed_comm_s",
                     "step_time_ideal_network_s",
                 )

@@ -71,6 +71,7 @@ __all__ = [
     "StepResult",
     "compute_times",
     "dispatch_copies",
+    "fanout_copies",
     "memory_fixes",
     "resolve_plan",
     "training_step",
@@ -407,33 +408,56 @@ def _layer_flops_per_token(c: ShapeCounts, seq_len: int) -> tuple[float, float, 
     return (matmul + attn) / layers, attn / layers, experts / layers
 
 
+def _distinct(slots: int, per_slot: float, k: int) -> float:
+    """Return the expected distinct slots among ``k`` of ``slots x per_slot`` items (no repeats)."""
+    pool = round(per_slot * slots)
+    if k > pool:
+        return float(slots)
+    return slots * (1.0 - math.comb(round(per_slot * (slots - 1)), k) / math.comb(pool, k))
+
+
 def dispatch_copies(s: Scenario, ep: int) -> float:
     """Return the copies of a token's hidden state the MoE dispatch sends (and combine returns).
 
-    ``per_expert``: one per routed expert (``top_k``). ``per_node`` (DeepEP): one per
-    destination node, the expected number of distinct nodes among the token's ``top_k``
-    experts when the ``n_experts`` are spread evenly over the ``G`` NVLink domains the
-    expert-parallel group spans and routing is limited to ``M = model.max_nodes_per_token``
-    of them (all ``G`` when 0): ``M (1 - C(n (M - 1), k) / C(n M, k))`` with ``n`` experts per
-    node; the fan-out to the experts inside a node rides NVLink and is not counted.
+    ``per_expert``: one per routed expert (``top_k``). ``per_node`` (DeepEP): over the
+    scale-out network one copy per destination node, the expected number of distinct nodes
+    among the token's ``top_k`` experts when the ``n_experts`` are spread evenly over the
+    ``G`` NVLink domains the expert-parallel group spans and routing is limited to
+    ``M = model.max_nodes_per_token`` of them (all ``G`` when 0):
+    ``M (1 - C(n (M - 1), k) / C(n M, k))`` with ``n`` experts per node. Inside a node the
+    copy fans out over NVLink to every destination GPU (:func:`fanout_copies`): a group
+    inside one NVLink domain sends those (review N7: DeepEP dedups the RDMA leg only).
 
     >>> from fabric_model.scenario import Scenario, apply_overrides
     >>> s = apply_overrides(Scenario(), {"model.name": "deepseek-v3",
     ...                                  "training.ep_dispatch": "per_node"})
     >>> round(dispatch_copies(s, 64), 2)  # 8 nodes, at most 4 per token
     3.63
+    >>> round(dispatch_copies(s, 8), 2)  # one node: 8 (1 - C(224, 8) / C(256, 8)) GPUs
+    5.29
     """
     m = s.model
     if s.training.ep_dispatch != "per_node":
         return float(m.top_k)
     nodes = max(1, math.ceil(ep / s.cluster.nvlink_domain))
+    if nodes == 1:
+        return fanout_copies(s, ep)
     limit = min(nodes, m.max_nodes_per_token or nodes)
-    per_node = m.n_experts / nodes
-    pool, k = round(per_node * limit), m.top_k
-    if k > pool:
-        return float(limit)
-    miss = math.comb(round(per_node * (limit - 1)), k) / math.comb(pool, k)
-    return limit * (1.0 - miss)
+    return _distinct(limit, m.n_experts / nodes, m.top_k)
+
+
+def fanout_copies(s: Scenario, ep: int) -> float:
+    """Return the distinct GPUs a token's ``top_k`` experts sit on (the NVLink fan-out).
+
+    The experts spread evenly over the ``ep`` GPUs; with node-limited routing the token's
+    experts are drawn from ``M`` nodes' GPUs: ``M g (1 - C(e (M g - 1), k) / C(e M g, k))``
+    with ``g`` GPUs per node and ``e`` experts per GPU.
+    """
+    m = s.model
+    nodes = max(1, math.ceil(ep / s.cluster.nvlink_domain))
+    per_node = ep / nodes
+    limit = min(nodes, m.max_nodes_per_token or nodes)
+    return _distinct(round(per_node * limit), m.n_experts / ep, m.top_k)
 
 
 def _cheap_recompute_flops(s: Scenario) -> float:
@@ -840,9 +864,18 @@ def training_step(
         a2a_bytes = tokens_local * copies * h * elem
         a2a = efab.collective("ep", "alltoall", a2a_bytes)
         n_a2a = (4 + (2 if full_rc else 0)) * moe_stage * mb
-        comm["ep"] = n_a2a * a2a.time_s
+        per_call = a2a.time_s
+        fanout = ""
+        if tr.ep_dispatch == "per_node" and plan.ep > s.cluster.nvlink_domain:
+            # DeepEP forwards each node's copy over NVLink to its destination GPUs while the
+            # RDMA leg runs: the call takes the longer of the two
+            fan_bytes = tokens_local * fanout_copies(s, plan.ep) * h * elem
+            fan_s = fan_bytes / (gpu.nvlink_GBps * 1e9)
+            per_call = max(per_call, fan_s)
+            fanout = f"; NVLink fan-out {fan_bytes / 2**20:,.1f} MiB in {fan_s * 1e3:,.2f} ms"
+        comm["ep"] = n_a2a * per_call
         exposed["ep"] = comm["ep"] * (1.0 - tr.ep_overlap)
-        detail["ep"] = _describe(a2a, n_a2a, a2a_bytes)
+        detail["ep"] = _describe(a2a, n_a2a, a2a_bytes) + fanout
     if plan.pp > 1:
         p2p_bytes = act / plan.tp
         p2p = fab.p2p(p2p_bytes)

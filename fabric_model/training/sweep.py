@@ -826,6 +826,7 @@ def _with_plan(base: Scenario, over: dict[str, Any]) -> Scenario:
 def _actual_terms(st: StepResult) -> dict[str, float]:
     """Return a modelled step's time per bound term (see :data:`BOUND_TERMS`), s."""
     free = st.compute_s + getattr(st, "imbalance_s", 0.0) + st.bubble_s
+    free += getattr(st, "offload_s", 0.0) + getattr(st, "optimizer_s", 0.0)
     out = {t: float(st.exposed_s.get(t, 0.0)) for t in BOUND_TERMS[1:]}
     out["compute"] = float(free) if math.isfinite(free) else st.step_time_s
     return out
