@@ -229,6 +229,11 @@ class MemoryBreakdown:
             f"{self.grads_gib:,.1f}, optimizer {self.optimizer_gib:,.1f}, activations "
             f"{self.activations_gib:,.1f}, transient {self.transient_gib:,.1f}, runtime "
             f"{self.runtime_gib:,.1f}) of {self.capacity_gib:,.1f} GiB"
+            + (
+                f"; {self.offloaded_gib:,.1f} GiB of activations in host memory"
+                if self.offloaded_gib > 0
+                else ""
+            )
         )
 
 
