@@ -73,6 +73,7 @@ __all__ = [
     "dispatch_copies",
     "fanout_copies",
     "memory_fixes",
+    "optimizer_step_s",
     "resolve_plan",
     "training_step",
 ]

@@ -44,7 +44,11 @@ from fabric_model.scenario import Scenario, apply_overrides, field_spec
 from fabric_model.training.fabric import DimensionFabric
 from fabric_model.training.gemm import linear_utilisation
 from fabric_model.training.layout import Layout
-from fabric_model.training.memory import activation_traffic_bytes_per_layer, memory_per_gpu
+from fabric_model.training.memory import (
+    activation_traffic_bytes_per_layer,
+    memory_per_gpu,
+    model_state_bytes,
+)
 from fabric_model.training.shapes import shape_counts
 from fabric_model.training.step import (
     BF16,
@@ -55,6 +59,7 @@ from fabric_model.training.step import (
     StepResult,
     compute_times,
     dispatch_copies,
+    optimizer_step_s,
     resolve_plan,
     training_step,
 )
@@ -729,6 +734,9 @@ def _space(s: Scenario) -> _Space:
     fewest = np.maximum(1, m.layers // pp)
     most_dense = (counts.non_expert_layer_params / m.layers * lps + 2 * counts.output_layer) / tp
     dp_s = np.zeros(tp.shape)
+    opt_s = np.zeros(tp.shape)  # the optimizer step (dp_overlap = auto), memory-bound
+    w_b, g_b, o_b, g_shard_b = model_state_bytes(s)
+    opt_bytes = max(g_b, g_shard_b) + 2 * o_b + w_b
     t_bwd = t_mb - t_fwd
     # the dp_overlap = auto mechanism exposes at least what full overlap does (a lower bound)
     ov = 1.0 if tr.dp_overlap == "auto" else float(tr.dp_overlap)
@@ -744,6 +752,9 @@ def _space(s: Scenario) -> _Space:
         ),
     ):
         params = per_layer_params / m.layers * fewest
+        if tr.dp_overlap == "auto":
+            shard = np.where(z == 0, 1, n_g)
+            opt_s += params / shard * opt_bytes / (gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY)
         k = _per_combo(
             [tp, cp, ep, pp],
             lambda t, q, e, p, dim=dim: _domain_share(
@@ -777,7 +788,7 @@ def _space(s: Scenario) -> _Space:
             0.0,
         )
     terms = {
-        "compute": compute + imbalance + bubble,
+        "compute": compute + imbalance + bubble + opt_s,
         "tp": tp_s,
         "ep": ep_s,
         "pp": pp_s,
@@ -951,6 +962,8 @@ def plan_search(
                 continue
             # the step's own compute side checks the vectorised copy of it
             busy = compute_times(cand, plan, counts, gpu).busy_s
+            if cand.training.dp_overlap == "auto":  # the bound's compute side holds it too
+                busy += optimizer_step_s(cand, plan, mem, gpu)
             loosened |= loosen("compute", busy, i)
             if busy + bounds[i] - sp.terms["compute"][i] * slack["compute"] >= stop_s():
                 continue
