@@ -101,6 +101,8 @@ class StepHeadline:
     tokens_per_step: float
     micro_batches: int
     pp: int
+    optimizer_s: float = 0.0  # the optimizer step (training.dp_overlap = auto)
+    offload_s: float = 0.0  # activation offload not hidden by compute
 
 
 def step_headline(step: StepResult | None) -> StepHeadline | None:
@@ -127,6 +129,8 @@ def step_headline(step: StepResult | None) -> StepHeadline | None:
         tokens_per_step=step.tokens_per_step,
         micro_batches=step.plan.micro_batches,
         pp=step.plan.pp,
+        optimizer_s=step.optimizer_s,
+        offload_s=step.offload_s,
     )
 
 
