@@ -244,6 +244,12 @@ class Server(_Entry):
         Payload bandwidth per direction of the PCIe path between one GPU and its scale-out
         NIC(s), 10^9 bytes/s: every byte a GPU sends to or receives from the network
         crosses it, whatever the NIC count or speed.
+    host_memory_gb
+        CPU (host) memory of the whole server, 10^9 bytes: where activations offloaded from
+        HBM go (``training.offload_layers``); ``None`` when not published.
+    cpu_gpu_GBps
+        Payload bandwidth per direction between one GPU and host memory, 10^9 bytes/s
+        (PCIe on x86 servers, NVLink-C2C on Grace); ``None`` when not published.
     """
 
     gpus_per_server: int
@@ -251,6 +257,8 @@ class Server(_Entry):
     price_usd: float
     power_w: float
     host_link_GBps: float
+    host_memory_gb: float | None = None
+    cpu_gpu_GBps: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1018,6 +1026,8 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "price_usd": _FieldSpec("float"),
             "power_w": _FieldSpec("float"),
             "host_link_GBps": _FieldSpec("float"),
+            "host_memory_gb": _FieldSpec("float", nullable=True, default=None),
+            "cpu_gpu_GBps": _FieldSpec("float", nullable=True, default=None),
         },
     ),
     "nics": (

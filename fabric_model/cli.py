@@ -658,6 +658,8 @@ def _step_text(d: dict[str, Any], plan_label: str, comm: Sequence[Any] = ()) -> 
                     "compute_s",
                     "imbalance_s",
                     "bubble_s",
+                    "offload_s",
+                    "optimizer_s",
                     "exposed_comm_s",
                     "step_time_ideal_scale_out_s",
                     "step_time_ideal_network_s",

@@ -107,7 +107,9 @@ def test_step_says_what_the_fabric_costs_the_plan():
 
     step = training_step(Scenario())
     d = step.to_dict()
-    assert d["step_time_ideal_network_s"] == step.compute_s + step.imbalance_s + step.bubble_s
+    assert d["step_time_ideal_network_s"] == (
+        step.compute_s + step.imbalance_s + step.bubble_s + step.offload_s + step.optimizer_s
+    )
     assert math.isclose(
         d["step_time_s"] - d["step_time_ideal_network_s"], d["exposed_comm_s"], rel_tol=1e-9
     )

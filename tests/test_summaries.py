@@ -49,6 +49,7 @@ def test_step_headline_shares_are_the_steps_parts(name: str) -> None:
     assert head.compute_share == step.compute_s / t
     assert 0 <= head.exposed_comm_share <= 1 and 0 <= head.bubble_share <= 1
     parts = head.compute_s + head.imbalance_s + head.bubble_s + head.exposed_comm_s
+    parts += head.optimizer_s + head.offload_s
     assert math.isclose(parts, t, rel_tol=1e-9)
     assert (head.plan_label, head.micro_batches, head.pp) == (
         step.plan.label(),
@@ -277,7 +278,9 @@ def test_replica_scaling_efficiency_with_or_without_the_step(base: Scenario) -> 
     small = apply_overrides(base, {"cluster.n_gpus": 64})
     got = summaries.replica_scaling_efficiency(small)
     assert got == summaries.replica_scaling_efficiency(small, training_step(small))
-    assert got is not None and 0 < got[0] <= 1 + 1e-9 and got[1] <= 64
+    # the distributed optimizer's step shrinks as data parallelism grows (each rank updates
+    # 1 / dp of the states), so a larger size may run a hair faster per GPU
+    assert got is not None and 0 < got[0] <= 1 + 1e-3 and got[1] <= 64
 
 
 def test_fabric_effect_rows_name_why_a_vendor_or_case_is_missing(base: Scenario) -> None:

@@ -139,7 +139,11 @@ def test_dispatch_copies() -> None:
     s = apply_overrides(Scenario(), {"model.name": "deepseek-v3"})
     assert dispatch_copies(s, 64) == 8  # per_expert: every routed copy travels
     node = apply_overrides(s, {"training.ep_dispatch": "per_node"})
-    assert dispatch_copies(node, 8) == 1  # one NVLink domain: one copy
+    # one NVLink domain: one copy per destination GPU, 8 (1 - C(224, 8) / C(256, 8)) ~ 5.26
+    # (review N7: DeepEP dedups only the RDMA leg); 56 MiB per copy -> ~296 MiB
+    assert dispatch_copies(node, 8) == pytest.approx(
+        8 * (1 - math.comb(224, 8) / math.comb(256, 8))
+    )
     # 8 nodes, limited to 4: 4 (1 - C(96, 8) / C(128, 8))
     assert dispatch_copies(node, 64) == pytest.approx(
         4 * (1 - math.comb(96, 8) / math.comb(128, 8))

@@ -156,6 +156,8 @@ def test_megatron_refuses_interleaving_with_micro_batches_not_a_multiple_of_pp()
             "training.micro_batch": 8,
             "training.global_batch_tokens": 16777216,
             "parallel.zero_stage": 3,
+            # the review's hand figure (4.31 s) was worked at the then default efficiency
+            "training.compute_efficiency": 0.68,
         },
     )
     step = training_step(s)
@@ -221,7 +223,7 @@ def test_every_plan_the_search_returns_runs_under_its_framework(meta_16k_search:
         assert not schedule_problems(
             plan.schedule, "megatron", plan.pp, plan.vpp, plan.micro_batches
         )
-        assert cand.step.mfu < 0.5  # the 54.9 % of the bubble-free interleaving is gone
+        assert cand.step.mfu < 0.549  # the 54.9 % of the bubble-free interleaving is gone
 
 
 # ------------------------------------------------------------------------- NVFP4

@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 #: Step terms in stacking order.
-TERMS = ("compute", "imbalance", "bubble", *DIMS)
+TERMS = ("compute", "imbalance", "bubble", "optimizer", "offload", *DIMS)
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,7 @@ def _gpu_axis(values: Sequence[int]) -> dict[str, Any]:
 def step_terms(step: StepResult) -> dict[str, float]:
     """Seconds per term of a feasible step (compute, imbalance, bubble, exposed per dim)."""
     out = {"compute": step.compute_s, "imbalance": step.imbalance_s, "bubble": step.bubble_s}
+    out.update({"optimizer": step.optimizer_s, "offload": step.offload_s})
     out.update({d: step.exposed_s.get(d, 0.0) for d in DIMS})
     return out
 

@@ -108,6 +108,8 @@ class StepHeadline:
     tokens_per_step: float
     micro_batches: int
     pp: int
+    optimizer_s: float = 0.0  # the optimizer step (training.dp_overlap = auto)
+    offload_s: float = 0.0  # activation offload not hidden by compute
     scale_out_share: float = math.nan
     scale_up_share: float = math.nan
 
@@ -143,6 +145,8 @@ def step_headline(step: StepResult | None) -> StepHeadline | None:
         pp=step.plan.pp,
         scale_out_share=step.scale_out_share_of_step,
         scale_up_share=step.scale_up_share_of_step,
+        optimizer_s=step.optimizer_s,
+        offload_s=step.offload_s,
     )
 
 

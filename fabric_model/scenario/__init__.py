@@ -495,6 +495,17 @@ class ParallelismPlan:
             "choice", "ZeRO stage of the data-parallel optimizer (3 = FSDP)", choices=(0, 1, 2, 3)
         ),
     )
+    pipeline_layout: str = _f(
+        "auto",
+        FieldSpec(
+            "text",
+            "layers per virtual pipeline stage in Megatron-Core's --pipeline-model-parallel-"
+            "layout syntax: E embedding, t a transformer layer, L the loss, | between stages, "
+            "(...)*n and t*n repeat; pp x vpp stages, stage k on rank k mod pp (e.g. "
+            "Et|(tt|)*62tL for Llama 3.1 405B at PP16 VP4: embedding and loss each take a "
+            "layer's place). auto = even split, the missing layers off the first and last ranks",
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -519,12 +530,12 @@ class TrainingSpec:
     )
     micro_batch: int = _f(1, FieldSpec("int", "sequences per micro-batch", "", min=1, max=4096))
     compute_efficiency: float = _f(
-        0.68,
+        0.661,
         FieldSpec(
             "float",
             "fraction of the GPU's dense tensor peak that the math kernels reach inside full "
             "waves of GEMM tiles (the one calibration scale; the default is the H100 "
-            "calibration on Llama 3 405B's 8K-GPU run, 0.680; A100 calibrates to 0.685 on "
+            "calibration on Llama 3 405B's 8K-GPU run, 0.661; A100 calibrates to 0.685 on "
             "Megatron-LM 2021: tests/golden/training_public.yaml)",
             "",
             min=0.0,
@@ -544,8 +555,10 @@ class TrainingSpec:
             "what selective recomputation reruns: core_attn (Megatron's default: the attention "
             "scores), or cheap = core_attn plus the norms, the SwiGLU activation and MLA's "
             "up-projections (DeepSeek-V3's set, section 3.2.3; Megatron-core's recompute_modules "
-            "layernorm, moe_act, mla_up_proj): their outputs are rebuilt in the backward pass",
-            choices=("core_attn", "cheap"),
+            "layernorm, moe_act, mla_up_proj): their outputs are rebuilt in the backward pass; "
+            "mla_up_proj = core_attn plus MLA's up-projected queries, keys and values only "
+            "(Megatron-Core's mla_up_proj, the NeMo DeepSeek-V3 recipes' setting)",
+            choices=("core_attn", "cheap", "mla_up_proj"),
         ),
     )
     framework: str = _f(
@@ -574,15 +587,20 @@ class TrainingSpec:
             choices=("bf16", "fp8", "fp4"),
         ),
     )
-    dp_overlap: float = _f(
-        0.9,
+    dp_overlap: float | str = _f(
+        "auto",
         FieldSpec(
             "float",
-            "fraction of the backward pass that can hide data-parallel communication",
+            "fraction of the backward pass that can hide data-parallel communication; auto = "
+            "the mechanism: Megatron-Core's gradient buckets (max(40M, 1M x dp) parameters) "
+            "each reduced once the backward pass has produced it, one after another, the "
+            "last one and the optimizer step exposed, the parameter all-gather waited on by "
+            "the forward pass (ZeRO-3/FSDP: per micro-batch); a number overrides it",
             "",
             min=0.0,
             max=1.0,
             step=0.05,
+            auto=True,
         ),
     )
     flash_attention: bool = _f(
@@ -641,6 +659,50 @@ class TrainingSpec:
             "or zb-h2 (ZB-H2: (pp - 1)(F + B - 3W), 2 pp micro-batches of activations); auto "
             "= interleaved when parallel.vpp > 1, else 1f1b",
             choices=("auto", "1f1b", "interleaved", "dualpipe", "zb", "zb-h2"),
+        ),
+    )
+    fp8_param_gather: bool = _f(
+        False,
+        FieldSpec(
+            "bool",
+            "keep the linear layers' weights in FP8 only (Megatron-Core fp8_param_gather, "
+            "Transformer Engine FP8 primary weights): no BF16 copy and no separate FP8 cache, "
+            "the parameter all-gather moves 1 byte per weight; needs training.precision = fp8",
+        ),
+    )
+    grad_reduce_in_fp32: bool = _f(
+        True,
+        FieldSpec(
+            "bool",
+            "accumulate and reduce gradients in FP32 (4 bytes per parameter); false = BF16 "
+            "gradient buffers and reduction (Megatron-Core grad_reduce_in_fp32 = false, the "
+            "NeMo / Megatron-Bridge performance recipes' setting), with an FP32 copy of the "
+            "optimizer's gradient shard",
+        ),
+    )
+    optimizer_moments: str = _f(
+        "fp32",
+        FieldSpec(
+            "choice",
+            "dtype of Adam's two moments: fp32, or bf16 (Megatron-Core's precision-aware "
+            "optimizer, use_precision_aware_optimizer with exp_avg / exp_avg_sq bf16, as "
+            "DeepSeek-V3 trained: 2 + 2 bytes instead of 4 + 4; with BF16 weights the FP32 "
+            "master keeps only its low 16 bits, store_param_remainders)",
+            choices=("fp32", "bf16"),
+        ),
+    )
+    offload_layers: int = _f(
+        0,
+        FieldSpec(
+            "int",
+            "transformer layers per pipeline rank whose saved activations go to host memory "
+            "in the forward pass and come back for the backward (Megatron-Core "
+            "cpu_offloading_num_layers), over NVLink-C2C on Grace or PCIe on x86: the "
+            "transfer not hidden behind those layers' compute is added to the step, and the "
+            "server's host memory must hold them",
+            "layers",
+            min=0,
+            max=1024,
         ),
     )
 

@@ -68,6 +68,7 @@ within that band of the capacity a plan is **tight** (it runs, with a warning), 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -90,6 +91,11 @@ __all__ = [
     "layers_on_rank",
     "memory_per_gpu",
     "micro_batches_in_flight",
+    "model_state_bytes",
+    "offload_bytes_per_gpu",
+    "parse_pipeline_layout",
+    "pipeline_layout_problem",
+    "stage_layers",
 ]
 
 #: Times each kept activation byte crosses HBM in a forward and backward pass
@@ -171,6 +177,8 @@ class MemoryBreakdown:
     uncertainty_gib: float = 0.0
     heaviest_rank: int = 0
     stages: tuple[StageMemory, ...] = ()
+    #: Activations the heaviest rank keeps in host memory (``training.offload_layers``).
+    offloaded_gib: float = 0.0
 
     @property
     def total_gib(self) -> float:
@@ -225,6 +233,11 @@ class MemoryBreakdown:
             f"{self.grads_gib:,.1f}, optimizer {self.optimizer_gib:,.1f}, activations "
             f"{self.activations_gib:,.1f}, transient {self.transient_gib:,.1f}, runtime "
             f"{self.runtime_gib:,.1f}) of {self.capacity_gib:,.1f} GiB"
+            + (
+                f"; {self.offloaded_gib:,.1f} GiB of activations in host memory"
+                if self.offloaded_gib > 0
+                else ""
+            )
         )
 
 
@@ -266,6 +279,26 @@ def _op_sac_bytes_per_token(s: Scenario, moe_layer: bool, tp: int) -> float:
     return BF16 * (per_rank + copies * h * tp)
 
 
+def linear_input_bytes(s: Scenario, tp: int = 1) -> float:
+    """Bytes per element a linear layer saves of its input for the backward pass.
+
+    Megatron-Core with Transformer Engine FP8 (``framework = megatron``, ``precision = fp8``)
+    saves the FP8 input it quantized, not the BF16 one (``transformer_engine/pytorch/
+    module/linear.py``: ``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``
+    unless the backward must all-gather the input): 1 byte. On Hopper (no non-TN FP8
+    GEMMs) the column-wise data is a transpose, and with sequence parallelism (``tp > 1``)
+    the backward gathers the row-wise data as well: 2 bytes, as BF16. torchao's Float8
+    linear (torchtitan) saves the high-precision input and casts again: 2 bytes.
+    """
+    tr = s.training
+    if tr.precision != "fp8" or tr.framework != "megatron":
+        return BF16
+    from fabric_model.catalog import load_catalog
+
+    hopper = load_catalog().gpu(s.cluster.gpu).arch == "hopper"
+    return BF16 if hopper and tp > 1 else 1.0
+
+
 def _layer_bytes_per_token(s: Scenario, moe_layer: bool, mode: str, tp: int = 1) -> float:
     """Bytes one layer keeps per token of a micro-batch, before tensor parallelism.
 
@@ -279,12 +312,16 @@ def _layer_bytes_per_token(s: Scenario, moe_layer: bool, mode: str, tp: int = 1)
     if mode == "selective" and s.training.framework == "torchtitan":
         return _op_sac_bytes_per_token(s, moe_layer, tp)
     cheap = mode == "selective" and s.training.recompute_modules == "cheap"
-    lin = BF16  # an FP8 GEMM saves its input's FP8 copy and transpose: 2 bytes as BF16
+    lin = linear_input_bytes(s, tp)
     norm_out = 0.0 if cheap else lin * h
     qkv, out, latents = _attention_widths(s)
     if cheap and m.kv_lora_rank:
         qkv, latents = 0.0, latents - (m.q_lora_rank + m.kv_lora_rank)
-    attention = BF16 * h + norm_out + BF16 * (qkv + out + latents)
+    elif mode == "selective" and s.training.recompute_modules == "mla_up_proj":
+        qkv = 0.0 if m.kv_lora_rank else qkv  # rebuilt from the latents the layer keeps
+    # the output projection's FP8 input is a copy beside FlashAttention's BF16 output
+    proj_in = lin * out if lin < BF16 else 0.0
+    attention = BF16 * h + norm_out + BF16 * (qkv + out + latents) + proj_in
     if moe_layer:
         f = float(m.ffn_hidden)
         routed = lin * h + _mlp_bytes(f, lin, m.gated_mlp, not cheap) + BF16 * h
@@ -351,6 +388,96 @@ def activation_traffic_bytes_per_layer(s: Scenario, plan: Plan, moe_layer: bool)
 # ---------------------------------------------------------------------------- pipeline
 
 
+def parse_pipeline_layout(text: str) -> list[str]:
+    """Unroll Megatron-Core's ``--pipeline-model-parallel-layout`` into one string per stage.
+
+    The syntax of ``megatron/core/transformer/pipeline_parallel_layer_layout.py``
+    (``parse_str_to_list``): commas are cosmetic, ``(...)*n`` and ``x*n`` repeat, ``|``
+    separates the ``pp x vpp`` virtual stages, and a stage lists its layers: ``E`` the
+    embedding, ``t`` a transformer layer, ``m`` a multi-token-prediction layer, ``L`` the loss.
+
+    >>> parse_pipeline_layout("Et|(tt|)*2tL")
+    ['Et', 'tt', 'tt', 'tL']
+
+    Raises
+    ------
+    ValueError
+        For a character other than ``E t m L | ( ) * ,`` and digits after ``*``.
+    """
+    out = text.replace(",", "").replace(" ", "")
+    for pattern in (r"\(([^()]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        while re.search(pattern, out):
+            out = re.sub(pattern, lambda g: g.group(1) * int(g.group(2)), out)
+    bad = set(out) - set("EtmL|")
+    if bad:
+        raise ValueError(f"unknown layout character(s) {''.join(sorted(bad))!r}")
+    return out.split("|")
+
+
+def pipeline_layout_problem(s: Scenario, pp: int, vpp: int) -> str:
+    """Why ``parallel.pipeline_layout`` cannot run this plan ('' when it can, or is auto).
+
+    Megatron-Core's checks: ``pp x vpp`` stages, one ``E`` on the first stage, one ``L`` on
+    the last, and ``model.layers`` transformer layers in all.
+    """
+    text = s.parallel.pipeline_layout
+    if text == "auto":
+        return ""
+    try:
+        stages = parse_pipeline_layout(text)
+    except ValueError as exc:
+        return f"{exc} (allowed: E t m L | ( ) * n)"
+    layers = sum(st.count("t") for st in stages)
+    if len(stages) != pp * vpp:
+        return f"{len(stages)} stages, but parallel.pp x vpp = {pp * vpp}"
+    if "".join(stages).count("E") != 1 or "E" not in stages[0]:
+        return "the embedding E must appear once, on the first stage"
+    if "".join(stages).count("L") != 1 or "L" not in stages[-1]:
+        return "the loss L must appear once, on the last stage"
+    if layers != s.model.layers:
+        return f"{layers} transformer layers t, but model.layers = {s.model.layers}"
+    return ""
+
+
+def _layout_chunks(s: Scenario, plan: Plan, rank: int) -> list[int] | None:
+    """Return the transformer layers of each model chunk of ``rank`` (None: auto)."""
+    if s.parallel.pipeline_layout == "auto" or pipeline_layout_problem(s, plan.pp, plan.vpp):
+        return None
+    stages = parse_pipeline_layout(s.parallel.pipeline_layout)
+    return [stages[v * plan.pp + rank].count("t") for v in range(plan.vpp)]
+
+
+def stage_layers(s: Scenario, plan: Plan, rank: int) -> int:
+    """Return the transformer layers rank ``rank`` holds (``parallel.pipeline_layout``)."""
+    chunks = _layout_chunks(s, plan, rank)
+    if chunks is None:
+        return layers_on_rank(plan, s.model.layers, rank)
+    return sum(chunks)
+
+
+def max_stage_layers(s: Scenario, plan: Plan) -> int:
+    """Layers of the heaviest pipeline rank under ``parallel.pipeline_layout``."""
+    return max(stage_layers(s, plan, r) for r in range(plan.pp))
+
+
+def _layers_in_flight(s: Scenario, plan: Plan, rank: int, layers: int) -> float:
+    """Layer-micro-batches of activations ``rank`` holds at its peak.
+
+    An even split: ``layers x`` :func:`micro_batches_in_flight`. With a layout, the
+    interleaved warm-up runs chunk ``(j // pp) mod v`` as its ``j``-th forward (Megatron-Core
+    ``schedules.py``, micro-batch groups of ``pp`` per model chunk), so the first
+    ``N`` forwards in flight hold the layers of the chunks they ran.
+    """
+    chunks = _layout_chunks(s, plan, rank)
+    if chunks is None or plan.pp == 1:
+        return layers * micro_batches_in_flight(plan, rank)
+    if plan.vpp == 1:
+        return chunks[0] * micro_batches_in_flight(plan, rank)
+    pp, v, m = plan.pp, plan.vpp, plan.micro_batches
+    n = min(m * v, 2 * (pp - rank - 1) + (v - 1) * pp + 1)
+    return float(sum(chunks[(j // pp) % v] for j in range(n)))
+
+
 def layers_on_rank(plan: Plan, layers: int, rank: int) -> int:
     """Layers pipeline rank ``rank`` holds.
 
@@ -389,6 +516,66 @@ def _process_groups(plan: Plan) -> int:
     return sum(1 for g in (plan.tp, plan.pp, plan.dp, plan.cp, plan.ep) if g > 1)
 
 
+def fp8_weight_bytes(s: Scenario) -> float:
+    """Bytes per GEMM weight of its FP8 form (the cache, or the weight itself).
+
+    :data:`FP8_WEIGHT_CACHE_BYTES` row-wise; Transformer Engine on a GPU without non-TN FP8
+    GEMMs (Hopper; ``transformer_engine/pytorch/utils.py``, ``is_non_tn_fp8_gemm_supported``:
+    compute capability 10.x or 13+) also keeps the transposed FP8 copy the backward GEMMs
+    read, twice the bytes. torchao (torchtitan) casts as it goes: the row-wise figure.
+    """
+    if s.training.framework == "megatron":
+        from fabric_model.catalog import load_catalog
+
+        if load_catalog().gpu(s.cluster.gpu).arch == "hopper":
+            return 2 * FP8_WEIGHT_CACHE_BYTES
+    return FP8_WEIGHT_CACHE_BYTES
+
+
+def model_state_bytes(s: Scenario) -> tuple[float, float, float, float]:
+    """Bytes per parameter of (GEMM weights, gradients, optimizer shard, FP32 grad shard).
+
+    - weights: BF16 (:data:`WEIGHT_BYTES`), or with ``training.fp8_param_gather`` the FP8
+      weight alone (:data:`FP8_WEIGHT_CACHE_BYTES`; Megatron-Core's ``fp8_param_gather``:
+      "keep the compute param in fp8 (do not use any other intermediate dtype) and perform
+      the param all-gather in fp8", ``distributed_data_parallel_config.py``);
+    - gradients: FP32 main grads (:data:`GRAD_BYTES`), or BF16 with
+      ``training.grad_reduce_in_fp32 = false`` (Megatron-Core's grad buffer then has the
+      parameters' dtype), and the distributed optimizer then casts its shard to FP32
+      (``distrib_optimizer.py``, ``_copy_model_grads_to_main_grads``): the last figure,
+      which the precision-aware optimizer skips (it reads the BF16 gradients);
+    - optimizer: FP32 master weights and Adam's moments (:data:`OPTIMIZER_BYTES` = 4 + 8);
+      ``training.optimizer_moments = bf16`` (the precision-aware optimizer,
+      ``use_precision_aware_optimizer``, exp_avg / exp_avg_sq bf16) halves the moments, and
+      over BF16 weights Transformer Engine's FusedAdam keeps only the master's low 16 bits
+      (``store_param_remainders``, on by default, ``optimizer_config.py``): 2 + 2 + 2.
+    """
+    tr = s.training
+    weights = fp8_weight_bytes(s) if tr.fp8_param_gather else WEIGHT_BYTES
+    grads = GRAD_BYTES if tr.grad_reduce_in_fp32 else BF16
+    # the precision-aware optimizer reads BF16 gradients as they are (main_grads_dtype bf16,
+    # the Megatron-Bridge DeepSeek-V3 recipes' setting): no FP32 copy of the shard
+    grad_shard = 0.0 if tr.grad_reduce_in_fp32 or tr.optimizer_moments == "bf16" else GRAD_BYTES
+    moments = OPTIMIZER_BYTES - GRAD_BYTES  # Adam's two FP32 moments (master: 4 bytes)
+    master = OPTIMIZER_BYTES - moments
+    if tr.optimizer_moments == "bf16":
+        moments /= 2
+        if not tr.fp8_param_gather:
+            master /= 2
+    return weights, grads, master + moments, grad_shard
+
+
+def offload_bytes_per_gpu(s: Scenario, plan: Plan, per_layer: float, layers: int) -> float:
+    """Activation bytes one GPU keeps in host memory (``training.offload_layers``).
+
+    Megatron-Core's CPU offloading (``cpu_offloading_num_layers``, Transformer Engine's
+    ``get_cpu_offload_context``) moves the saved activations of that many of the rank's
+    layers to host memory as the forward pass leaves them, and brings them back for the
+    backward pass, one micro-batch at a time.
+    """
+    return per_layer * min(s.training.offload_layers, layers)
+
+
 def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float) -> MemoryBreakdown:
     """Memory of one GPU on each candidate rank; the heaviest one (see the module docstring)."""
     m = s.model
@@ -397,7 +584,10 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
     fp4 = s.training.precision == "fp4"
     titan = s.training.framework == "torchtitan"
     dp_dense = plan.dp * plan.cp
-    dp_expert = max(1, plan.dp // plan.ep) * plan.cp  # an EP not dividing DP is reported
+    # expert data parallelism over DP x CP (Megatron-Core MoE parallel folding; torchtitan's
+    # FSDP2 + EP): an EP not dividing DP x CP is reported by the plan
+    dp_expert = max(1, plan.dp * plan.cp // plan.ep)
+    w_b, g_b, o_b, g_shard_b = model_state_bytes(s)
     moe_share = counts.moe_layers / L
     per_layer = moe_share * activation_bytes_per_layer(s, plan, True) + (
         1 - moe_share
@@ -410,14 +600,15 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
         1 - moe_share
     ) * activation_bytes_per_layer(s, plan, False, "selective")
     stages: list[StageMemory] = []
-    heaviest: tuple[StageMemory, float, float] | None = None
+    heaviest: tuple[StageMemory, float, float, float] | None = None
     for rank in _ranks(plan.pp):
-        layers = layers_on_rank(plan, L, rank)
+        layers = stage_layers(s, plan, rank)
         ends = (rank == 0) + (rank == plan.pp - 1)
         embed = counts.output_layer * (1 if m.tied_embeddings and plan.pp == 1 else ends)
         copies = parameter_copies(plan.schedule)  # DualPipe: two stages per rank
         p_dense = copies * (dense_per_layer * layers + embed) / plan.tp
         p_expert = copies * expert_per_layer * layers / (plan.ep * plan.tp)
+        p_gemm = p_dense + p_expert - copies * embed / plan.tp
         weights = grads = optim = 0.0
         z = plan.zero_stage
         for p, n in ((p_dense, dp_dense), (p_expert, dp_expert)):
@@ -426,30 +617,29 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
                 # with pipelining the reduce-scatter waits for the last micro-batch, so the
                 # fp32 gradients accumulate unsharded (torch.distributed.pipelining)
                 grads += GRAD_BYTES * p / (n if plan.pp == 1 else 1)
-                optim += (OPTIMIZER_BYTES - FSDP_MASTER_BYTES) * p / n
+                optim += (o_b - FSDP_MASTER_BYTES) * p / n
                 continue
             weights += WEIGHT_BYTES * p / (n if z >= 3 else 1)
-            grads += GRAD_BYTES * p / (n if z >= 2 else 1)
-            optim += OPTIMIZER_BYTES * p / (n if z >= 1 else 1)
-        if fp8:  # an FP8 copy of the GEMM weights (Transformer Engine's cache, torchao's saved
-            weights += FP8_WEIGHT_CACHE_BYTES * (
-                p_dense + p_expert - copies * embed / plan.tp
-            )  # casts)
+            grads += g_b * p / (n if z >= 2 else 1) + g_shard_b * p / (n if z >= 1 else 1)
+            optim += o_b * p / (n if z >= 1 else 1)
+        if s.training.fp8_param_gather:  # the FP8 weight replaces the BF16 one (not the embedding)
+            weights -= (WEIGHT_BYTES - w_b) * p_gemm / (dp_dense if z >= 3 else 1)
+        elif fp8:  # an FP8 copy of the GEMM weights (Transformer Engine's cache, torchao's casts)
+            weights += fp8_weight_bytes(s) * p_gemm
         elif fp4:  # NVFP4 copies (row- and column-wise) with their scales, on the FP4 layers
-            weights += (
-                2
-                * NVFP4_BYTES
-                * (1 - NVFP4_BF16_SHARE)
-                * (p_dense + p_expert - copies * embed / plan.tp)
-            )
+            weights += 2 * NVFP4_BYTES * (1 - NVFP4_BF16_SHARE) * p_gemm
         in_flight = micro_batches_in_flight(plan, rank)
-        acts = per_layer * layers * in_flight
+        held = _layers_in_flight(s, plan, rank, layers)
+        offloaded = offload_bytes_per_gpu(s, plan, per_layer, layers)
+        # the offloaded layers of every micro-batch in flight sit in host memory; one layer
+        # is in transit (the prefetch ahead of the backward pass)
+        acts = per_layer * held - offloaded * in_flight + min(offloaded, per_layer)
         transient = remat if plan.recompute == "full" else 0.0  # one layer rematerialised
         if rank == plan.pp - 1:  # logits and the loss's softmax of one micro-batch
             loss = TITAN_LOGITS_BYTES if titan else LOGITS_BYTES
             transient = max(transient, tokens * m.vocab / plan.tp * loss)
         if plan.zero_stage >= 3:  # two layers' weights gathered (computing, prefetched)
-            transient += 2 * WEIGHT_BYTES * (p_dense + p_expert) / max(1, layers)
+            transient += 2 * w_b * (p_dense + p_expert) / max(1, layers)
         allocated = weights + grads + optim + acts + transient
         runtime = runtime_fixed * GIB + FRAGMENTATION * allocated
         stages.append(
@@ -465,10 +655,11 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
                 runtime_gib=runtime / GIB,
             )
         )
+        host = offloaded * in_flight
         if heaviest is None or stages[-1].total_gib > heaviest[0].total_gib:
-            heaviest = (stages[-1], p_dense, p_expert)
+            heaviest = (stages[-1], p_dense, p_expert, host)
     assert heaviest is not None  # _ranks is never empty
-    top, p_dense, p_expert = heaviest
+    top, p_dense, p_expert, host = heaviest
     shown = {0: "first", plan.pp // 2: "middle", plan.pp - 1: "last"}
     return MemoryBreakdown(
         weights_gib=top.weights_gib,
@@ -483,4 +674,5 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
         uncertainty_gib=top.uncertainty_gib,
         heaviest_rank=top.rank,
         stages=tuple(st for st in stages if st.rank in shown or st.rank == top.rank),
+        offloaded_gib=host / GIB,
     )

@@ -53,7 +53,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fabric_model.catalog import Catalog, Gpu, load_catalog
+from fabric_model.catalog import Catalog, Gpu, Server, load_catalog
 from fabric_model.collectives.algorithms import receive_weights
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.design import job_scenario
@@ -68,6 +68,9 @@ from fabric_model.training.memory import (
     MemoryBreakdown,
     activation_traffic_bytes_per_layer,
     memory_per_gpu,
+    model_state_bytes,
+    parse_pipeline_layout,
+    pipeline_layout_problem,
 )
 from fabric_model.training.schedules import (
     bubble_s,
@@ -84,7 +87,9 @@ __all__ = [
     "StepResult",
     "compute_times",
     "dispatch_copies",
+    "fanout_copies",
     "memory_fixes",
+    "optimizer_step_s",
     "resolve_plan",
     "training_step",
 ]
@@ -93,6 +98,7 @@ __all__ = [
 DIMS = ("dp", "tp", "pp", "ep", "cp")
 #: Bytes per gradient / activation element (bf16).
 BF16 = 2
+GIB = 2**30
 #: Achievable fraction of HBM bandwidth for elementwise kernels (assets/training_constants.yaml).
 HBM_EFFICIENCY = training_constant("hbm_efficiency")
 #: Megatron-core DDP bucket: max(40M, 1M x data-parallel size) parameters
@@ -135,9 +141,34 @@ class Plan:
         return self.dp * self.micro_batch * self.micro_batches
 
     @property
+    def folded(self) -> bool:
+        """Whether expert parallelism spans context-parallel ranks (EP does not divide DP).
+
+        Megatron-Core's MoE parallel folding (``expert_tensor_parallel_size``, the expert
+        rank generator of ``parallel_state.py``) forms the expert groups out of the same
+        ``tp x cp x dp`` ranks as the attention's, with EP innermost after TP; torchtitan's
+        FSDP2 + EP borrows EP from ``dp_shard x cp`` the same way.
+        """
+        return self.ep > 1 and self.dp % self.ep != 0
+
+    @property
     def layout(self) -> Layout:
-        """The rank layout (``dp = ep x edp``)."""
+        """The rank layout (``dp = ep x edp``; with folding, EP sits in :attr:`expert_layout`)."""
+        if self.folded:
+            return Layout(tp=self.tp, cp=self.cp, ep=1, pp=self.pp, edp=self.dp)
         return Layout(tp=self.tp, cp=self.cp, ep=self.ep, pp=self.pp, edp=self.dp // self.ep)
+
+    @property
+    def expert_layout(self) -> Layout:
+        """The rank layout the expert all-to-all and the expert gradients see.
+
+        Without folding it is :attr:`layout`; folded, EP takes the ``ep`` ranks right after
+        TP (across the context-parallel ranks first) and the expert data-parallel group
+        the rest of ``cp x dp``.
+        """
+        if not self.folded:
+            return self.layout
+        return Layout(tp=self.tp, cp=1, ep=self.ep, pp=self.pp, edp=self.dp * self.cp // self.ep)
 
     def label(self) -> str:
         """Short text such as ``TP8 PP16 DP128`` (degrees above 1, DP always)."""
@@ -178,6 +209,10 @@ class StepResult:
     memory: MemoryBreakdown | None = None
     mfu_precision_peak: float = math.nan
     warnings: tuple[str, ...] = ()
+    #: Activation offload to host memory not hidden behind compute (``training.offload_layers``).
+    offload_s: float = 0.0
+    #: The optimizer step (memory-bound, exposed; with ``training.dp_overlap = auto``).
+    optimizer_s: float = 0.0
     scale_out_dims: tuple[str, ...] = ()
     precision: str = "bf16"
 
@@ -226,7 +261,9 @@ class StepResult:
         What the fabric costs this plan is ``step_time_s - ideal_network_step_s``, the
         exposed communication of every dimension (pipeline sends included).
         """
-        return self.compute_s + self.imbalance_s + self.bubble_s if self.feasible else math.nan
+        if not self.feasible:
+            return math.nan
+        return self.compute_s + self.imbalance_s + self.bubble_s + self.offload_s + self.optimizer_s
 
     @property
     def bubble_fraction(self) -> float:
@@ -244,6 +281,8 @@ class StepResult:
             "compute_s": self.compute_s,
             "imbalance_s": self.imbalance_s,
             "bubble_s": self.bubble_s,
+            "offload_s": self.offload_s,
+            "optimizer_s": self.optimizer_s,
             "exposed_comm_s": self.exposed_comm_s,
             "step_time_ideal_network_s": self.ideal_network_step_s,
             "network_share_of_step": (
@@ -350,12 +389,43 @@ def resolve_plan(scenario: Scenario) -> tuple[Plan | None, list[Problem]]:
             )
         elif m.n_experts % par.ep:
             problems.append(Problem("parallel.ep", f"must divide model.n_experts = {m.n_experts}"))
-        if dp % par.ep:
+        if (dp * par.cp) % par.ep:
             problems.append(
                 Problem(
                     "parallel.ep",
-                    f"must divide the data-parallel degree "
-                    f"{dp:,} (experts are spread over data-parallel ranks)",
+                    f"must divide data x context parallelism {dp * par.cp:,} (experts are "
+                    f"spread over data- and context-parallel ranks: MoE parallel folding)",
+                )
+            )
+    layout_problem = pipeline_layout_problem(s, par.pp, par.vpp)
+    if layout_problem:
+        problems.append(Problem("parallel.pipeline_layout", layout_problem))
+    if tr.fp8_param_gather and tr.precision != "fp8":
+        problems.append(
+            Problem("training.fp8_param_gather", "needs training.precision = fp8 (FP8 weights)")
+        )
+    if tr.offload_layers:  # Megatron-Core's TransformerConfig checks
+        if par.pp > 1:
+            problems.append(
+                Problem(
+                    "training.offload_layers",
+                    "activation offload runs without pipeline parallelism (Megatron-Core: no "
+                    "support for pipeline parallelism with CPU offloading); set parallel.pp = 1",
+                )
+            )
+        if tr.recompute != "none":
+            problems.append(
+                Problem(
+                    "training.offload_layers",
+                    "activation offload runs without recomputation (Megatron-Core); set "
+                    "training.recompute = none",
+                )
+            )
+        if tr.offload_layers >= m.layers:
+            problems.append(
+                Problem(
+                    "training.offload_layers",
+                    f"must be less than model.layers = {m.layers} (at least one layer stays)",
                 )
             )
     seqs = tr.global_batch_tokens / m.seq_len
@@ -379,6 +449,11 @@ def resolve_plan(scenario: Scenario) -> tuple[Plan | None, list[Problem]]:
         for key, msg in schedule_problems(schedule, tr.framework, par.pp, par.vpp, micro_batches)
     ]
     layers_per_stage = math.ceil(m.layers / (par.pp * par.vpp)) * par.vpp
+    if par.pipeline_layout != "auto" and not layout_problem:  # the heaviest rank's layers
+        stages = parse_pipeline_layout(par.pipeline_layout)
+        layers_per_stage = max(
+            sum(stages[v * par.pp + r].count("t") for v in range(par.vpp)) for r in range(par.pp)
+        )
     plan = Plan(
         tp=par.tp,
         pp=par.pp,
@@ -408,62 +483,178 @@ def _layer_flops_per_token(c: ShapeCounts, seq_len: int) -> tuple[float, float, 
     return (matmul + attn) / layers, attn / layers, experts / layers
 
 
+def _distinct(slots: int, per_slot: float, k: int) -> float:
+    """Return the expected distinct slots among ``k`` of ``slots x per_slot`` items (no repeats)."""
+    pool = round(per_slot * slots)
+    if k > pool:
+        return float(slots)
+    return slots * (1.0 - math.comb(round(per_slot * (slots - 1)), k) / math.comb(pool, k))
+
+
 def dispatch_copies(s: Scenario, ep: int) -> float:
     """Return the copies of a token's hidden state the MoE dispatch sends (and combine returns).
 
-    ``per_expert``: one per routed expert (``top_k``). ``per_node`` (DeepEP): one per
-    destination node, the expected number of distinct nodes among the token's ``top_k``
-    experts when the ``n_experts`` are spread evenly over the ``G`` NVLink domains the
-    expert-parallel group spans and routing is limited to ``M = model.max_nodes_per_token``
-    of them (all ``G`` when 0): ``M (1 - C(n (M - 1), k) / C(n M, k))`` with ``n`` experts per
-    node; the fan-out to the experts inside a node rides NVLink and is not counted.
+    ``per_expert``: one per routed expert (``top_k``). ``per_node`` (DeepEP): over the
+    scale-out network one copy per destination node, the expected number of distinct nodes
+    among the token's ``top_k`` experts when the ``n_experts`` are spread evenly over the
+    ``G`` NVLink domains the expert-parallel group spans and routing is limited to
+    ``M = model.max_nodes_per_token`` of them (all ``G`` when 0):
+    ``M (1 - C(n (M - 1), k) / C(n M, k))`` with ``n`` experts per node. Inside a node the
+    copy fans out over NVLink to every destination GPU (:func:`fanout_copies`): a group
+    inside one NVLink domain sends those (review N7: DeepEP dedups the RDMA leg only).
 
     >>> from fabric_model.scenario import Scenario, apply_overrides
     >>> s = apply_overrides(Scenario(), {"model.name": "deepseek-v3",
     ...                                  "training.ep_dispatch": "per_node"})
     >>> round(dispatch_copies(s, 64), 2)  # 8 nodes, at most 4 per token
     3.63
+    >>> round(dispatch_copies(s, 8), 2)  # one node: 8 (1 - C(224, 8) / C(256, 8)) GPUs
+    5.29
     """
     m = s.model
     if s.training.ep_dispatch != "per_node":
         return float(m.top_k)
     nodes = max(1, math.ceil(ep / s.cluster.nvlink_domain))
+    if nodes == 1:
+        return fanout_copies(s, ep)
     limit = min(nodes, m.max_nodes_per_token or nodes)
-    per_node = m.n_experts / nodes
-    pool, k = round(per_node * limit), m.top_k
-    if k > pool:
-        return float(limit)
-    miss = math.comb(round(per_node * (limit - 1)), k) / math.comb(pool, k)
-    return limit * (1.0 - miss)
+    return _distinct(limit, m.n_experts / nodes, m.top_k)
+
+
+def fanout_copies(s: Scenario, ep: int) -> float:
+    """Return the distinct GPUs a token's ``top_k`` experts sit on (the NVLink fan-out).
+
+    The experts spread evenly over the ``ep`` GPUs; with node-limited routing the token's
+    experts are drawn from ``M`` nodes' GPUs: ``M g (1 - C(e (M g - 1), k) / C(e M g, k))``
+    with ``g`` GPUs per node and ``e`` experts per GPU.
+    """
+    m = s.model
+    nodes = max(1, math.ceil(ep / s.cluster.nvlink_domain))
+    per_node = ep / nodes
+    limit = min(nodes, m.max_nodes_per_token or nodes)
+    return _distinct(round(per_node * limit), m.n_experts / ep, m.top_k)
 
 
 def _cheap_recompute_flops(s: Scenario) -> float:
-    """Forward FLOPs per token and layer that ``recompute_modules = cheap`` reruns.
+    """Forward FLOPs per token and layer that ``recompute_modules = cheap | mla_up_proj`` reruns.
 
     The norms and the activation are memory-bound (their traffic is in the HBM term); MLA's
     up-projections of the query and key/value latents are GEMMs: ``2 x`` their weights.
     """
     m = s.model
-    if s.training.recompute_modules != "cheap" or not m.kv_lora_rank:
+    if s.training.recompute_modules not in ("cheap", "mla_up_proj") or not m.kv_lora_rank:
         return 0.0
     d = float(m.head_dim or m.hidden // m.heads)
     q_up = m.q_lora_rank * m.heads * (d + m.rope_head_dim) if m.q_lora_rank else 0.0
     return 2.0 * (q_up + m.kv_lora_rank * m.heads * 2 * d)
 
 
-def _bucketed(
-    fab: DimensionFabric, dim: str, op: str, params: float, group_size: int
-) -> tuple[float, float, CommTime | None]:
-    """Time of ``op`` over ``params`` bf16 gradients in buckets: (total, last bucket, call)."""
+@dataclass(frozen=True)
+class _Buckets:
+    """One data-parallel collective over a rank's gradients or weights, in DDP buckets.
+
+    Megatron-Core keeps one buffer per model chunk (``vpp`` of them), each cut into
+    buckets of ``bucket_params``: ``n_full`` full ones and a remainder per chunk.
+    """
+
+    n_full: int
+    full_s: float  # one full bucket
+    rest_s: float  # a chunk's remainder bucket, 0 if none
+    bucket_params: float
+    call: CommTime | None
+    rest_params: float = 0.0
+    chunks: int = 1
+
+    @property
+    def total_s(self) -> float:
+        """All buckets of every chunk, one after the other."""
+        return self.chunks * (self.n_full * self.full_s + self.rest_s)
+
+    @property
+    def last_s(self) -> float:
+        """The bucket reduced last (a remainder, if any)."""
+        return self.rest_s or self.full_s
+
+    def exposed_s(self, window_s: float, pp: int = 1) -> float:
+        """Seconds the collective runs past the compute it overlaps.
+
+        Megatron-Core's ``overlap_grad_reduce`` launches a bucket's collective as soon as
+        the backward pass has produced all its gradients, one bucket after another on the
+        data-parallel stream (``distributed/param_and_grad_buffer.py``). A chunk produces
+        its gradients in its last micro-batch's backward (``window_s / chunks``), evenly,
+        the remainder bucket last. With interleaving the chunks' last backwards come in
+        groups of ``pp`` micro-batches (``pipeline_parallel/schedules.py`` launches each
+        chunk's grad sync after its last backward), so chunk ``i`` finishes ``pp`` chunk
+        times after chunk ``i - 1`` and the step's backward ends with chunk 0. A serial
+        queue: each bucket starts when it is ready and the one before it is done; what
+        runs past the end of the backward pass is exposed. The parameter all-gather the
+        forward pass waits on (``overlap_param_gather``, each chunk's before its first
+        forward) is the same queue reversed in time.
+        """
+        n, v = self.n_full, self.chunks
+        slot = window_s / v  # one chunk's share of a micro-batch's backward
+        chunk_params = n * self.bucket_params + self.rest_params
+        stride = pp * slot if v > 1 else slot
+        clock = 0.0
+        for i in range(v):
+            done = slot + i * stride  # chunk i's last backward ends
+            start = done - slot
+            for j in range(1, n + 1):
+                ready = start + slot * j * self.bucket_params / chunk_params
+                clock = max(clock, ready) + self.full_s
+            if self.rest_s > 0:
+                clock = max(clock, done) + self.rest_s
+        end = slot + (v - 1) * stride
+        return max(0.0, clock - end)
+
+
+def _buckets(
+    fab: DimensionFabric,
+    dim: str,
+    op: str,
+    params: float,
+    group_size: int,
+    elem_bytes: float,
+    chunks: int = 1,
+) -> _Buckets:
+    """Time ``op`` over ``params`` elements of ``elem_bytes`` in Megatron-Core's DDP buckets.
+
+    The bucket size is Megatron-Core's default ``max(40M, 1M x dp)`` parameters
+    (``distributed_data_parallel.py``: "larger DP sizes need larger buckets to ensure
+    collectives do not become latency-bound"), per model chunk's buffer.
+    """
     if params <= 0 or group_size <= 1:
-        return 0.0, 0.0, None
+        return _Buckets(0, 0.0, 0.0, 1.0, None)
     bucket = max(BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_DP * group_size)
-    full, rest = divmod(params, bucket)
-    t_full = fab.collective(dim, op, bucket * BF16) if full else None
-    t_rest = fab.collective(dim, op, rest * BF16) if rest > 0 else None
-    total = full * (t_full.time_s if t_full else 0.0) + (t_rest.time_s if t_rest else 0.0)
-    call = t_rest or t_full  # the last bucket is the remainder, if any
-    return total, call.time_s if call else 0.0, t_full or t_rest
+    full, rest = divmod(params / chunks, bucket)
+    t_full = fab.collective(dim, op, bucket * elem_bytes) if full else None
+    t_rest = fab.collective(dim, op, rest * elem_bytes) if rest > 0 else None
+    return _Buckets(
+        n_full=int(full),
+        full_s=t_full.time_s if t_full else 0.0,
+        rest_s=t_rest.time_s if t_rest else 0.0,
+        bucket_params=float(bucket),
+        call=t_full or t_rest,
+        rest_params=float(rest),
+        chunks=chunks,
+    )
+
+
+def optimizer_step_s(s: Scenario, plan: Plan, mem: MemoryBreakdown, gpu: Gpu) -> float:
+    """Seconds of the optimizer step: Adam is memory-bound (bytes it moves / HBM bandwidth).
+
+    Per parameter of the rank's optimizer shard (``1 / (dp x cp)`` with ZeRO >= 1) it reads
+    the gradient, reads and writes the master weight and both moments, and writes the
+    weight: ``g + 2 o + w`` bytes (:func:`~fabric_model.training.memory.model_state_bytes`),
+    30 bytes with FP32 gradients and states. It runs after the last gradient bucket and
+    before the parameter all-gather, hidden by nothing.
+    """
+    w_b, g_b, o_b, g_shard_b = model_state_bytes(s)
+    shard = 1 if plan.zero_stage == 0 else plan.dp * plan.cp
+    eshard = 1 if plan.zero_stage == 0 else max(1, plan.dp * plan.cp // plan.ep)
+    params = mem.params_dense / shard + mem.params_expert / eshard
+    moved = params * (max(g_b, g_shard_b) + 2 * o_b + w_b)
+    return moved / (gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY)
 
 
 def _describe(call: CommTime | None, count: float, size: float) -> str:
@@ -588,6 +779,43 @@ def compute_times(s: Scenario, plan: Plan, counts: ShapeCounts, gpu: Gpu) -> Com
     )
 
 
+def _host_memory_problem(s: Scenario, mem: MemoryBreakdown, server: Server) -> str:
+    """Why the server cannot hold the offloaded activations ('' when it can)."""
+    if server.host_memory_gb is None or server.cpu_gpu_GBps is None:
+        return (
+            f"the catalog has no host memory or CPU-GPU bandwidth for {server.name}; "
+            f"set training.offload_layers = 0"
+        )
+    need_gb = mem.offloaded_gib * GIB / 1e9 * s.cluster.gpus_per_node
+    if need_gb > server.host_memory_gb:
+        return (
+            f"{s.cluster.gpus_per_node} GPUs x {mem.offloaded_gib:,.1f} GiB of offloaded "
+            f"activations = {need_gb:,.0f} GB, more than the {server.host_memory_gb:,.0f} GB "
+            f"of host memory of {server.name}; offload fewer layers"
+        )
+    return ""
+
+
+def offload_time_s(
+    s: Scenario, plan: Plan, mem: MemoryBreakdown, server: Server, ct: ComputeTimes
+) -> float:
+    """Seconds per step the activation offload adds: the transfer not hidden by compute.
+
+    Per micro-batch the offloaded layers' activations go to host memory during the
+    forward pass and come back during the backward pass, each way at the server's
+    ``cpu_gpu_GBps`` (PCIe, or NVLink-C2C on Grace) on its own copy stream, overlapping the
+    compute of the rest of that pass (Transformer Engine's CPU-offload context overlaps the
+    copy of one layer with the next layer's compute). What the pass's compute does not
+    cover is exposed: ``max(0, bytes / bandwidth - pass time)`` forward and backward.
+    """
+    if server.cpu_gpu_GBps is None or mem.offloaded_gib <= 0:
+        return 0.0
+    # offload runs without pipelining, so one micro-batch's layers are offloaded at a time
+    transfer = mem.offloaded_gib * GIB / (server.cpu_gpu_GBps * 1e9)
+    exposed = max(0.0, transfer - ct.forward_s) + max(0.0, transfer - ct.backward_s)
+    return exposed * plan.micro_batches
+
+
 def memory_fixes(scenario: Scenario) -> list[tuple[str, Any, StepResult]]:
     """Single-key changes that make a plan fit in memory, fastest first.
 
@@ -678,6 +906,11 @@ def training_step(
             f"tokens_per_step), as Megatron's --decrease-batch-size-if-needed does (without it "
             f"Megatron and torchtitan refuse the batch); {lo:,} or {hi:,} tokens divide evenly"
         )
+    server = cat.server(gpu.server)
+    if tr.offload_layers:
+        host_problem = _host_memory_problem(s, mem, server)
+        if host_problem:
+            problems.append(Problem("training.offload_layers", host_problem))
     if mem.status == "over":
         advice = (
             "Raise parallel.tp/pp/cp or the ZeRO stage, lower training.micro_batch, or "
@@ -718,6 +951,7 @@ def training_step(
 
     # ---- communication ------------------------------------------------------------------
     fab = DimensionFabric(s, plan.layout)
+    efab = DimensionFabric(s, plan.expert_layout) if plan.folded else fab  # EP, expert grads
     comm: dict[str, float] = {}
     exposed: dict[str, float] = {}
     detail: dict[str, str] = {}
@@ -753,11 +987,20 @@ def training_step(
         # forward dispatch in FP8 with fp8 training (DeepSeek-V3 3.3.2), the rest in BF16
         elem = (1.0 + 3 * BF16) / 4 if tr.precision == "fp8" else BF16
         a2a_bytes = tokens_local * copies * h * elem
-        a2a = fab.collective("ep", "alltoall", a2a_bytes)
+        a2a = efab.collective("ep", "alltoall", a2a_bytes)
         n_a2a = (4 + (2 if full_rc else 0)) * moe_stage * mb
-        comm["ep"] = n_a2a * a2a.time_s
+        per_call = a2a.time_s
+        fanout = ""
+        if tr.ep_dispatch == "per_node" and plan.ep > s.cluster.nvlink_domain:
+            # DeepEP forwards each node's copy over NVLink to its destination GPUs while the
+            # RDMA leg runs: the call takes the longer of the two
+            fan_bytes = tokens_local * fanout_copies(s, plan.ep) * h * elem
+            fan_s = fan_bytes / (gpu.nvlink_GBps * 1e9)
+            per_call = max(per_call, fan_s)
+            fanout = f"; NVLink fan-out {fan_bytes / 2**20:,.1f} MiB in {fan_s * 1e3:,.2f} ms"
+        comm["ep"] = n_a2a * per_call
         exposed["ep"] = comm["ep"] * (1.0 - tr.ep_overlap)
-        detail["ep"] = _describe(a2a, n_a2a, a2a_bytes)
+        detail["ep"] = _describe(a2a, n_a2a, a2a_bytes) + fanout
     pp_network = False
     if plan.pp > 1:
         p2p_bytes = act / plan.tp
@@ -768,54 +1011,77 @@ def training_step(
         detail["pp"] = _describe(p2p, n_p2p, p2p_bytes)
     for dim in ("tp", "cp", "ep"):  # degrees that do not tile the NVLink domain
         if dim in detail:
-            g = fab.group(dim)
+            g = (efab if dim == "ep" else fab).group(dim)
             if g.straddling_groups:
                 detail[dim] += (
                     f"; {g.straddling_groups:,} of {g.concurrent_groups:,} groups "
                     f"straddle NVLink domains (timed: the slowest)"
                 )
-    # data parallel: non-expert weights over dp x cp, expert weights over (dp / ep) x cp
+    # data parallel: non-expert weights over dp x cp, expert weights over (dp x cp) / ep;
+    # gradients in their reduction dtype, weights gathered in theirs (FP8 with
+    # fp8_param_gather); exposure by the bucket mechanism, or the training.dp_overlap override
     dp_group = plan.dp * plan.cp
-    edp_group = plan.dp // plan.ep * plan.cp
+    edp_group = plan.dp * plan.cp // plan.ep
     p_dense, p_expert = mem.params_dense, mem.params_expert
+    w_b, g_b, _, _ = model_state_bytes(s)
+    ag_b = w_b if tr.fp8_param_gather else BF16
+    auto = tr.dp_overlap == "auto"
+    ov = 0.0 if auto else float(tr.dp_overlap)
     dp_total = dp_exposed = 0.0
     dp_detail = []
     for dim, params, group in (("dp", p_dense, dp_group), ("edp", p_expert, edp_group)):
         if params <= 0 or group <= 1:
             continue
+        fab_d = efab if dim == "edp" else fab
         if plan.zero_stage == 0:
-            t, last, call = _bucketed(fab, dim, "allreduce", params, group)
-            dp_total += t
-            dp_exposed += max(last, t - tr.dp_overlap * t_bwd)
+            allr = _buckets(fab_d, dim, "allreduce", params, group, g_b, plan.vpp)
+            dp_total += allr.total_s
+            dp_exposed += (
+                allr.exposed_s(t_bwd, plan.pp)
+                if auto
+                else max(allr.last_s, allr.total_s - ov * t_bwd)
+            )
             dp_detail.append(
-                _describe(
-                    call,
-                    math.ceil(params / max(BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_DP * group)),
-                    params * BF16,
-                )
+                _describe(allr.call, allr.n_full + (allr.rest_s > 0), allr.bucket_params * g_b)
             )
         elif plan.zero_stage in (1, 2):
-            t_rs, last_rs, call = _bucketed(fab, dim, "reducescatter", params, group)
-            t_ag, last_ag, _ = _bucketed(fab, dim, "allgather", params, group)
-            dp_total += t_rs + t_ag
-            dp_exposed += max(last_rs, t_rs - tr.dp_overlap * t_bwd) + max(
-                last_ag, t_ag - tr.dp_overlap * t_fwd
-            )
-            dp_detail.append("reduce-scatter + all-gather: " + _describe(call, 1, params * BF16))
+            red = _buckets(fab_d, dim, "reducescatter", params, group, g_b, plan.vpp)
+            gat = _buckets(fab_d, dim, "allgather", params, group, ag_b, plan.vpp)
+            dp_total += red.total_s + gat.total_s
+            if auto:
+                dp_exposed += red.exposed_s(t_bwd, plan.pp) + gat.exposed_s(t_fwd, plan.pp)
+            else:
+                dp_exposed += max(red.last_s, red.total_s - ov * t_bwd) + max(
+                    gat.last_s, gat.total_s - ov * t_fwd
+                )
+            dp_detail.append("reduce-scatter + all-gather: " + _describe(red.call, 1, params * g_b))
         else:  # ZeRO-3 / FSDP: gather weights twice and scatter gradients per micro-batch
-            t_rs, last_rs, call = _bucketed(fab, dim, "reducescatter", params, group)
-            t_ag, _, _ = _bucketed(fab, dim, "allgather", params, group)
-            t = mb * (2 * t_ag + t_rs)
+            red = _buckets(fab_d, dim, "reducescatter", params, group, g_b)
+            gat = _buckets(fab_d, dim, "allgather", params, group, ag_b)
+            t = mb * (2 * gat.total_s + red.total_s)
             dp_total += t
-            dp_exposed += max(last_rs, t - tr.dp_overlap * compute)
+            if auto:  # per micro-batch: gathers behind the forward, gather + scatter backward
+                both = _Buckets(
+                    gat.n_full,
+                    gat.full_s + red.full_s,
+                    gat.rest_s + red.rest_s,
+                    gat.bucket_params,
+                    gat.call,
+                    gat.rest_params,
+                )
+                dp_exposed += mb * (gat.exposed_s(t_fwd) + both.exposed_s(t_bwd))
+            else:
+                dp_exposed += max(red.last_s, t - ov * compute)
             dp_detail.append(
                 "per micro-batch 2 all-gathers + reduce-scatter: "
-                + _describe(call, 1, params * BF16)
+                + _describe(red.call, 1, params * g_b)
             )
     if dp_total > 0:
         comm["dp"], exposed["dp"] = dp_total, dp_exposed
         detail["dp"] = "; ".join(dp_detail)
 
+    offload = offload_time_s(s, plan, mem, server, ct) if tr.offload_layers else 0.0
+    optimizer = optimizer_step_s(s, plan, mem, gpu) if auto else 0.0
     # scale-out vs scale-up: a dimension whose (slowest) group spans NVLink domains runs on
     # the scale-out network; pipeline sends by the link their slowest boundary crosses
     scale_out = tuple(
@@ -824,7 +1090,7 @@ def training_step(
         if (d == "pp" and pp_network) or (d != "pp" and _crosses_domains(fab, d, plan))
     )
     exposed_total = sum(exposed.values())
-    step = compute + imbalance + bubble + exposed_total
+    step = compute + imbalance + bubble + offload + optimizer + exposed_total
     tokens = float(plan.sequences_per_step * seq)  # the batch computed (warned when rounded)
     flops = counts.model_flops_per_token(seq) * tokens
     mfu = flops / (n * gpu.bf16_dense_tflops * 1e12 * step)
@@ -850,6 +1116,8 @@ def training_step(
         warnings=tuple(warnings),
         scale_out_dims=scale_out,
         precision=tr.precision,
+        offload_s=offload,
+        optimizer_s=optimizer,
     )
 
 

@@ -44,7 +44,11 @@ from fabric_model.scenario.shapes import shape_counts
 from fabric_model.training.fabric import FABRIC_READS, DimensionFabric
 from fabric_model.training.gemm import linear_utilisation
 from fabric_model.training.layout import Layout
-from fabric_model.training.memory import activation_traffic_bytes_per_layer, memory_per_gpu
+from fabric_model.training.memory import (
+    activation_traffic_bytes_per_layer,
+    memory_per_gpu,
+    model_state_bytes,
+)
 from fabric_model.training.schedules import bubble_s, resolve_schedule, schedule_problems
 from fabric_model.training.step import (
     BF16,
@@ -55,6 +59,7 @@ from fabric_model.training.step import (
     StepResult,
     compute_times,
     dispatch_copies,
+    optimizer_step_s,
     precision_speedups,
     resolve_plan,
     training_step,
@@ -482,6 +487,7 @@ def _recompute_modes(s: Scenario) -> tuple[tuple[str, str], ...]:
         for modules in (
             field_spec("training.recompute_modules").choices if mode == "selective" else (base,)
         )
+        if modules != "mla_up_proj" or s.model.kv_lora_rank  # the same as core_attn without MLA
     )
 
 
@@ -753,8 +759,14 @@ def _space(s: Scenario) -> _Space:
     fewest = np.maximum(1, m.layers // pp)
     most_dense = (counts.non_expert_layer_params / m.layers * lps + 2 * counts.output_layer) / tp
     dp_s = np.zeros(tp.shape)
+    opt_s = np.zeros(tp.shape)  # the optimizer step (dp_overlap = auto), memory-bound
+    w_b, g_b, o_b, g_shard_b = model_state_bytes(s)
+    opt_bytes = max(g_b, g_shard_b) + 2 * o_b + w_b
     t_bwd = t_mb - t_fwd
-    ov, z = tr.dp_overlap, c["zero"]
+    # the dp_overlap = auto mechanism exposes at least what full overlap does (a lower bound)
+    ov = 1.0 if tr.dp_overlap == "auto" else float(tr.dp_overlap)
+    z = c["zero"]
+    ag_scale = 0.5 if tr.fp8_param_gather else 1.0  # the all-gather in FP8
     for dim, per_layer_params, most, n_g in (
         ("dp", counts.non_expert_layer_params / tp, most_dense, dp * cp),
         (
@@ -765,6 +777,9 @@ def _space(s: Scenario) -> _Space:
         ),
     ):
         params = per_layer_params / m.layers * fewest
+        if tr.dp_overlap == "auto":
+            shard = np.where(z == 0, 1, n_g)
+            opt_s += params / shard * opt_bytes / (gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY)
         k = _per_combo(
             [tp, cp, ep, pp],
             lambda t, q, e, p, dim=dim: _domain_share(
@@ -773,22 +788,32 @@ def _space(s: Scenario) -> _Space:
         )
         moved = _moved_s(params * BF16, n_g, k, tot_Bps, nic_Bps)
         bucket = np.maximum(BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_DP * n_g)
-        last = np.where(most <= bucket, moved, 0.0)
+        # one buffer per model chunk: its own last bucket; the chunks' last backwards (and
+        # first forwards) spread over pp micro-batch times when interleaved (dp_overlap auto)
+        last = np.where(most <= bucket * vpp, moved / vpp, 0.0)
+        if tr.dp_overlap == "auto":
+            win_b, win_f = (
+                np.where(vpp > 1, pp * t_bwd, t_bwd),
+                np.where(vpp > 1, pp * t_fwd, t_fwd),
+            )
+        else:
+            win_b, win_f = t_bwd, t_fwd
         dp_s += np.where(
             n_g > 1,
             np.select(
                 [z == 0, (z == 1) | (z == 2), z == 3],
                 [
-                    np.maximum(last, moved - ov * t_bwd),
-                    np.maximum(last, moved - ov * t_bwd) + np.maximum(last, moved - ov * t_fwd),
-                    np.maximum(last, n_mb * 3 * moved - ov * compute),
+                    np.maximum(last, moved - ov * win_b),
+                    np.maximum(last, moved - ov * win_b)
+                    + ag_scale * np.maximum(last, moved - ov * win_f),
+                    np.maximum(ag_scale * last, n_mb * (1 + 2 * ag_scale) * moved - ov * compute),
                 ],
                 0.0,
             ),
             0.0,
         )
     terms = {
-        "compute": compute + imbalance + bubble,
+        "compute": compute + imbalance + bubble + opt_s,
         "tp": tp_s,
         "ep": ep_s,
         "pp": pp_s,
@@ -837,6 +862,7 @@ def _with_plan(base: Scenario, over: dict[str, Any]) -> Scenario:
 def _actual_terms(st: StepResult) -> dict[str, float]:
     """Return a modelled step's time per bound term (see :data:`BOUND_TERMS`), s."""
     free = st.compute_s + getattr(st, "imbalance_s", 0.0) + st.bubble_s
+    free += getattr(st, "offload_s", 0.0) + getattr(st, "optimizer_s", 0.0)
     out = {t: float(st.exposed_s.get(t, 0.0)) for t in BOUND_TERMS[1:]}
     out["compute"] = float(free) if math.isfinite(free) else st.step_time_s
     return out
@@ -963,6 +989,8 @@ def plan_search(
                 continue
             # the step's own compute side checks the vectorised copy of it
             busy = compute_times(cand, plan, counts, gpu).busy_s
+            if cand.training.dp_overlap == "auto":  # the bound's compute side holds it too
+                busy += optimizer_step_s(cand, plan, mem, gpu)
             loosened |= loosen("compute", busy, i)
             if busy + bounds[i] - sp.terms["compute"][i] * slack["compute"] >= stop_s():
                 continue
