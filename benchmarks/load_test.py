@@ -477,6 +477,41 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
+def print_moves(
+    args: argparse.Namespace, results: list[SessionResult], elapsed: float, runner: str, until: str
+) -> tuple[list[float], int]:
+    """Print the moves, errors, latency and load lines; return (latencies, n_errors)."""
+    latencies = [x for r in results for x in r.latencies_ms]
+    pairs = [(x, b) for r in results for x, b in zip(r.latencies_ms, r.seen_before, strict=False)]
+    seen = [x for x, b in pairs if b]
+    new = [x for x, b in pairs if not b]
+    loads = [r.load_ms for r in results if r.load_ms is not None]
+    errors: Counter = Counter()
+    for r in results:
+        errors.update(r.errors)
+    n_errors = sum(errors.values())
+    print(f"page        {args.page} ({args.slider} slider, {args.span} step(s) each way)")
+    print(f"sessions    {args.sessions} {runner}")
+    print(f"duration    {elapsed:.1f} s")
+    print(f"moves       {len(latencies)} ({len(latencies) / elapsed:.1f}/s)")
+    print(
+        f"errors      {n_errors}"
+        + (f" ({', '.join(f'{k}: {v}' for k, v in errors.items())})" if n_errors else "")
+    )
+    print(
+        f"latency ms  p50 {percentile(latencies, 50):,.0f}  p95 {percentile(latencies, 95):,.0f}"
+        f"  max {max(latencies, default=math.nan):,.0f}{until}"
+    )
+    for label, part in (("seen before", seen), ("new value", new)):
+        print(
+            f"  {label:<10}{len(part):>4} moves, p50 {percentile(part, 50):,.0f}  "
+            f"p95 {percentile(part, 95):,.0f}  max {max(part, default=math.nan):,.0f}"
+        )
+    if loads:
+        print(f"page load   p50 {percentile(loads, 50):,.0f} ms  max {max(loads):,.0f} ms")
+    return latencies, n_errors
+
+
 async def load_test(args: argparse.Namespace, base: str, server_pid: int | None) -> int:
     from playwright.async_api import async_playwright
 
@@ -524,34 +559,10 @@ async def load_test(args: argparse.Namespace, base: str, server_pid: int | None)
         for b in browsers:
             await b.close()
 
-    latencies = [x for r in results for x in r.latencies_ms]
-    seen = [x for r in results for x, b in zip(r.latencies_ms, r.seen_before, strict=False) if b]
-    new = [x for r in results for x, b in zip(r.latencies_ms, r.seen_before, strict=False) if not b]
-    loads = [r.load_ms for r in results if r.load_ms is not None]
-    errors: Counter = Counter()
-    for r in results:
-        errors.update(r.errors)
-    n_errors = sum(errors.values())
+    latencies, n_errors = print_moves(
+        args, results, elapsed, f"in {len(browsers)} chromium process(es)", ""
+    )
     mib = 1024
-    print(f"page        {args.page} ({args.slider} slider, {args.span} step(s) each way)")
-    print(f"sessions    {args.sessions} in {len(browsers)} chromium process(es)")
-    print(f"duration    {elapsed:.1f} s")
-    print(f"moves       {len(latencies)} ({len(latencies) / elapsed:.1f}/s)")
-    print(
-        f"errors      {n_errors}"
-        + (f" ({', '.join(f'{k}: {v}' for k, v in errors.items())})" if n_errors else "")
-    )
-    print(
-        f"latency ms  p50 {percentile(latencies, 50):,.0f}  p95 {percentile(latencies, 95):,.0f}"
-        f"  max {max(latencies, default=math.nan):,.0f}"
-    )
-    for label, part in (("seen before", seen), ("new value", new)):
-        print(
-            f"  {label:<10}{len(part):>4} moves, p50 {percentile(part, 50):,.0f}  "
-            f"p95 {percentile(part, 95):,.0f}  max {max(part, default=math.nan):,.0f}"
-        )
-    if loads:
-        print(f"page load   p50 {percentile(loads, 50):,.0f} ms  max {max(loads):,.0f} ms")
     if server_pid:
         hwm = _status_kb(server_pid, "VmHWM")
         print(
@@ -678,35 +689,14 @@ async def load_test_protocol(args: argparse.Namespace, base: str, server_pid: in
     await sampler.stop()
     cpu_after = _cpu_seconds(server_pid) if server_pid else None
 
-    latencies = [x for r in results for x in r.latencies_ms]
-    pairs = [(x, b) for r in results for x, b in zip(r.latencies_ms, r.seen_before, strict=False)]
-    seen = [x for x, b in pairs if b]
-    new = [x for x, b in pairs if not b]
-    loads = [r.load_ms for r in results if r.load_ms is not None]
-    errors: Counter = Counter()
-    for r in results:
-        errors.update(r.errors)
-    n_errors = sum(errors.values())
+    latencies, n_errors = print_moves(
+        args,
+        results,
+        elapsed,
+        "over the websocket protocol (no browser)",
+        "  (send to script_finished)",
+    )
     mib = 1024
-    print(f"page        {args.page} ({args.slider} slider, {args.span} step(s) each way)")
-    print(f"sessions    {args.sessions} over the websocket protocol (no browser)")
-    print(f"duration    {elapsed:.1f} s")
-    print(f"moves       {len(latencies)} ({len(latencies) / elapsed:.1f}/s)")
-    print(
-        f"errors      {n_errors}"
-        + (f" ({', '.join(f'{k}: {v}' for k, v in errors.items())})" if n_errors else "")
-    )
-    print(
-        f"latency ms  p50 {percentile(latencies, 50):,.0f}  p95 {percentile(latencies, 95):,.0f}"
-        f"  max {max(latencies, default=math.nan):,.0f}  (send to script_finished)"
-    )
-    for label, part in (("seen before", seen), ("new value", new)):
-        print(
-            f"  {label:<10}{len(part):>4} moves, p50 {percentile(part, 50):,.0f}  "
-            f"p95 {percentile(part, 95):,.0f}  max {max(part, default=math.nan):,.0f}"
-        )
-    if loads:
-        print(f"page load   p50 {percentile(loads, 50):,.0f} ms  max {max(loads):,.0f} ms")
     if server_pid:
         print(
             f"server RSS  {(rss_before or 0) / mib:,.0f} MiB before the sessions, peak "
