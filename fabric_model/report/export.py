@@ -66,6 +66,7 @@ __all__ = [
     "node_link_data",
     "slurm_topology_conf",
     "slurm_topology_yaml",
+    "slurm_tree",
 ]
 
 SLURM_CONF_DOC = "https://slurm.schedmd.com/topology.conf.html"
@@ -664,14 +665,14 @@ def hostlist(prefix: str, numbers: Sequence[int] | np.ndarray) -> str:
 
 
 @dataclass(frozen=True)
-class _SlurmSwitch:
+class SlurmSwitch:
     name: str
     nodes: tuple[int, ...] = ()
     children: tuple[str, ...] = ()
     members: str = ""  # the physical switches it stands for, when several
 
 
-def _slurm_tree(plan: DeploymentPlan) -> tuple[list[_SlurmSwitch], list[str], list[str]]:
+def slurm_tree(plan: DeploymentPlan) -> tuple[list[SlurmSwitch], list[str], list[str]]:
     """Slurm tree switches bottom-up, how the fabric was mapped, and what to warn about."""
     topo = plan.bom.topology
     if topo.tiers == 0:
@@ -729,7 +730,7 @@ def _slurm_tree(plan: DeploymentPlan) -> tuple[list[_SlurmSwitch], list[str], li
             "under the group holding most of its links (Slurm warns about nodes on several "
             "leaf switches)"
         )
-    levels: list[list[_SlurmSwitch]] = []
+    levels: list[list[SlurmSwitch]] = []
     leaf_prefix = tier_names[0] + ("grp" if any(len(m) > 1 for m in members) else "")
     by_home = np.argsort(home, kind="stable")
     leaf_nodes = np.split(by_home, np.searchsorted(home[by_home], np.arange(1, n_groups)))
@@ -739,7 +740,7 @@ def _slurm_tree(plan: DeploymentPlan) -> tuple[list[_SlurmSwitch], list[str], li
     ]
     levels.append(
         [
-            _SlurmSwitch(
+            SlurmSwitch(
                 names[g],
                 nodes=tuple(leaf_nodes[g].tolist()),
                 members=_member_text(plan, members[g]),
@@ -778,7 +779,7 @@ def _slurm_tree(plan: DeploymentPlan) -> tuple[list[_SlurmSwitch], list[str], li
             name = f"{prefix}{i}" if merged else str(plan.device_names[hs[0]])
             for hi in hs:
                 group_name[hi] = name
-            level_switches.append(_SlurmSwitch(name, children=kids, members=_member_text(plan, hs)))
+            level_switches.append(SlurmSwitch(name, children=kids, members=_member_text(plan, hs)))
         if not level_switches:
             break
         levels.append(level_switches)
@@ -803,7 +804,7 @@ def _slurm_tree(plan: DeploymentPlan) -> tuple[list[_SlurmSwitch], list[str], li
             "it Slurm would not place a job across them (jobs span only nodes connected "
             "by the same switch fabric)"
         )
-        levels.append([_SlurmSwitch(root, children=tuple(orphans))])
+        levels.append([SlurmSwitch(root, children=tuple(orphans))])
     return [s for lvl in levels for s in lvl], warnings + notes, warnings
 
 
@@ -869,7 +870,7 @@ def slurm_topology_conf(plan: DeploymentPlan) -> Export:
     FabricModelError
         For a switchless family (the tree plugin needs switches).
     """
-    switches, notes, warnings = _slurm_tree(plan)
+    switches, notes, warnings = slurm_tree(plan)
     lines = _header(plan, "Slurm topology.conf for the topology/tree plugin", SLURM_CONF_DOC)
     lines += [f"# {n}" for n in notes]
     for s in switches:
@@ -915,11 +916,11 @@ def slurm_topology_yaml(plan: DeploymentPlan) -> Export:
     """
     topo = plan.bom.topology
     blocks = _blocks(plan)
-    tree: list[_SlurmSwitch] = []
+    tree: list[SlurmSwitch] = []
     notes: list[str] = []
     warnings: list[str] = []
     if topo.tiers:
-        tree, notes, warnings = _slurm_tree(plan)
+        tree, notes, warnings = slurm_tree(plan)
     elif not blocks:
         raise FabricModelError(
             f"slurm-topology-yaml: {topo.family} is switchless (no tree for Slurm's tree "
@@ -1004,7 +1005,7 @@ def kueue_topology(plan: DeploymentPlan) -> Export:
     block: list[str] = [""] * ns
     warnings: list[str] = []
     if topo.tiers:
-        switches, _, warnings = _slurm_tree(plan)
+        switches, _, warnings = slurm_tree(plan)
         leaf_of: dict[int, str] = {}
         for sw in switches:
             for n in sw.nodes:

@@ -4,7 +4,7 @@
 group (the leaves that reach the same servers: a rail-optimized scalable unit's rails are one),
 which leaf groups under which spine group (a pod), and the Slurm blocks (NVLink domains of
 several servers; a leaf group where a domain is one server). It reuses the grouping the Slurm
-exports write (:func:`fabric_model.report.export._slurm_tree`), so a placement here is one Slurm
+exports write (:func:`fabric_model.report.export.slurm_tree`), so a placement here is one Slurm
 would make with the exported ``topology.conf`` / ``topology.yaml``.
 
 Policies pick ``k`` whole free nodes (a multi-node job; sub-node jobs take GPUs of one node,
@@ -99,7 +99,7 @@ class ClusterLayout:
         FabricModelError
             If the design cannot be deployed (a hybrid, one NVLink domain for everything).
         """
-        from fabric_model.report.export import _slurm_tree, deployment_plan
+        from fabric_model.report.export import deployment_plan, slurm_tree
 
         c = scenario.cluster
         gpn = c.gpus_per_node
@@ -116,7 +116,7 @@ class ClusterLayout:
         pod_of_leaf = np.zeros(int(leaf_of.max()) + 1, dtype=np.int64)
         n_leaf_sw, n_upper = 0, 0
         if topo.tiers:
-            switches, _, _ = _slurm_tree(plan)
+            switches, _, _ = slurm_tree(plan)
             leaves = [s for s in switches if s.nodes]
             leaf_idx = {s.name: i for i, s in enumerate(leaves)}
             leaf_of = np.full(n_nodes, -1, dtype=np.int64)
