@@ -274,3 +274,13 @@ def test_auto_flags_switch_candidates_off() -> None:
     off = apply_overrides(MULTI, {"fabric.sharp": False, "fabric.nvls": False}).fabric
     assert auto_candidates(off, "allreduce") == ("ring", "tree")
     assert auto_candidates(off, "allgather") == ("pat", "ring")  # PAT: NCCL 2.23+
+
+
+def test_every_step_term_reads_apart_from_the_others() -> None:
+    """No two step terms share colour and hatch (compute and the optimizer were two greys)."""
+    from ui.training_figures import TERMS, term_marker
+
+    looks = [(term_marker(t)["color"], term_marker(t)["pattern"]["shape"]) for t in TERMS]
+    assert len(set(looks)) == len(TERMS)
+    hatch = {t: term_marker(t)["pattern"]["shape"] for t in ("optimizer", "compute")}
+    assert hatch["optimizer"] != hatch["compute"]

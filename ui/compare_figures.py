@@ -22,8 +22,8 @@ from fabric_model.report.summaries import ScenarioMetrics
 from fabric_model.training import StepResult
 from ui.figure_base import size_label
 from ui.tables import display_frame
-from ui.theme import BASE_LAYOUT, OKABE_ITO, STEP_TERM_COLORS, STEP_TERM_LABELS
-from ui.training_figures import TERMS, step_terms
+from ui.theme import BASE_LAYOUT, OKABE_ITO, STEP_TERM_LABELS
+from ui.training_figures import TERMS, step_terms, term_marker
 
 __all__ = [
     "AFTER_COLOR",
@@ -237,7 +237,7 @@ def _stacked_terms(
                 x=list(x),
                 y=secs,
                 name=STEP_TERM_LABELS[term],
-                marker_color=STEP_TERM_COLORS[term],
+                marker=term_marker(term),
                 hovertemplate=f"{hover_x}: %{{y:.3f}} s<extra>{STEP_TERM_LABELS[term]}</extra>",
             )
         )

@@ -126,6 +126,9 @@ STEP_TERM_LABELS = {
     "ep": "expert all-to-all (exposed)",
     "cp": "context-parallel comm (exposed)",
 }
+#: Fill pattern per term where two neutral tones would read alike: the optimizer step is
+#: hatched so it never passes for compute beside it (plotly bar ``marker.pattern.shape``).
+STEP_TERM_PATTERNS = {"optimizer": "/"}
 #: Line dash per vendor where colour already encodes the topology (catalog order).
 VENDOR_DASHES = {k: s["dash"] for k, s in _VENDOR_STYLES.items()}
 

@@ -19,6 +19,7 @@ from ui.theme import (
     BASE_LAYOUT,
     STEP_TERM_COLORS,
     STEP_TERM_LABELS,
+    STEP_TERM_PATTERNS,
     TOPOLOGY_COLORS,
     TOPOLOGY_LABELS,
     VENDOR_DASHES,
@@ -75,6 +76,11 @@ def _gpu_axis(values: Sequence[int]) -> dict[str, Any]:
         "tickvals": ticks,
         "ticktext": [f"{n // 1024}K" if n >= 1024 and n % 1024 == 0 else f"{n:,}" for n in ticks],
     }
+
+
+def term_marker(term: str) -> dict[str, Any]:
+    """Return the bar marker of a step term: its colour, and its hatch if it has one."""
+    return {"color": STEP_TERM_COLORS[term], "pattern": {"shape": STEP_TERM_PATTERNS.get(term, "")}}
 
 
 def step_terms(step: StepResult) -> dict[str, float]:
@@ -174,7 +180,7 @@ def step_breakdown_figure(points: Sequence[SweepPoint], title: str) -> go.Figure
                 x=x,
                 y=share,
                 name=STEP_TERM_LABELS[term],
-                marker_color=STEP_TERM_COLORS[term],
+                marker=term_marker(term),
                 customdata=secs,
                 hovertemplate="%{x} GPUs: %{y:.1%} of the step (%{customdata:.3f} s)"
                 f"<extra>{STEP_TERM_LABELS[term]}</extra>",
@@ -205,7 +211,7 @@ def step_share_figure(step: StepResult, title: str) -> go.Figure:
                 x=[secs / step.step_time_s],
                 orientation="h",
                 name=STEP_TERM_LABELS[term],
-                marker_color=STEP_TERM_COLORS[term],
+                marker=term_marker(term),
                 customdata=[secs],
                 hovertemplate="%{x:.1%} of the step (%{customdata:.3f} s)"
                 f"<extra>{STEP_TERM_LABELS[term]}</extra>",
@@ -339,7 +345,7 @@ def moe_skew_figure(points: Sequence[MoePoint]) -> go.Figure:
                 x=x,
                 y=secs,
                 name=STEP_TERM_LABELS[term],
-                marker_color=STEP_TERM_COLORS[term],
+                marker=term_marker(term),
                 hovertemplate=f"skew %{{x}}: %{{y:.3f}} s<extra>{STEP_TERM_LABELS[term]}</extra>",
             )
         )
