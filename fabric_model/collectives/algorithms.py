@@ -237,7 +237,7 @@ def _protocol_terms(ctx: FabricContext, family: str) -> tuple[dict[str, float], 
 
 
 def _nvlink_ring_Bps(ctx: FabricContext) -> float:
-    """An SM-driven ring's NVLink side: the NVLink rate x NCCL's per-link efficiency."""
+    """Return an SM-driven ring's NVLink side: NVLink rate x NCCL's per-link efficiency."""
     return ctx.nvlink_Bps * ctx.nvlink_efficiency
 
 
