@@ -195,8 +195,14 @@ def times_from_models(
     fastest (NCCL's miss when they differ, e.g. NVIDIA/nccl issue 1801).
     """
     rows = []
+    # the candidates change only where a size passes a bypassing model's threshold
+    bypassing = [m for m in models if m.bypasses_tuner]
+    pools: dict[tuple[bool, ...], list[tuple[AlgoModel, str]]] = {}
     for size in sizes:
-        candidates = _candidates(models, size, requested)
+        key = tuple(size >= m.bypass_from_bytes for m in bypassing)
+        candidates = pools.get(key)
+        if candidates is None:
+            candidates = pools[key] = _candidates(models, size, requested)
         # NCCL picks by its tuner's table (tuning.cc); the fabric then delivers what it does
         m, proto = min(candidates, key=lambda mp: mp[0].tuner_time_us(size, mp[1]))
         fast_m, fast_p = min(candidates, key=lambda mp: mp[0].time_us(size, mp[1]))
