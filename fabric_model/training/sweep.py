@@ -36,7 +36,7 @@ import numpy as np
 from fabric_model.caching import Lru, Reads
 from fabric_model.catalog import load_catalog
 from fabric_model.collectives.algorithms import receive_weights
-from fabric_model.collectives.context import nccl_constants
+from fabric_model.collectives.context import nccl_constants, nvlink_efficiency
 from fabric_model.errors import FabricModelError, ScenarioError
 from fabric_model.plant.cost import bill_of_materials
 from fabric_model.scenario import Scenario, apply_overrides, field_spec
@@ -710,7 +710,9 @@ def _space(s: Scenario) -> _Space:
     # NICs at the best efficiency any collective algorithm reaches (nccl_constants.yaml)
     nccl = nccl_constants()
     nvl_Bps = (
-        gpu.nvlink_GBps * 1e9 * max(nccl["nvlink_efficiency"], *nccl["nvls_efficiency"].values())
+        gpu.nvlink_GBps
+        * 1e9
+        * max(nvlink_efficiency(nccl, gpu.arch), *nccl["nvls_efficiency"].values())
     )
     nic_Bps = cl.nics_per_gpu * s.fabric.link_gbps * 1e9 / 8 * nccl["net_efficiency"]
     tot_Bps = nvl_Bps + nic_Bps
