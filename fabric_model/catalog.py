@@ -250,6 +250,9 @@ class Server(_Entry):
     cpu_gpu_GBps
         Payload bandwidth per direction between one GPU and host memory, 10^9 bytes/s
         (PCIe on x86 servers, NVLink-C2C on Grace); ``None`` when not published.
+    cpu_gpu_link
+        What joins a GPU to host memory: ``pcie`` (an x86 host behind PCIe) or
+        ``nvlink-c2c`` (a Grace CPU's LPDDR5X over NVLink-C2C).
     """
 
     gpus_per_server: int
@@ -259,6 +262,7 @@ class Server(_Entry):
     host_link_GBps: float
     host_memory_gb: float | None = None
     cpu_gpu_GBps: float | None = None
+    cpu_gpu_link: str = "pcie"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1028,6 +1032,7 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "host_link_GBps": _FieldSpec("float"),
             "host_memory_gb": _FieldSpec("float", nullable=True, default=None),
             "cpu_gpu_GBps": _FieldSpec("float", nullable=True, default=None),
+            "cpu_gpu_link": _FieldSpec("choice", ("pcie", "nvlink-c2c"), default="pcie"),
         },
     ),
     "nics": (
