@@ -677,7 +677,6 @@ def _space(s: Scenario) -> _Space:
     n_mb = np.maximum(1, np.ceil(tr.global_batch_tokens / seq / (dp * mb) - 1e-9))
     imbalance = np.zeros(tp.shape)
     if counts.moe_layers:  # the MoE router, permutation and hottest experts (training.moe)
-
         moe_seen: dict[tuple[int, int, int, int], tuple[float, float, float]] = {}
 
         def moe_terms(t: int, k: int, e: int, b: int, part: int) -> float:
