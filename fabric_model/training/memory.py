@@ -235,7 +235,7 @@ class MemoryBreakdown:
             f"{self.activations_gib:,.1f}, transient {self.transient_gib:,.1f}, runtime "
             f"{self.runtime_gib:,.1f}) of {self.capacity_gib:,.1f} GiB"
             + (
-                f"; {self.offloaded_gib:,.1f} GiB of activations in host memory"
+                f"; {self.offloaded_gib:,.1f} GiB of activations offloaded out of HBM"
                 if self.offloaded_gib > 0
                 else ""
             )

@@ -220,6 +220,10 @@ class StepResult:
     precision: str = "bf16"
     #: The MoE router, permutation and small kernels (inside ``compute_s``; :mod:`.moe`).
     moe_overhead_s: float = 0.0
+    #: Where offloaded activations go (``training.offload_target``) and the path's rate per
+    #: GPU and direction, GB/s ('' and 0 without offload).
+    offload_via: str = ""
+    offload_GBps: float = 0.0
 
     @property
     def exposed_scale_out_s(self) -> float:
@@ -289,6 +293,8 @@ class StepResult:
             "offload_s": self.offload_s,
             "optimizer_s": self.optimizer_s,
             "moe_overhead_s": self.moe_overhead_s,
+            "offload_via": self.offload_via,
+            "offload_GBps": self.offload_GBps,
             "exposed_comm_s": self.exposed_comm_s,
             "step_time_ideal_network_s": self.ideal_network_step_s,
             "network_share_of_step": (
@@ -1083,6 +1089,7 @@ def training_step(
         detail["dp"] = "; ".join(dp_detail)
 
     offload = offload_time_s(s, plan, mem, server, ct) if tr.offload_layers else 0.0
+    path = offload_path(s, server)[0] if tr.offload_layers else None
     optimizer = optimizer_step_s(s, plan, mem, gpu) if auto else 0.0
     # scale-out vs scale-up: a dimension whose (slowest) group spans NVLink domains runs on
     # the scale-out network; pipeline sends by the link their slowest boundary crosses
@@ -1121,6 +1128,8 @@ def training_step(
         offload_s=offload,
         optimizer_s=optimizer,
         moe_overhead_s=ct.moe_overhead_s,
+        offload_via=f"{path.target}: {path.via}" if path else "",
+        offload_GBps=path.GBps if path else 0.0,
     )
 
 
