@@ -33,6 +33,7 @@ from fabric_model.collectives.registry import (
     check_op,
     check_version,
 )
+from fabric_model.collectives.tails import with_tails
 from fabric_model.errors import ScenarioError
 from fabric_model.scenario import NcclSpec, Scenario
 
@@ -53,6 +54,7 @@ __all__ = [
     "nccl_constants",
     "times_from_models",
     "unavailable_message",
+    "with_tails",
 ]
 
 
@@ -205,9 +207,9 @@ def times_from_models(
         # the ECMP seed range: the same latency, the bandwidth term at each seed's bandwidth
         band = []
         for seed_bw in m.busbw_range_Bps:
-            scale = seed_bw / m.busbw_Bps if m.busbw_Bps else 1.0
-            t_seed = lat + (t - lat) / scale if scale > 0 else math.inf
+            t_seed = _seed_time_us(m, t, lat, seed_bw)
             band.append(size / t_seed / 1e3 * factor if t_seed > 0 else 0.0)
+        seeds = tuple(_seed_time_us(m, t, lat, bw) for bw in m.busbw_seeds_Bps) or (t,)
         rows.append(
             CollectiveTime(
                 op=m.op,
@@ -229,9 +231,22 @@ def times_from_models(
                 fastest_time_us=fast_m.time_us(size, fast_p),
                 ceiling=m.ceiling,
                 ceiling_GBps=m.ceiling_Bps / 1e9,
+                time_us_seeds=seeds,
+                time_us_p50=t,
+                time_us_p99=t,
             )
         )
     return rows
+
+
+def _seed_time_us(m: AlgoModel, t: float, lat: float, seed_bw: float) -> float:
+    """Return a call's time at one ECMP seed's bus bandwidth, microseconds.
+
+    The same latency, the bandwidth term scaled by ``busbw / seed busbw`` (``inf`` for a seed
+    that delivers nothing).
+    """
+    scale = seed_bw / m.busbw_Bps if m.busbw_Bps else 1.0
+    return lat + (t - lat) / scale if scale > 0 else math.inf
 
 
 def collective(
@@ -246,4 +261,7 @@ def collective(
     models = algo_models(ctx, op, algo)
     if not models:
         raise AlgorithmUnavailableError(f"no algorithm can run {op} on this design")
-    return times_from_models(models, sizes, algo)
+    rows = times_from_models(models, sizes, algo)
+    if not scenario.tails.enabled:
+        return rows
+    return [with_tails(row, scenario.tails) for row in rows]

@@ -105,6 +105,9 @@ class AlgoModel:
         over ECMP seeds).
     busbw_range_Bps : tuple[float, float]
         Lowest and highest over the ECMP seeds (equal when routing is deterministic).
+    busbw_seeds_Bps : tuple[float, ...]
+        The bus bandwidth at each ECMP seed the solver hashed (one entry, or empty, when
+        routing is deterministic): the draws a tail (``tails.ecmp_redraw``) samples from.
     intra_Bps, inter_Bps : float
         The NVLink-side and network-side bus bandwidths the minimum was taken over (inter is
         ``inf`` inside one NVLink domain).
@@ -149,6 +152,7 @@ class AlgoModel:
     #: the network pattern solved for this algorithm, ``(src, dst, demand)`` NIC endpoints
     #: (``None``: NVLink only, or solved by flow classes); ``collective --links`` re-solves it
     pattern: Any = field(default=None, repr=False, compare=False)
+    busbw_seeds_Bps: tuple[float, ...] = ()
 
     @cached_property
     def ceiling(self) -> str:
@@ -234,6 +238,11 @@ class CollectiveTime:
     fastest_time_us: float
     ceiling: str = ""
     ceiling_GBps: float = 0.0
+    #: the time at each ECMP seed the solver hashed (one entry when routing is deterministic)
+    time_us_seeds: tuple[float, ...] = ()
+    #: p50 and p99 over iterations (``tails.*``); the deterministic ``time_us`` when disabled
+    time_us_p50: float = math.nan
+    time_us_p99: float = math.nan
 
     @property
     def regime(self) -> str:
@@ -259,6 +268,8 @@ class CollectiveTime:
             "algo": self.algo,
             "bytes": self.size_bytes,
             "time_us": self.time_us,
+            "time_us_p50": self.time_us if math.isnan(self.time_us_p50) else self.time_us_p50,
+            "time_us_p99": self.time_us if math.isnan(self.time_us_p99) else self.time_us_p99,
             "algbw_GBps": self.algbw_GBps,
             "busbw_GBps": self.busbw_GBps,
             "proto": self.proto,
