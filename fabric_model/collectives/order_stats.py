@@ -52,7 +52,7 @@ def harmonic(n: int) -> float:
 def normal_max_quantile(n: int, q: float) -> float:
     """Quantile ``q`` of the max of ``n`` iid standard normals: ``Phi^-1(q^(1/n))``.
 
-    >>> round(normal_max_quantile(1, 0.5), 12)
+    >>> abs(round(normal_max_quantile(1, 0.5), 12))
     0.0
     >>> round(normal_max_quantile(1024, 0.5), 3)
     3.204
