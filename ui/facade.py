@@ -33,6 +33,7 @@ from fabric_model.plant.cost import (
     compare_vendors,
 )
 from fabric_model.plant.design import build_topology
+from fabric_model.report import health as _health
 from fabric_model.report import summaries
 from fabric_model.report.summaries import (
     CURVE_SIZES,
@@ -72,6 +73,7 @@ __all__ = [
     "collective_summary",
     "default_algorithms",
     "fabric_effects",
+    "health",
     "hybrid_comparison",
     "log_comparison",
     "moe_points",
@@ -325,6 +327,16 @@ MOE_SWEEP_MAX_GPUS = 131_072
 def training_step(scenario: Scenario) -> StepResult:
     """One training step of the scenario (never raises for an infeasible plan)."""
     return _training_step(scenario)
+
+
+@scenario_cache(32)
+def health(scenario: Scenario) -> _health.Health | None:
+    """Return the step's p50/p99 and each failure mode's cost (``report.health``).
+
+    Each step goes through :func:`training_step`'s cache, so a mode the What-if table also
+    models is solved once.
+    """
+    return _health.health(scenario, training_step)
 
 
 def _variant(scenario: Scenario, **over: Any) -> Scenario:

@@ -112,6 +112,21 @@ class StepHeadline:
     offload_s: float = 0.0  # activation offload not hidden by compute
     scale_out_share: float = math.nan
     scale_up_share: float = math.nan
+    #: p50 and p99 over iterations (``tails.*``); ``step_time_s`` when tails are disabled
+    step_time_p50_s: float = math.nan
+    step_time_p99_s: float = math.nan
+
+    @property
+    def tail_sentence(self) -> str:
+        """``p50 X s, p99 Y s (+Z % over the deterministic step)`` ('' without a spread)."""
+        spread = self.step_time_p99_s > self.step_time_s
+        if not (spread or self.step_time_p50_s != self.step_time_s):
+            return ""
+        return (
+            f"p50 {self.step_time_p50_s:,.3g} s, p99 {self.step_time_p99_s:,.3g} s "
+            f"(+{self.step_time_p99_s / self.step_time_s - 1:.1%} over the "
+            f"{self.step_time_s:,.3g} s of every rank at its mean)"
+        )
 
     @property
     def fabric_split(self) -> str:
@@ -147,6 +162,8 @@ def step_headline(step: StepResult | None) -> StepHeadline | None:
         scale_up_share=step.scale_up_share_of_step,
         optimizer_s=step.optimizer_s,
         offload_s=step.offload_s,
+        step_time_p50_s=step.step_time_p50_s,
+        step_time_p99_s=step.step_time_p99_s,
     )
 
 
