@@ -82,13 +82,21 @@ def _log_ndtr(z: np.ndarray) -> np.ndarray:
     low = ~mid
     if low.any():  # Mills ratio asymptotics: Phi(z) ~ phi(z) / |z| (1 - 1/z^2 + 3/z^4)
         zl = z[low]
-        out[low] = -0.5 * zl * zl - np.log(-zl) - _LOG_SQRT_2PI + np.log1p(-1 / zl**2 + 3 / zl**4)
+        with np.errstate(over="ignore"):  # z beyond -1e154: log Phi is -inf
+            out[low] = (
+                -0.5 * zl * zl - np.log(-zl) - _LOG_SQRT_2PI + np.log1p(-1 / zl**2 + 3 / zl**4)
+            )
     return out
 
 
 def _log_sf(x: np.ndarray, sigma: float, mu: float) -> np.ndarray:
     """``log P(sigma Z + E > x)`` (``E`` exponential with mean ``mu``), elementwise."""
     x = np.asarray(x, dtype=np.float64)
+    # a part below 1e-9 of the other is below the float's resolution of the sum: drop it
+    if mu < 1e-9 * sigma:
+        mu = 0.0
+    if sigma < 1e-9 * mu:
+        sigma = 0.0
     if sigma <= 0.0 and mu <= 0.0:
         return np.where(x < 0.0, 0.0, -np.inf)
     if mu <= 0.0:
@@ -96,7 +104,7 @@ def _log_sf(x: np.ndarray, sigma: float, mu: float) -> np.ndarray:
     if sigma <= 0.0:
         return np.where(x < 0.0, 0.0, -x / mu)
     a = _log_ndtr(-x / sigma)
-    b = -x / mu + sigma * sigma / (2.0 * mu * mu) + _log_ndtr(x / sigma - sigma / mu)
+    b = -x / mu + 0.5 * (sigma / mu) ** 2 + _log_ndtr(x / sigma - sigma / mu)
     return np.logaddexp(a, b)
 
 
