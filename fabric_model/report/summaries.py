@@ -35,8 +35,9 @@ if TYPE_CHECKING:  # the collectives and training models load numba: imported wh
     # so ``python -m fabric_model bom`` (vendor rows only) starts as fast as before
     from fabric_model.collectives import AlgoModel, CollectiveTime, FabricContext
     from fabric_model.plant.cost import BillOfMaterials, VendorComparison
+    from fabric_model.scenario.tails import TailsSpec
     from fabric_model.topology import Topology
-    from fabric_model.training import StepResult
+    from fabric_model.training import StepResult, SweepPoint
 
 __all__ = [
     "CURVE_SIZES",
@@ -64,6 +65,7 @@ __all__ = [
     "scaling_variant",
     "scenario_metrics",
     "step_headline",
+    "tail_scaling_efficiency",
     "vendor_rows",
     "vendor_variant",
     "versus_best",
@@ -773,6 +775,34 @@ def versus_best(values: dict[str, dict[int, float]], metric: str) -> list[GapRow
 def _pct(gap: float) -> str:
     """Return a gap as the sentence prints it: to 0.1 % (below that, "0.1 %": still true)."""
     return f"{max(gap, 0.1):.1f} %" if gap < 10 else f"{gap:.0f} %"
+
+
+def tail_scaling_efficiency(
+    points: Sequence[SweepPoint], tails: TailsSpec | None = None
+) -> list[float]:
+    """Scaling efficiency with every size's step at its p50 over iterations (NaN: infeasible).
+
+    ``tokens per GPU per second at the p50 / the same at the first feasible size``, the p50
+    from the slowest rank's order statistics (:func:`fabric_model.training.tails.
+    step_quantiles_s`, closed form: the ranks' compute spread and software jitter, a slow
+    rank if ``tails`` has one; ECMP hash draws are left out, so no size is solved again).
+    ``tails`` defaults to the ``tails.*`` defaults, enabled. The slowest of ``N`` ranks is
+    later the larger ``N``, so the curve bends where the mean one stays flat.
+    """
+    from fabric_model.scenario.tails import TailsSpec as _Tails
+    from fabric_model.training.tails import step_quantiles_s
+
+    spec = tails or _Tails(enabled=True)
+    rates: list[float] = []
+    for p in points:
+        st = p.step
+        if not p.feasible:
+            rates.append(NAN)
+            continue
+        p50, _ = step_quantiles_s(st.step_time_s, st.compute_s + st.imbalance_s, p.n_gpus, (), spec)
+        rates.append(st.tokens_per_step / p50 / p.n_gpus)
+    base = next((r for r in rates if not math.isnan(r)), NAN)
+    return [r / base for r in rates]
 
 
 def fabric_gap_sentence(
