@@ -679,6 +679,16 @@ def _step_text(d: dict[str, Any], plan_label: str, comm: Sequence[Any] = ()) -> 
                 )
             ]
         ),
+        *(
+            [
+                f"tails: step p50 {d['step_time_p50_s']:,.4g} s, p99 "
+                f"{d['step_time_p99_s']:,.4g} s over iterations (the slowest of "
+                f"{d['n_gpus']:,} ranks; tails.*), {d['step_time_s']:,.4g} s with every rank "
+                "at its mean"
+            ]
+            if d["step_time_p99_s"] != d["step_time_s"] or d["step_time_p50_s"] != d["step_time_s"]
+            else []
+        ),
         f"scale-out fabric {d['scale_out_share_of_step']:.1%}, NVLink "
         f"{d['scale_up_share_of_step']:.1%} of the step (exposed communication "
         f"{d['network_share_of_step']:.1%}; over the scale-out network: "
