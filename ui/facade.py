@@ -24,6 +24,7 @@ from fabric_model.collectives import (
     auto_candidates,
     registry,
     times_from_models,
+    with_tails,
 )
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.cost import (
@@ -233,11 +234,15 @@ def collective_curves(scenario: Scenario, op: str, algos: tuple[str, ...]) -> Co
     built = {a: _algo_model(scenario, op, a) for a in considered}
     models = {a: m for a, m in built.items() if isinstance(m, AlgoModel)}
     unavailable = {a: m for a, m in built.items() if isinstance(m, str)}
-    curves = {
-        a: tuple(times_from_models([models[a]], COLLECTIVE_SIZES, a)) for a in wanted if a in models
-    }
+    tails = scenario.tails
+
+    def timed(ms: list[AlgoModel], algo: str) -> tuple[CollectiveTime, ...]:
+        rows = times_from_models(ms, COLLECTIVE_SIZES, algo)
+        return tuple(with_tails(r, tails) for r in rows) if tails.enabled else tuple(rows)
+
+    curves = {a: timed([models[a]], a) for a in wanted if a in models}
     auto_models = [models[a] for a in candidates if a in models]
-    auto = tuple(times_from_models(auto_models, COLLECTIVE_SIZES, "auto")) if auto_models else ()
+    auto = timed(auto_models, "auto") if auto_models else ()
     return CollectiveCurves(
         op=op,
         routing=ctx.policy,

@@ -323,12 +323,23 @@ def collective_summary(
         Never raises for an algorithm that cannot run: the reasons are in
         ``allreduce_error`` / ``alltoall_error`` (one line naming each candidate's reason).
     """
-    from fabric_model.collectives import AlgoModel, times_from_models, unavailable_message
+    from fabric_model.collectives import (
+        AlgoModel,
+        times_from_models,
+        unavailable_message,
+        with_tails,
+    )
+
+    def timed(models: list[AlgoModel], at: Sequence[int], algo: str) -> tuple[Any, ...]:
+        rows = times_from_models(models, list(at), algo)
+        if scenario.tails.enabled:  # p50 / p99 over iterations (tails.*)
+            rows = [with_tails(r, scenario.tails) for r in rows]
+        return tuple(rows)
 
     ar_models, ar_reasons = auto_models(scenario, "allreduce", model_of)
     if ar_models:
-        allreduce = tuple(times_from_models(ar_models, list(sizes), "auto"))
-        curve = tuple(times_from_models(ar_models, list(curve_sizes), "auto"))
+        allreduce = timed(ar_models, sizes, "auto")
+        curve = timed(ar_models, curve_sizes, "auto")
         ar_error = ""
     else:
         allreduce, curve = (), ()
@@ -350,7 +361,7 @@ def collective_summary(
     except FabricModelError as exc:
         a2a_models, error = [], str(exc)
     if a2a_models:
-        a2a = tuple(times_from_models(a2a_models, list(sizes), a2a_algo))
+        a2a = timed(a2a_models, sizes, a2a_algo)
     return CollectiveSummary(allreduce, a2a, error, curve, ar_error)
 
 
