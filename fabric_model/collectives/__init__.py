@@ -209,7 +209,6 @@ def times_from_models(
         for seed_bw in m.busbw_range_Bps:
             t_seed = _seed_time_us(m, t, lat, seed_bw)
             band.append(size / t_seed / 1e3 * factor if t_seed > 0 else 0.0)
-        seeds = tuple(_seed_time_us(m, t, lat, bw) for bw in m.busbw_seeds_Bps) or (t,)
         rows.append(
             CollectiveTime(
                 op=m.op,
@@ -231,7 +230,7 @@ def times_from_models(
                 fastest_time_us=fast_m.time_us(size, fast_p),
                 ceiling=m.ceiling,
                 ceiling_GBps=m.ceiling_Bps / 1e9,
-                time_us_seeds=seeds,
+                seed_scales=m.seed_time_scales,
                 time_us_p50=t,
                 time_us_p99=t,
             )

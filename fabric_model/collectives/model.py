@@ -171,6 +171,19 @@ class AlgoModel:
         """
         return self.busbw_Bps
 
+    @cached_property
+    def seed_time_scales(self) -> tuple[float, ...]:
+        """Per ECMP seed, ``busbw / seed busbw``: the factor on a call's bandwidth term.
+
+        ``inf`` for a seed that delivers nothing; empty when routing is deterministic.
+        """
+        if len(self.busbw_seeds_Bps) <= 1:
+            return ()
+        return tuple(
+            (self.busbw_Bps / b if self.busbw_Bps else 1.0) if b > 0 else math.inf
+            for b in self.busbw_seeds_Bps
+        )
+
     @property
     def protocols(self) -> tuple[str, ...]:
         """Protocols this algorithm runs with."""
@@ -238,11 +251,19 @@ class CollectiveTime:
     fastest_time_us: float
     ceiling: str = ""
     ceiling_GBps: float = 0.0
-    #: the time at each ECMP seed the solver hashed (one entry when routing is deterministic)
-    time_us_seeds: tuple[float, ...] = ()
+    #: per ECMP seed the solver hashed, the factor on the bandwidth term
+    #: (``AlgoModel.seed_time_scales``; empty when routing is deterministic)
+    seed_scales: tuple[float, ...] = ()
     #: p50 and p99 over iterations (``tails.*``); the deterministic ``time_us`` when disabled
     time_us_p50: float = math.nan
     time_us_p99: float = math.nan
+
+    @property
+    def time_us_seeds(self) -> tuple[float, ...]:
+        """The time at each ECMP seed the solver hashed (``(time_us,)`` when deterministic)."""
+        if not self.seed_scales:
+            return (self.time_us,)
+        return tuple(self.latency_us + self.bandwidth_us * k for k in self.seed_scales)
 
     @property
     def regime(self) -> str:
