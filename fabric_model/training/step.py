@@ -53,12 +53,13 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fabric_model.caching import Lru, Reads
 from fabric_model.catalog import Catalog, Gpu, Server, load_catalog
 from fabric_model.collectives.algorithms import receive_weights
 from fabric_model.collectives.context import ECMP_SEEDS
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.design import job_scenario
-from fabric_model.scenario import Scenario, apply_overrides
+from fabric_model.scenario import SECTIONS, Scenario, apply_overrides
 from fabric_model.scenario.shapes import ShapeCounts, shape_counts
 from fabric_model.training.constants import training_constant
 from fabric_model.training.fabric import CommTime, DimensionFabric
@@ -1148,6 +1149,12 @@ def training_step(
     )
 
 
+#: What the step's exposed time per ECMP seed reads: every section but ``tails`` (the
+#: deterministic step's inputs; the tails only say whether to draw, checked before).
+SEED_READS = Reads("exposed per ECMP seed", tuple(k for k in SECTIONS if k != "tails"))
+_SEED_EXPOSED = Lru(64, "training.step._SEED_EXPOSED", key=f"SEED_READS {SEED_READS.names}")
+
+
 def _exposed_per_seed(
     s: Scenario, cat: Catalog, fab: DimensionFabric, exposed: dict[str, float]
 ) -> dict[str, tuple[float, ...]]:
@@ -1158,8 +1165,12 @@ def _exposed_per_seed(
     """
     if not s.tails.ecmp_redraw or fab.base.policy != "ecmp":
         return {}
-    runs = [training_step(s, cat, ecmp_seed=k).exposed_s for k in range(ECMP_SEEDS)]
-    return {d: tuple(r.get(d, 0.0) for r in runs) for d in exposed}
+
+    def make() -> dict[str, tuple[float, ...]]:
+        runs = [training_step(s, cat, ecmp_seed=k).exposed_s for k in range(ECMP_SEEDS)]
+        return {d: tuple(r.get(d, 0.0) for r in runs) for d in exposed}
+
+    return _SEED_EXPOSED.get(SEED_READS.key(s), make)
 
 
 def _crosses_domains(fab: DimensionFabric, dim: str, plan: Plan) -> bool:
