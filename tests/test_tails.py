@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fabric_model.collectives import collective
@@ -88,13 +88,15 @@ def test_sampler_matches_the_exact_quantiles_and_brute_force() -> None:
     assert RankDelays(1000, mean_s=2.0).mean_without_slow() == pytest.approx(2.0 * harmonic(1000))
 
 
-@settings(max_examples=15, deadline=None, database=None)
+@settings(max_examples=15, deadline=None, database=None, derandomize=True)
 @given(
     n=st.integers(1, 200_000),
     sigma=st.floats(0.0, 5.0),
     mu=st.floats(0.0, 5.0),
     factor=st.floats(0.05, 1.0),
 )
+# a subnormal spread once overflowed x / sigma and broke the bisection (found by hypothesis)
+@example(n=1, sigma=2.225073858507203e-309, mu=2.225073858507203e-309, factor=0.5)
 def test_p99_never_below_p50_and_the_slowest_grows_with_n(
     n: int, sigma: float, mu: float, factor: float
 ) -> None:

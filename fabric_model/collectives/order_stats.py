@@ -139,6 +139,15 @@ class RankDelays:
     slow_shift_s: float = 0.0
     slow_scale: float = 1.0
 
+    def __post_init__(self) -> None:
+        # a spread below 1e-12 of the largest term (or subnormal) is below the float's
+        # resolution of the sum and overflows x / sigma: it is none
+        size = max(self.sigma_s * self.slow_scale, self.mean_s, abs(self.slow_shift_s))
+        for name in ("sigma_s", "mean_s"):
+            value = getattr(self, name)
+            if value < max(1e-12 * size, 1e-250):
+                object.__setattr__(self, name, 0.0)
+
     @property
     def _slow(self) -> bool:
         return self.slow_shift_s != 0.0 or self.slow_scale != 1.0
