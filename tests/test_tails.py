@@ -209,3 +209,13 @@ def test_whatif_page_health_section() -> None:
     table = at.dataframe[1].value
     assert table["failure_mode"].iloc[0] == "One slow GPU (1.5x slower)"
     assert not any("nan" in str(v).lower() for v in table.to_numpy().ravel())
+
+
+def test_infiniband_tail_never_above_roce_on_the_same_pattern(roce: Scenario) -> None:
+    """Adaptive routing has no hash to draw: its p99 is its deterministic time."""
+    on = apply_overrides(roce, ON)
+    ib = apply_overrides(on, {"fabric.vendor": "infiniband", "fabric.routing": "auto"})
+    for size in (2**20, 2**30):
+        (r,) = collective(on, "allreduce", "ring", [size])
+        (i,) = collective(ib, "allreduce", "ring", [size])
+        assert i.time_us_p99 == i.time_us <= r.time_us_p99
