@@ -53,7 +53,10 @@ def skipped_frame(h: Health) -> pd.DataFrame:
 def health_figure(h: Health, top: int = 3) -> go.Figure:
     """Horizontal bars: the healthy step's p50 (and p99 whisker), then the ``top`` modes."""
     shown = h.top(top)
-    labels = ["healthy", *(c.mode.label for c in shown)]
+    labels = [
+        "healthy",
+        *(f"{c.mode.label}: +{c.delta_s:,.3g} s ({h.delta_pct(c):+.1%})" for c in shown),
+    ]
     p50 = [h.step_time_p50_s, *(c.step_time_p50_s for c in shown)]
     p99 = [h.step_time_p99_s, *(c.step_time_p99_s for c in shown)]
     deltas = ["", *(f"+{c.delta_s:,.3g} s ({h.delta_pct(c):+.1%})" for c in shown)]
@@ -71,8 +74,6 @@ def health_figure(h: Health, top: int = 3) -> go.Figure:
                 "arrayminus": [0.0] * len(p50),
                 "color": OKABE_ITO["grey"],
             },
-            text=deltas,
-            textposition="outside",
             customdata=list(zip(p99, deltas, strict=True)),
             hovertemplate="%{y}<br>step p50 %{x:,.3g} s, p99 %{customdata[0]:,.3g} s"
             "<br>%{customdata[1]}<extra></extra>",
