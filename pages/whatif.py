@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from fabric_model.errors import FabricModelError
 from ui import facade, whatif
 from ui.compare_figures import (
     WHATIF_COLUMNS,
@@ -104,10 +105,17 @@ whatif_view()
 def health_view() -> None:
     """The sidebar's design: its step's p50/p99 and the failure modes that cost it most."""
     st.subheader("Health: the step's tail and what would cost it most")
-    with st.spinner("Modelling each failure mode ..."):
-        health = facade.health(scenario)
+    try:
+        with st.spinner("Modelling each failure mode ..."):
+            health = facade.health(scenario)
+    except FabricModelError as exc:  # the design itself: the page's other sections say so too
+        st.warning(f"No health view: {exc}")
+        return
     if health is None:
-        st.warning("No step to put a tail on: the sidebar's parallel plan cannot run.")
+        st.warning(
+            "No step to put a tail on: this parallel plan cannot run: "
+            + facade.training_step(scenario).reason
+        )
         return
     c1, c2, c3 = st.columns(3)
     c1.metric(
