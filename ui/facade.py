@@ -24,6 +24,7 @@ from fabric_model.collectives import (
     auto_candidates,
     registry,
     times_from_models,
+    with_tails,
 )
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.cost import (
@@ -33,6 +34,7 @@ from fabric_model.plant.cost import (
     compare_vendors,
 )
 from fabric_model.plant.design import build_topology
+from fabric_model.report import health as _health
 from fabric_model.report import summaries
 from fabric_model.report.summaries import (
     CURVE_SIZES,
@@ -72,6 +74,7 @@ __all__ = [
     "collective_summary",
     "default_algorithms",
     "fabric_effects",
+    "health",
     "hybrid_comparison",
     "log_comparison",
     "moe_points",
@@ -231,11 +234,15 @@ def collective_curves(scenario: Scenario, op: str, algos: tuple[str, ...]) -> Co
     built = {a: _algo_model(scenario, op, a) for a in considered}
     models = {a: m for a, m in built.items() if isinstance(m, AlgoModel)}
     unavailable = {a: m for a, m in built.items() if isinstance(m, str)}
-    curves = {
-        a: tuple(times_from_models([models[a]], COLLECTIVE_SIZES, a)) for a in wanted if a in models
-    }
+    tails = scenario.tails
+
+    def timed(ms: list[AlgoModel], algo: str) -> tuple[CollectiveTime, ...]:
+        rows = times_from_models(ms, COLLECTIVE_SIZES, algo)
+        return tuple(with_tails(r, tails) for r in rows) if tails.enabled else tuple(rows)
+
+    curves = {a: timed([models[a]], a) for a in wanted if a in models}
     auto_models = [models[a] for a in candidates if a in models]
-    auto = tuple(times_from_models(auto_models, COLLECTIVE_SIZES, "auto")) if auto_models else ()
+    auto = timed(auto_models, "auto") if auto_models else ()
     return CollectiveCurves(
         op=op,
         routing=ctx.policy,
@@ -325,6 +332,16 @@ MOE_SWEEP_MAX_GPUS = 131_072
 def training_step(scenario: Scenario) -> StepResult:
     """One training step of the scenario (never raises for an infeasible plan)."""
     return _training_step(scenario)
+
+
+@scenario_cache(32)
+def health(scenario: Scenario) -> _health.Health | None:
+    """Return the step's p50/p99 and each failure mode's cost (``report.health``).
+
+    Each step goes through :func:`training_step`'s cache, so a mode the What-if table also
+    models is solved once.
+    """
+    return _health.health(scenario, training_step)
 
 
 def _variant(scenario: Scenario, **over: Any) -> Scenario:

@@ -161,6 +161,7 @@ def _common(
         n_ranks=ctx.n_ranks,
         busbw_Bps=busbw,
         busbw_range_Bps=(lo, hi),
+        busbw_seeds_Bps=tuple(float(min(intra, b)) for b in seeds) if inter is not None else (),
         intra_Bps=intra,
         inter_Bps=inter_bw,
         bottleneck=bottleneck,

@@ -21,6 +21,7 @@ from fabric_model.scenario.registry import (
     field_spec,
 )
 from fabric_model.scenario.shapes import shape_counts
+from fabric_model.scenario.tails import TailsSpec
 from fabric_model.scenario.whatif import WhatIfSpec
 from fabric_model.scenario.workload import ModelSpec, ParallelismPlan, TrainingSpec, _shape_name
 
@@ -49,6 +50,7 @@ class Scenario:
     management: ManagementSpec = field(default_factory=ManagementSpec)
     hybrid: HybridSpec = field(default_factory=HybridSpec)
     nccl: NcclSpec = field(default_factory=NcclSpec)
+    tails: TailsSpec = field(default_factory=TailsSpec)
 
     def __post_init__(self) -> None:
         # the name follows the shape: a changed layer count makes it a custom model

@@ -18,6 +18,7 @@ from fabric_model.scenario.hardware import ClusterSpec, FabricSpec
 from fabric_model.scenario.hybrid import HybridSpec
 from fabric_model.scenario.nccl import NcclSpec
 from fabric_model.scenario.plant import FacilitySpec, ManagementSpec, StorageSpec
+from fabric_model.scenario.tails import TailsSpec
 from fabric_model.scenario.whatif import WhatIfSpec
 from fabric_model.scenario.workload import (
     ModelSpec,
@@ -44,6 +45,7 @@ SECTIONS: dict[str, type] = {
     "management": ManagementSpec,
     "hybrid": HybridSpec,
     "nccl": NcclSpec,
+    "tails": TailsSpec,
 }
 
 

@@ -56,10 +56,12 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fabric_model.caching import Lru, Reads
 from fabric_model.catalog import Catalog, Gpu, Server, load_catalog
+from fabric_model.collectives.context import ECMP_SEEDS
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.design import job_scenario
-from fabric_model.scenario import Scenario, apply_overrides
+from fabric_model.scenario import SECTIONS, Scenario, apply_overrides
 from fabric_model.scenario.shapes import ShapeCounts, shape_counts
 from fabric_model.training.constants import training_constant
 from fabric_model.training.fabric import CommTime, DimensionFabric
@@ -81,6 +83,7 @@ from fabric_model.training.schedules import (
     resolve_schedule,
     schedule_problems,
 )
+from fabric_model.training.tails import step_quantiles_s
 
 __all__ = [
     "DIMS",
@@ -200,6 +203,10 @@ class StepResult:
     step_time_s: float = math.nan
     compute_s: float = math.nan
     imbalance_s: float = 0.0
+    #: p50 and p99 over iterations (``tails.*``: stragglers, jitter, ECMP draws); both
+    #: ``step_time_s`` with ``tails.enabled = false``
+    step_time_p50_s: float = math.nan
+    step_time_p99_s: float = math.nan
     bubble_s: float = math.nan
     exposed_comm_s: float = math.nan
     comm_s: dict[str, float] = field(default_factory=dict)
@@ -287,6 +294,8 @@ class StepResult:
             "feasible": self.feasible,
             "reason": self.reason,
             "step_time_s": self.step_time_s,
+            "step_time_p50_s": self.step_time_p50_s,
+            "step_time_p99_s": self.step_time_p99_s,
             "compute_s": self.compute_s,
             "imbalance_s": self.imbalance_s,
             "bubble_s": self.bubble_s,
@@ -862,14 +871,20 @@ def memory_fixes(scenario: Scenario) -> list[tuple[str, Any, StepResult]]:
 
 
 def training_step(
-    scenario: Scenario, catalog: Catalog | None = None, *, suggest: bool = False
+    scenario: Scenario,
+    catalog: Catalog | None = None,
+    *,
+    suggest: bool = False,
+    ecmp_seed: int | None = None,
 ) -> StepResult:
     """Model one optimizer step of ``scenario`` (see the module docstring).
 
     Never raises for an infeasible plan: the result says why, and with ``suggest`` a plan
     that does not fit in memory also names the fastest single change that makes it fit
     (:func:`memory_fixes`). Raises :class:`~fabric_model.errors.FabricModelError` for a
-    design that cannot be built at all.
+    design that cannot be built at all. With ``ecmp_seed`` every collective is timed at that
+    one of the solver's ECMP hash seeds instead of their expectation (the tails' draws, see
+    :mod:`fabric_model.training.tails`).
     """
     s = scenario
     if s.fabric.topology == "hybrid":  # the job runs where hybrid.job puts it
@@ -958,8 +973,9 @@ def training_step(
     split = plan.tp * plan.cp
 
     # ---- communication ------------------------------------------------------------------
-    fab = DimensionFabric(s, plan.layout)
-    efab = DimensionFabric(s, plan.expert_layout) if plan.folded else fab  # EP, expert grads
+    fab = DimensionFabric(s, plan.layout, ecmp_seed)
+    # EP, expert grads
+    efab = DimensionFabric(s, plan.expert_layout, ecmp_seed) if plan.folded else fab
     comm: dict[str, float] = {}
     exposed: dict[str, float] = {}
     detail: dict[str, str] = {}
@@ -1103,12 +1119,24 @@ def training_step(
     tokens = float(plan.sequences_per_step * seq)  # the batch computed (warned when rounded)
     flops = counts.model_flops_per_token(seq) * tokens
     mfu = flops / (n * gpu.bf16_dense_tflops * 1e12 * step)
+    p50 = p99 = step
+    if s.tails.enabled and ecmp_seed is None:
+        per_seed = _exposed_per_seed(s, cat, fab, exposed)
+        p50, p99 = step_quantiles_s(
+            step,
+            compute + imbalance,
+            n,
+            tuple((exposed[d], per_seed.get(d, ())) for d in sorted(exposed)),
+            s.tails,
+        )
     return StepResult(
         n_gpus=n,
         feasible=True,
         problems=(),
         plan=plan,
         step_time_s=step,
+        step_time_p50_s=p50,
+        step_time_p99_s=p99,
         compute_s=compute,
         imbalance_s=imbalance,
         bubble_s=bubble,
@@ -1131,6 +1159,30 @@ def training_step(
         offload_via=f"{path.target}: {path.via}" if path else "",
         offload_GBps=path.GBps if path else 0.0,
     )
+
+
+#: What the step's exposed time per ECMP seed reads: every section but ``tails`` (the
+#: deterministic step's inputs; the tails only say whether to draw, checked before).
+SEED_READS = Reads("exposed per ECMP seed", tuple(k for k in SECTIONS if k != "tails"))
+_SEED_EXPOSED = Lru(64, "training.step._SEED_EXPOSED", key=f"SEED_READS {SEED_READS.names}")
+
+
+def _exposed_per_seed(
+    s: Scenario, cat: Catalog, fab: DimensionFabric, exposed: dict[str, float]
+) -> dict[str, tuple[float, ...]]:
+    """Each dimension's exposed time at each ECMP seed the solver hashes ({} when none).
+
+    Static ECMP hashing is the one policy the solver draws several hashes for
+    (:data:`~fabric_model.collectives.context.ECMP_SEEDS`); the step is timed again at each.
+    """
+    if not s.tails.ecmp_redraw or fab.base.policy != "ecmp":
+        return {}
+
+    def make() -> dict[str, tuple[float, ...]]:
+        runs = [training_step(s, cat, ecmp_seed=k).exposed_s for k in range(ECMP_SEEDS)]
+        return {d: tuple(r.get(d, 0.0) for r in runs) for d in exposed}
+
+    return _SEED_EXPOSED.get(SEED_READS.key(s), make)
 
 
 def _crosses_domains(fab: DimensionFabric, dim: str, plan: Plan) -> bool:
