@@ -47,6 +47,7 @@ __all__ = [
     "FrozenMap",
     "Gpu",
     "Nic",
+    "OcsSwitch",
     "Optic",
     "Server",
     "Source",
@@ -69,6 +70,7 @@ SECTIONS: Final[tuple[str, ...]] = (
     "optics",
     "cables",
     "vendors",
+    "ocs",
 )
 
 _K = TypeVar("_K")
@@ -445,6 +447,17 @@ class Optic(_Entry):
         "Compatible" (validated third-party) planning price, USD.
     price_oem_usd
         NVIDIA/OEM-branded price, USD.
+    n_fibers
+        Fibers the whole module lands on (a duplex-LC module 2 per port, a circulator module
+        1 per port, parallel MPO optics 8 per port), count; ``None`` when not given. Through
+        an optical circuit switch every fiber takes one OCS port.
+    channel_loss_db
+        Largest channel insertion loss the module's link budget allows between its two ends
+        (fiber, connectors and anything in between, such as an OCS), dB; ``None`` when not
+        given: such a module is not offered for OCS links.
+    ocs_only
+        Offered for links through an optical circuit switch only (a circulator module);
+        :meth:`Catalog.optic_for` skips it, so other designs keep their media.
     """
 
     side: str
@@ -457,6 +470,31 @@ class Optic(_Entry):
     power_w: float
     price_usd: float
     price_oem_usd: float
+    n_fibers: int | None = None
+    channel_loss_db: float | None = None
+    ocs_only: bool = False
+
+    @property
+    def ocs_capable(self) -> bool:
+        """Whether the module can run through an OCS: single-mode, at most 2 fibers a port."""
+        return (
+            self.media == "smf"
+            and self.channel_loss_db is not None
+            and self.n_fibers is not None
+            and self.n_fibers <= 2 * (self.module_gbps // self.port_speeds_gbps[0])
+        )
+
+    def fibers_per_link(self, link_gbps: int) -> int:
+        """Return the fibers (OCS ports) one link of ``link_gbps`` takes, count.
+
+        ``n_fibers / ports_per_module``: a twin 2 x FR4 module runs two 400G links on a duplex
+        pair each (2 fibers per link) or one 800G link on both pairs (4).
+        """
+        if self.n_fibers is None:
+            raise InfeasibleDesignError(
+                "ocs.switch", f"transceiver {self.key} has no fiber count in the catalog"
+            )
+        return max(1, self.n_fibers // self.ports_per_module(link_gbps))
 
     def ports_per_module(self, link_gbps: int) -> int:
         """Return the links of ``link_gbps`` one module serves (``module_gbps // link_gbps``).
@@ -522,6 +560,45 @@ class Cable(_Entry):
     def carries(self, link_gbps: int, length_m: float) -> bool:
         """Return whether the cable carries ``link_gbps`` (Gb/s) over ``length_m`` (m)."""
         return link_gbps in self.port_speeds_gbps and length_m <= self.reach_m
+
+
+@dataclass(frozen=True, kw_only=True)
+class OcsSwitch(_Entry):
+    """One optical circuit switch (OCS): a passive, reconfigurable fiber cross-connect.
+
+    Parameters
+    ----------
+    technology
+        ``"mems"`` (tilting micro-mirrors) or ``"piezo"`` (piezo-steered collimators).
+    n_ports
+        Fiber ports; a circuit joins two of them (light in either direction), count.
+    insertion_loss_db
+        Largest port-to-port insertion loss, its two connectors included, dB.
+    reconfig_ms
+        Time to set up a new set of circuits (all ports), ms.
+    power_w
+        Power of the box (mirror drive, control, monitoring), W.
+    price_usd
+        Price of the box, USD.
+    rack_units
+        Height, U.
+    in_house
+        Built by its operator for its own use (not sold): the price is an estimate of cost.
+    """
+
+    technology: str
+    n_ports: int
+    insertion_loss_db: float
+    reconfig_ms: float
+    power_w: float
+    price_usd: float
+    rack_units: int
+    in_house: bool = False
+
+    @property
+    def port_price_usd(self) -> float:
+        """Price per port, USD."""
+        return self.price_usd / self.n_ports
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -606,6 +683,7 @@ _KIND_LABEL: Final[dict[str, str]] = {
     "optics": "optic",
     "cables": "cable",
     "vendors": "vendor",
+    "ocs": "optical circuit switch",
 }
 
 
@@ -621,7 +699,7 @@ class Catalog:
         File it was read from.
     sources
         Source key (``"S40"``) -> :class:`Source`.
-    gpus, servers, nics, switches, optics, cables, vendors
+    gpus, servers, nics, switches, optics, cables, vendors, ocs
         Entry key -> entry, in file order.
     """
 
@@ -635,6 +713,7 @@ class Catalog:
     optics: FrozenMap[str, Optic]
     cables: FrozenMap[str, Cable]
     vendors: FrozenMap[str, Vendor]
+    ocs: FrozenMap[str, OcsSwitch]
 
     # --- lookups ------------------------------------------------------------------------
 
@@ -678,6 +757,10 @@ class Catalog:
     def vendor(self, key: str) -> Vendor:
         """Return the vendor ``key``; raise :class:`UnknownCatalogKeyError` if unknown."""
         return _lookup(self.vendors, "vendors", key)
+
+    def ocs_switch(self, key: str) -> OcsSwitch:
+        """Return the optical circuit switch ``key``; raise if unknown."""
+        return _lookup(self.ocs, "ocs", key)
 
     # --- selection ------------------------------------------------------------------------
 
@@ -778,6 +861,7 @@ class Catalog:
             o
             for o in self.optics.values()
             if o.side == side
+            and not o.ocs_only
             and link_gbps in o.port_speeds_gbps
             and (cage_gbps is None or o.module_gbps == cage_gbps)
             and (protocol is None or protocol in o.protocols)
@@ -802,6 +886,103 @@ class Catalog:
                 f"{longest.reach_m:g} m ({longest.key})",
             )
         return min(fits, key=lambda o: _per_port(o, link_gbps))
+
+    def ocs_optic_for(
+        self,
+        side: str,
+        link_gbps: int,
+        length_m: float,
+        loss_db: float,
+        *,
+        cage_gbps: int | None = None,
+        protocol: str | None = None,
+        port_usd: float = 0.0,
+        loss_text: str = "",
+    ) -> Optic:
+        """Return the cheapest transceiver that closes a link through an optical circuit switch.
+
+        Parameters
+        ----------
+        side, link_gbps, cage_gbps, protocol
+            As :meth:`optic_for`.
+        length_m
+            Fiber from one end to the other, through the OCS, m.
+        loss_db
+            The channel's insertion loss: the OCS, the fiber and the connectors, dB.
+        port_usd
+            Price of one OCS port, USD: a module with more fibers per link takes more ports,
+            so the choice minimises ``module price per link + fibers per link x port_usd``.
+        loss_text
+            How ``loss_db`` is made up, for the refusal.
+
+        Returns
+        -------
+        Optic
+            Among single-mode modules with a channel loss budget (:attr:`Optic.ocs_capable`)
+            of that side and speed that reach ``length_m``, the cheapest whose
+            ``channel_loss_db >= loss_db``.
+
+        Raises
+        ------
+        InfeasibleDesignError
+            On ``fabric.link_gbps`` when no OCS-capable module runs the speed; on
+            ``ocs.switch`` when none closes the budget through this OCS's insertion loss
+            (naming the loss and the best budget).
+        """
+        at_speed = [
+            o
+            for o in self.optics.values()
+            if o.side == side
+            and o.ocs_capable
+            and link_gbps in o.port_speeds_gbps
+            and (cage_gbps is None or o.module_gbps == cage_gbps)
+            and (protocol is None or protocol in o.protocols)
+        ]
+        cage_text = "" if cage_gbps is None else f" in a {cage_gbps} Gb/s cage"
+        if not at_speed:
+            speeds = sorted(
+                {
+                    s
+                    for o in self.optics.values()
+                    if o.side == side and o.ocs_capable
+                    for s in o.port_speeds_gbps
+                    if cage_gbps is None or o.module_gbps == cage_gbps
+                }
+            )
+            raise InfeasibleDesignError(
+                "fabric.link_gbps",
+                f"no {side}-side transceiver in this catalog runs {link_gbps} Gb/s through an "
+                f"optical circuit switch{cage_text} (single-mode, duplex or circulator fiber); "
+                f"allowed: {_speeds_text(speeds) or 'none'} Gb/s",
+            )
+        fits = [o for o in at_speed if o.reach_m >= length_m]
+        if not fits:
+            longest = max(at_speed, key=lambda o: o.reach_m)
+            raise InfeasibleDesignError(
+                "fabric.direct_link_m",
+                f"no OCS-capable {side}-side transceiver carries {link_gbps} Gb/s over "
+                f"{length_m:g} m; the longest reach is {longest.reach_m:g} m ({longest.key})",
+            )
+        closes = [o for o in fits if float(o.channel_loss_db or 0.0) >= loss_db - 1e-9]
+        if not closes:
+            best = max(fits, key=lambda o: float(o.channel_loss_db or 0.0))
+            raise InfeasibleDesignError(
+                "ocs.switch",
+                f"the link budget does not close: the channel through the OCS loses "
+                f"{loss_db:.2f} dB{loss_text}, and the best {link_gbps} Gb/s {side}-side "
+                f"transceiver ({best.key}) allows {best.channel_loss_db:g} dB; choose an OCS "
+                f"with a lower insertion loss or shorter runs",
+            )
+
+        def cost(o: Optic) -> tuple[float, float, str]:
+            per = o.ports_per_module(link_gbps)
+            return (
+                o.price_usd / per + o.fibers_per_link(link_gbps) * port_usd,
+                o.power_w / per,
+                o.key,
+            )
+
+        return min(closes, key=cost)
 
     def cable_for(
         self,
@@ -1083,6 +1264,9 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "power_w": _FieldSpec("float", zero_ok=True),
             "price_usd": _FieldSpec("float"),
             "price_oem_usd": _FieldSpec("float"),
+            "n_fibers": _FieldSpec("int", nullable=True, default=None),
+            "channel_loss_db": _FieldSpec("float", nullable=True, default=None),
+            "ocs_only": _FieldSpec("bool", default=False),
         },
     ),
     "cables": (
@@ -1113,6 +1297,19 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "color": _FieldSpec("str", default=""),
             "compared": _FieldSpec("bool", default=True),
             "switches": _FieldSpec("keys", default=()),
+        },
+    ),
+    "ocs": (
+        OcsSwitch,
+        {
+            "technology": _FieldSpec("choice", ("mems", "piezo")),
+            "n_ports": _FieldSpec("int"),
+            "insertion_loss_db": _FieldSpec("float"),
+            "reconfig_ms": _FieldSpec("float"),
+            "power_w": _FieldSpec("float"),
+            "price_usd": _FieldSpec("float"),
+            "rack_units": _FieldSpec("int"),
+            "in_house": _FieldSpec("bool", default=False),
         },
     ),
 }
@@ -1235,6 +1432,7 @@ def _build(doc: object, path: Path) -> Catalog:
         optics=parsed["optics"],
         cables=parsed["cables"],
         vendors=parsed["vendors"],
+        ocs=parsed["ocs"],
     )
     for check in _CROSS_CHECKS:
         check(catalog, where)
@@ -1464,6 +1662,17 @@ def _check_optics(cat: Catalog, where: str) -> None:
             raise CatalogError(f"{here}.module_gbps: a twin-port module runs >= 2 ports")
 
 
+def _check_ocs(cat: Catalog, where: str) -> None:
+    for o in cat.ocs.values():
+        if o.n_ports < 2:
+            raise CatalogError(f"{where}: ocs.{o.key}.n_ports: a circuit needs two ports")
+    for opt in cat.optics.values():
+        if (opt.n_fibers is None) != (opt.channel_loss_db is None):
+            raise CatalogError(
+                f"{where}: optics.{opt.key}.n_fibers: give n_fibers and channel_loss_db together"
+            )
+
+
 def _check_cables(cat: Catalog, where: str) -> None:
     fibers = [c.key for c in cat.cables.values() if c.kind == "fiber"]
     if len(fibers) != 1:
@@ -1598,4 +1807,5 @@ _CROSS_CHECKS: Final[tuple[Callable[[Catalog, str], None], ...]] = (
     _check_optics,
     _check_cables,
     _check_vendors,
+    _check_ocs,
 )

@@ -49,6 +49,7 @@ from fabric_model.plant.lines import (
     is_cpo,
     link_lines,
     link_media,
+    ocs_bom_lines,
 )
 from fabric_model.plant.storage_mgmt import NetworkBill
 from fabric_model.scenario import CostSpec, Scenario
@@ -62,6 +63,7 @@ __all__ = [
     "LinkMedia",
     "VendorComparison",
     "bill_of_materials",
+    "built_gpus",
     "compare_vendors",
     "compare_with_fat_tree",
     "fabric_shape",
@@ -265,6 +267,13 @@ class BillOfMaterials:
         }
 
 
+def built_gpus(scenario: Scenario, topo: Topology) -> int:
+    """GPUs the design builds: the job's, plus an OCS fabric's spare blocks."""
+    if topo.family == "ocs":
+        return int(topo.params["n_blocks_built"]) * int(topo.params["block_gpus"])
+    return int(scenario.cluster.n_gpus)
+
+
 def fabric_shape(topo: Topology, hw: Hardware) -> dict[str, Any]:
     """Return what shapes the design: switch, radix, pod size and the limiting resource.
 
@@ -353,11 +362,13 @@ def bill_of_materials(
     topo = site.topology
     if topo.family == "hybrid":  # each partition on its vendor's parts (fabric_model.plant.hybrid)
         lines = hybrid_bom_lines(scenario, topo, hw, cat, own_vendor)
+    elif topo.family == "ocs":  # blocks, OCSes and their uplinks (fabric_model.plant.lines)
+        lines = ocs_bom_lines(scenario, topo, hw, cat, own_vendor)
     else:
         lines = _bom_lines(topo, hw, cat, scenario.costs, own_vendor)
     networks, floorplan = site.finish(lines, cat, scenario.costs)
     server = hw.server
-    n_servers = -(-scenario.cluster.n_gpus // server.gpus_per_server)
+    n_servers = -(-built_gpus(scenario, topo) // server.gpus_per_server)
     return BillOfMaterials(
         scenario_name=scenario.name,
         vendor=scenario.fabric.vendor,

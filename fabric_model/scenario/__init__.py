@@ -24,6 +24,9 @@ from fabric_model.catalog import load_catalog
 from fabric_model.errors import ScenarioError, ScenarioFileError, shown_value
 from fabric_model.families import FAMILIES
 from fabric_model.resources import asset
+from fabric_model.scenario.fields import FieldSpec, _f
+from fabric_model.scenario.fields import extra_choices as extra_choices
+from fabric_model.scenario.ocs import OcsSpec, check_ocs
 from fabric_model.scenario.shapes import shape_counts
 
 __all__ = [
@@ -44,6 +47,7 @@ __all__ = [
     "ManagementSpec",
     "ModelSpec",
     "NcclSpec",
+    "OcsSpec",
     "ParallelismPlan",
     "ReliabilitySpec",
     "Scenario",
@@ -66,78 +70,6 @@ MAX_SCENARIO_BYTES = 256 * 1024
 #: ``fabric.vendor`` values: the shipped catalog's vendors (the vendor registry: a new vendor
 #: is a data entry in ``assets/catalog.yaml``).
 VENDORS: tuple[str, ...] = tuple(load_catalog().vendors)
-
-
-@dataclass(frozen=True)
-class FieldSpec:
-    """Declared type, bounds, unit and help of one scenario key.
-
-    ``kind`` is one of ``int``, ``float``, ``bool``, ``choice``, ``text``. ``auto`` marks keys
-    that also accept the word ``"auto"``; ``optional`` keys accept ``null`` (meaning "use the
-    catalog value"). ``min_exclusive`` makes ``min`` an open bound (``0 < x``).
-    """
-
-    kind: str
-    help: str
-    unit: str = ""
-    min: float | None = None
-    max: float | None = None
-    min_exclusive: bool = False
-    choices: tuple[Any, ...] = ()
-    auto: bool = False
-    optional: bool = False
-    step: float | None = None
-
-    def allowed(self) -> str:
-        """Describe the allowed values in words, for error messages and help text."""
-        extra = []
-        if self.auto:
-            extra.append("'auto'")
-        if self.optional:
-            extra.append("null (catalog value)")
-        if self.kind == "choice":
-            return "one of " + ", ".join(str(c) for c in (*extra_choices(self), *self.choices))
-        if self.kind == "bool":
-            base = "true or false"
-        elif self.kind == "text":
-            base = "a text"
-        else:
-            noun = "an integer" if self.kind == "int" else "a number"
-            lo = "" if self.min is None else _fmt(self.min)
-            hi = "" if self.max is None else _fmt(self.max)
-            if self.min is not None and self.max is not None:
-                op = "greater than" if self.min_exclusive else "from"
-                base = (
-                    f"{noun} {op} {lo} and at most {hi}"
-                    if self.min_exclusive
-                    else f"{noun} {op} {lo} to {hi}"
-                )
-            elif self.min is not None:
-                base = f"{noun} {'>' if self.min_exclusive else '>='} {lo}"
-            else:
-                base = noun
-        if self.unit and self.kind in ("int", "float"):
-            base += f" ({self.unit})"
-        return base + "".join(f", or {e}" for e in extra)
-
-
-def extra_choices(spec: FieldSpec) -> tuple[str, ...]:
-    """Return the non-numeric extras a choice key accepts (``auto``)."""
-    return ("auto",) if spec.auto else ()
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
-
-
-def _f(default: Any, spec: FieldSpec) -> Any:
-    return field(default=default, metadata={"spec": spec})
 
 
 # --------------------------------------------------------------------------------------
@@ -1261,6 +1193,7 @@ SECTIONS: dict[str, type] = {
     "storage": StorageSpec,
     "management": ManagementSpec,
     "hybrid": HybridSpec,
+    "ocs": OcsSpec,
     "nccl": NcclSpec,
 }
 
@@ -1476,6 +1409,7 @@ class Scenario:
     storage: StorageSpec = field(default_factory=StorageSpec)
     management: ManagementSpec = field(default_factory=ManagementSpec)
     hybrid: HybridSpec = field(default_factory=HybridSpec)
+    ocs: OcsSpec = field(default_factory=OcsSpec)
     nccl: NcclSpec = field(default_factory=NcclSpec)
 
     def __post_init__(self) -> None:
@@ -1553,6 +1487,7 @@ def _check_cross_fields(s: Scenario) -> None:
         )
     _check_planes(s)
     _check_hybrid(s)
+    check_ocs(s)
     if s.model.routing_skew * s.model.hot_fraction > 1.0 + 1e-9:
         raise ScenarioError(
             "model.routing_skew",
