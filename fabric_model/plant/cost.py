@@ -37,7 +37,7 @@ from typing import Any
 from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.design import Hardware, resolve_hardware, topology_request
-from fabric_model.plant.floorplan import FloorPlan, plan_site
+from fabric_model.plant.floorplan import FloorPlan, built_gpus, plan_site
 from fabric_model.plant.hybrid import single_fat_tree_scenario
 from fabric_model.plant.lines import (
     CATEGORIES,
@@ -265,13 +265,6 @@ class BillOfMaterials:
             "networks": {n.name: n.to_dict() for n in self.networks},
             "floorplan": self.floorplan.to_dict() if self.floorplan is not None else None,
         }
-
-
-def built_gpus(scenario: Scenario, topo: Topology) -> int:
-    """GPUs the design builds: the job's, plus an OCS fabric's spare blocks."""
-    if topo.family == "ocs":
-        return int(topo.params["n_blocks_built"]) * int(topo.params["block_gpus"])
-    return int(scenario.cluster.n_gpus)
 
 
 def fabric_shape(topo: Topology, hw: Hardware) -> dict[str, Any]:

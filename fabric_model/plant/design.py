@@ -23,6 +23,7 @@ from fabric_model.errors import (
 from fabric_model.families import family_names
 from fabric_model.plant.hybrid import check_hybrid, partition_scenario
 from fabric_model.scenario import Scenario
+from fabric_model.scenario.ocs import ocs_plan_key
 from fabric_model.topology import (
     PLANE_FAMILIES,
     Topology,
@@ -327,6 +328,8 @@ def _choose_switch(
         scenario.storage,
         scenario.management,
         scenario.hybrid,
+        scenario.ocs,
+        ocs_plan_key(scenario),
     )
     if cat is load_catalog() and key in _CHOICE_CACHE:
         chosen, note = _CHOICE_CACHE[key]

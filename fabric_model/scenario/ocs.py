@@ -8,6 +8,7 @@ A scenario on another family ignores the section.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,9 @@ __all__ = [
     "OCS_SWITCHES",
     "OcsSpec",
     "check_ocs",
+    "ocs_plan_key",
+    "reconfig_ms",
+    "reduction_scenario",
 ]
 
 #: What one block is: an NVLink domain (an HGX server's 8 GPUs, an NVL72 rack), a 4 x 4 x 4
@@ -165,3 +169,36 @@ def check_ocs(s: Any) -> None:
             f"must be at most ocs.spare_blocks = {o.spare_blocks}: the job needs all its "
             f"blocks, and only spares can take a failed block's place",
         )
+
+
+def ocs_plan_key(s: Any) -> tuple[Any, ...]:
+    """Return what an OCS fabric reads of the plan: its degrees when its circuits follow the job.
+
+    ``ocs.circuits = job`` lays circuits along the job's DP rings and PP chains, which the
+    plan's TP, CP, EP and PP degrees place (Megatron's rank order); every other fabric reads
+    nothing of the plan (``()``). Part of the built fabric's cache key
+    (``fabric_model.training.fabric.FABRIC_READS``).
+    """
+    if s.fabric.topology != "ocs" or s.ocs.circuits != "job":
+        return ()
+    p = s.parallel
+    return (p.tp, p.cp, p.ep, p.pp)
+
+
+def reconfig_ms(s: Any) -> float:
+    """Return the time to set a new circuit set, ms: ``ocs.reconfig_ms``, or the switch's."""
+    if s.ocs.reconfig_ms != "auto":
+        return float(s.ocs.reconfig_ms)
+    return float(load_catalog().ocs_switch(s.ocs.switch).reconfig_ms)
+
+
+def reduction_scenario(s: Any) -> Any:
+    """Return the scenario the gradient reduction runs on: with ``phase``, ring circuits.
+
+    ``ocs.reconfigure = phase`` sets ring circuits for the data-parallel reduction and
+    ``ocs.circuits`` back for the forward and backward (:mod:`fabric_model.training.step`);
+    any other scenario reduces on its own fabric.
+    """
+    if s.fabric.topology != "ocs" or s.ocs.reconfigure != "phase" or s.ocs.circuits == "ring":
+        return s
+    return dataclasses.replace(s, ocs=dataclasses.replace(s.ocs, circuits="ring"))
