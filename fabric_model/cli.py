@@ -248,7 +248,7 @@ def _bom_text(bom: Any) -> str:
 
 
 def _ocs_text(o: dict[str, Any]) -> str:
-    """The OCS design's circuits, optics and availability, after its bill."""
+    """Describe the OCS design's circuits, optics and availability, after its bill."""
     spare = (
         f" + {o['n_blocks_built'] - o['n_blocks']} spare"
         if o["n_blocks_built"] > o["n_blocks"]

@@ -67,9 +67,9 @@ from fabric_model.topology import Topology
 __all__ = [
     "CLASS_KEYS",
     "FloorPlan",
-    "built_gpus",
     "Layout",
     "Site",
+    "built_gpus",
     "class_lengths_m",
     "facility_value",
     "halls_text",

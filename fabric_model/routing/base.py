@@ -281,7 +281,7 @@ def degraded_capacities(
 def _ocs_degraded(
     topo: Topology, cap: np.ndarray, which: str, factor: float, endpoint: int | None
 ) -> np.ndarray:
-    """An OCS fabric's degraded link: a pod NIC's cable, else its block's first OCS fiber.
+    """Degrade an OCS fabric's link: a pod NIC's cable, else its block's first OCS fiber.
 
     A pod's NIC cable is the endpoint's link into the pod (the graph's internal link); an
     NVLink domain's or a cube's NIC port is an uplink, so the first fiber of the endpoint's
