@@ -355,7 +355,7 @@ def _bom(args: argparse.Namespace) -> int:
         _emit(args, payload, text)
         return 0
     results = compare_vendors(scenario)
-    payload = [
+    vendors = [
         {"vendor": r.vendor, **(r.bom.to_dict() if r.bom else {"error": r.error})} for r in results
     ]
     rows: list[dict[str, Any]] = []
@@ -390,7 +390,7 @@ def _bom(args: argparse.Namespace) -> int:
                 "note": v.limit,
             }
         )
-    _emit(args, payload, format_table(rows))
+    _emit(args, vendors, format_table(rows))
     return 0
 
 

@@ -382,7 +382,13 @@ def _ocs_plan(bom: BillOfMaterials, cat: Catalog) -> DeploymentPlan:
         return gpu // gpn, (gpu % gpn) * nics + port_in_block % nics
 
     links = {lc.name: i for i, lc in enumerate(topo.links)}
-    cls, a_dev, a_port, a_nic, b_dev, b_port, b_nic = [], [], [], [], [], [], []
+    cls: list[np.ndarray] = []
+    a_dev: list[np.ndarray] = []
+    a_port: list[np.ndarray] = []
+    a_nic: list[np.ndarray] = []
+    b_dev: list[np.ndarray] = []
+    b_port: list[np.ndarray] = []
+    b_nic: list[np.ndarray] = []
 
     def add(c: str, ad, ap, an, bd, bp, bn) -> None:  # type: ignore[no-untyped-def]
         cls.append(np.full(np.size(ad), links[c], dtype=np.int64))
