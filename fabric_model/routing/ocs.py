@@ -317,12 +317,25 @@ def _path_counts(
 ) -> None:  # pragma: no cover
     """``paths[v, t]``: shortest paths from ``v`` to ``t`` over distinct neighbour blocks."""
     n = indptr.size - 1
+    start = np.zeros(n + 2, dtype=np.int64)
+    order = np.empty(n, dtype=np.int64)
     for t in range(n):
         if hops[t, t] < 0:
             continue
-        order = np.argsort(hops[:, t])
+        # the blocks by their hops to t (a counting sort; unreachable ones left out)
+        start[:] = 0
+        for v in range(n):
+            if hops[v, t] >= 0:
+                start[hops[v, t] + 1] += 1
+        for d in range(n):
+            start[d + 1] += start[d]
+        for v in range(n):
+            if hops[v, t] >= 0:
+                order[start[hops[v, t]]] = v
+                start[hops[v, t]] += 1
         paths[t, t] = 1.0
-        for v in order:
+        for j in range(start[n]):
+            v = order[j]
             dv = hops[v, t]
             if dv <= 0:
                 continue
