@@ -10,10 +10,15 @@ from fabric_model.cli.registry import _emit, format_table, scenario_from_args, v
 
 def _bom_text(bom: Any) -> str:
     d = bom.to_dict()
+    electrical = d["n_switches"] - d["switches_by_tier"].get("ocs", 0)
     switch = (
-        f"{bom.hardware.switch.name} radix {d['radix']}, " if d["n_switches"] else "switchless, "
+        f"{bom.hardware.switch.name} radix {d['radix']}, "
+        if electrical
+        else ("no packet switch, " if d["topology"] == "ocs" else "switchless, ")
     )
     tiers = f"{d['tiers']} tiers" if d["tiers"] else "direct links"
+    if d["topology"] == "ocs":
+        tiers = (f"{d['tiers']}-tier pods, " if d["tiers"] else "") + "optical circuits"
     if d.get("planes", 1) > 1:
         tiers += f" per plane, {d['planes']} planes of {bom.topology.request.link_gbps}G"
     head = [

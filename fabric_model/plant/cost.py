@@ -281,6 +281,19 @@ def fabric_shape(topo: Topology, hw: Hardware) -> dict[str, Any]:
     """
     k, gbps, p = hw.radix, topo.request.link_gbps, topo.params
     per_plane = topo.n_endpoints  # every NIC port has one link into each plane
+    if topo.family == "ocs":  # blocks on optical circuit switches (a pod's own leaf-spine)
+        pod = p["block"] == "pod"
+        return {
+            "switch": hw.switch.key if pod else "",
+            "switch_radix": k if pod else 0,
+            "pod_nics": int(p["block_gpus"]) * topo.request.nics_per_gpu if pod else 0,
+            "limit": (
+                f"ocs: {p['n_blocks_built']} blocks x {p['fibers_per_uplink']} port(s) per "
+                f"uplink on {p['ocs_ports']}-port OCS ({p['ocs_key']}): "
+                f"{p['ocs_uplinks_per_block']} uplink(s) of every block per OCS"
+            ),
+            "switch_choice": hw.switch_choice if pod else "",
+        }
     if not topo.tiers:
         return {
             "switch": "",
