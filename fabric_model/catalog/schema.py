@@ -70,6 +70,7 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "host_link_GBps": _FieldSpec("float"),
             "host_memory_gb": _FieldSpec("float", nullable=True, default=None),
             "cpu_gpu_GBps": _FieldSpec("float", nullable=True, default=None),
+            "cpu_gpu_link": _FieldSpec("choice", ("pcie", "nvlink-c2c"), default="pcie"),
         },
     ),
     "nics": (
