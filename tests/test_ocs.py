@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fabric_model.cli import main
-from fabric_model.collectives import FabricContext, collective
+from fabric_model.collectives import AlgorithmUnavailableError, FabricContext, collective
 from fabric_model.plant.cost import bill_of_materials
 from fabric_model.plant.design import build_topology
 from fabric_model.plant.ocs import ocs_summary, slice_availability
@@ -368,3 +368,10 @@ def test_tpu_v4_golden() -> None:
             ]
             assert case["band"]["min"] <= max(gains) <= case["band"]["max"], gains
             assert all(g >= 1.0 for g in gains)  # the OCS never makes a slice less available
+
+
+def test_sharp_is_refused_on_an_ocs_fabric() -> None:
+    s = ocs(**{"ocs.block": "pod", "fabric.sharp": True, "cluster.n_gpus": 1024})
+    for op in ("allreduce", "allgather"):
+        with pytest.raises(AlgorithmUnavailableError, match="optical circuit switch"):
+            collective(s, op, "sharp", [GIB])
