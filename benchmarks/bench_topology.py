@@ -29,6 +29,8 @@ FAMILY_OVERRIDES = {
     "dragonfly-plus": {},
     "torus-3d": {},
     "hypercube": {"cluster.nics_per_gpu": 2},
+    # 16,384 NVLink domains are more blocks than an OCS has ports: pods of a leaf-spine tier
+    "ocs": {"ocs.block": "pod"},
 }
 
 

@@ -91,7 +91,7 @@ DESIGN = st.fixed_dictionaries(
     {
         "cluster.n_gpus": st.sampled_from(_GPUS),
         "fabric.topology": st.sampled_from(
-            ["fat-tree", "rail-only", "dragonfly-plus", "hybrid", "hybrid"]
+            ["fat-tree", "rail-only", "dragonfly-plus", "hybrid", "hybrid", "ocs"]
         ),
         "fabric.vendor": st.sampled_from(["infiniband", "spectrum-x", "roce"]),
         "model.name": st.sampled_from(["llama3-8b", "mixtral-8x7b"]),
@@ -99,6 +99,7 @@ DESIGN = st.fixed_dictionaries(
     optional={
         "hybrid.a_topology": st.sampled_from(["fat-tree", "rail-only", "dragonfly-plus"]),
         "hybrid.job": st.sampled_from(["a", "b", "both"]),
+        "ocs.circuits": st.sampled_from(["uniform", "ring", "job"]),
         "parallel.tp": st.sampled_from([1, 2, 8]),
         "parallel.ep": st.sampled_from([1, 2, 8]),
         "what_if.degraded_link_factor": st.sampled_from([0.5, 1.0]),

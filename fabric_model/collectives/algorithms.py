@@ -504,6 +504,12 @@ def sharp_model(ctx: FabricContext, op: str) -> AlgoModel:
     if op != "allreduce":
         raise AlgorithmUnavailableError(f"sharp is modelled for allreduce only, not {op}")
     sw = ctx.hardware.switch
+    if ctx.topology.family == "ocs":
+        raise AlgorithmUnavailableError(
+            "sharp reduces in electrical switches, and an optical circuit switch passes light "
+            "without reducing it (a pod's spines reduce only their own pod). Use ring, tree "
+            "or nvls"
+        )
     if not getattr(sw, "sharp", False) or ctx.topology.tiers == 0:
         raise AlgorithmUnavailableError(
             f"sharp needs InfiniBand switches with SHARP; {sw.name} "

@@ -14,8 +14,8 @@ package's layout, not its interface):
 - one module per group of sections: ``hardware`` (``cluster``, ``fabric``), ``workload``
   (``model``, ``parallel``, ``training`` and the published model shapes), ``whatif``
   (``what_if``), ``costs`` (``costs``, ``reliability``), ``plant`` (``facility``,
-  ``storage``, ``management``), ``hybrid`` (``hybrid``), ``nccl`` (``nccl``), ``tails``
-  (``tails``);
+  ``storage``, ``management``), ``hybrid`` (``hybrid``), ``ocs`` (``ocs``), ``nccl``
+  (``nccl``), ``tails`` (``tails``);
 - ``registry``: the ``SECTIONS`` registry and the key table built from it (``field_spec``,
   ``iter_field_specs``, ``coerce_value``);
 - ``document``: :class:`Scenario` (all sections together) and the checks across sections;
@@ -49,6 +49,7 @@ from fabric_model.scenario.io import (
 )
 from fabric_model.scenario.nccl import NCCL_ALGOS, NCCL_VERSIONS, NcclSpec
 from fabric_model.scenario.nccl import NCCL_VERSIONS_PATH as NCCL_VERSIONS_PATH
+from fabric_model.scenario.ocs import OcsSpec
 from fabric_model.scenario.plant import FACILITY_DATA as FACILITY_DATA
 from fabric_model.scenario.plant import FacilitySpec, ManagementSpec, StorageSpec
 from fabric_model.scenario.registry import SECTIONS, field_spec, iter_field_specs
@@ -83,6 +84,7 @@ __all__ = [
     "ManagementSpec",
     "ModelSpec",
     "NcclSpec",
+    "OcsSpec",
     "ParallelismPlan",
     "ReliabilitySpec",
     "Scenario",

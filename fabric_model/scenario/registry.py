@@ -17,6 +17,7 @@ from fabric_model.scenario.fields import FieldSpec
 from fabric_model.scenario.hardware import ClusterSpec, FabricSpec
 from fabric_model.scenario.hybrid import HybridSpec
 from fabric_model.scenario.nccl import NcclSpec
+from fabric_model.scenario.ocs import OcsSpec
 from fabric_model.scenario.plant import FacilitySpec, ManagementSpec, StorageSpec
 from fabric_model.scenario.tails import TailsSpec
 from fabric_model.scenario.whatif import WhatIfSpec
@@ -44,6 +45,7 @@ SECTIONS: dict[str, type] = {
     "storage": StorageSpec,
     "management": ManagementSpec,
     "hybrid": HybridSpec,
+    "ocs": OcsSpec,
     "nccl": NcclSpec,
     "tails": TailsSpec,
 }

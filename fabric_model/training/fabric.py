@@ -29,6 +29,7 @@ from fabric_model.collectives import (
     times_from_models,
 )
 from fabric_model.scenario import Scenario
+from fabric_model.scenario.ocs import ocs_plan_key
 from fabric_model.training.layout import DIMENSIONS, GroupContext, Layout
 
 __all__ = [
@@ -43,9 +44,13 @@ __all__ = [
 
 #: What a built fabric reads of a scenario (:meth:`FabricContext.from_scenario`): the cluster
 #: and fabric (the topology request and the hardware resolved from the catalog), the what-ifs
-#: (degraded links, failed switches, placement) and the hybrid's partitions (its shared tier,
-#: and the partition ``hybrid.job`` runs on); each section whole.
-FABRIC_READS = Reads("fabric", ("cluster", "fabric", "what_if", "hybrid", "nccl"))
+#: (degraded links, failed switches, placement), the hybrid's partitions (its shared tier,
+#: and the partition ``hybrid.job`` runs on) and an OCS fabric's blocks and circuits; each
+#: section whole. An OCS fabric whose circuits follow the job also reads the plan's degrees
+#: (:func:`~fabric_model.scenario.ocs.ocs_plan_key`).
+FABRIC_READS = Reads(
+    "fabric", ("cluster", "fabric", "what_if", "hybrid", "ocs", "nccl"), derived=ocs_plan_key
+)
 #: What the expert all-to-all reads beyond its fabric: the hot-expert skew of the model
 #: (``collectives.algorithms``' receive weights). No other collective reads the model.
 ALLTOALL_READS = Reads("all-to-all skew", ("model.routing_skew", "model.hot_fraction"))
