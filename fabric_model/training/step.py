@@ -59,6 +59,7 @@ from typing import Any
 from fabric_model.caching import Lru, Reads
 from fabric_model.catalog import Catalog, Gpu, Server, load_catalog
 from fabric_model.collectives.context import ECMP_SEEDS
+from fabric_model.collectives.model import AlgorithmUnavailableError
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.design import job_scenario
 from fabric_model.scenario import SECTIONS, Scenario, apply_overrides
@@ -890,7 +891,38 @@ def training_step(
     design that cannot be built at all. With ``ecmp_seed`` every collective is timed at that
     one of the solver's ECMP hash seeds instead of their expectation (the tails' draws, see
     :mod:`fabric_model.training.tails`).
+
+    A forced ``nccl.algo`` or ``nccl.proto`` that cannot run one of the plan's collectives
+    makes the plan infeasible, naming the key: NCCL returns ``ncclInvalidUsage`` ("no
+    algorithm/protocol available for function ...", ``src/enqueue.cc``) when NCCL_ALGO or
+    NCCL_PROTO leave a collective nothing to run.
     """
+    try:
+        return _training_step(scenario, catalog, suggest=suggest, ecmp_seed=ecmp_seed)
+    except AlgorithmUnavailableError as exc:
+        forced = [k for k in ("algo", "proto") if getattr(scenario.nccl, k) != "auto"]
+        if not forced:
+            raise
+        return StepResult(
+            scenario.cluster.n_gpus,
+            False,
+            (
+                Problem(
+                    f"nccl.{forced[0]}",
+                    f"NCCL refuses this job (ncclInvalidUsage: no algorithm/protocol available "
+                    f"for one of its collectives): {exc}",
+                ),
+            ),
+        )
+
+
+def _training_step(
+    scenario: Scenario,
+    catalog: Catalog | None,
+    *,
+    suggest: bool,
+    ecmp_seed: int | None,
+) -> StepResult:
     s = scenario
     if s.fabric.topology == "hybrid":  # the job runs where hybrid.job puts it
         s = job_scenario(s)
