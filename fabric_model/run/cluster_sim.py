@@ -59,7 +59,7 @@ from fabric_model.caching import lru_cached
 from fabric_model.collectives.context import FabricContext
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.cost import BillOfMaterials, bill_of_materials
-from fabric_model.run.interference import FabricRates
+from fabric_model.run.interference import FabricRates, Part, Rates
 from fabric_model.run.jobs import Job, TraceError, generate_jobs, parse_plan
 from fabric_model.run.placement import POLICIES, ClusterLayout, block_sizes, place
 from fabric_model.run.reliability import (
@@ -69,6 +69,7 @@ from fabric_model.run.reliability import (
     run_cost_usd,
     young_daly_interval_s,
 )
+from fabric_model.run.traffic import TrafficShape
 from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.training.step import StepResult, training_step
 
@@ -80,6 +81,7 @@ __all__ = [
     "run_schedule",
     "schedule",
     "step_with_factor",
+    "step_with_factors",
     "write_jobs_csv",
 ]
 
@@ -103,7 +105,7 @@ SUMMARY_KEYS = (
     "cost_per_useful_gpu_hour_usd",
     "block_sizes",
 )
-_SUBMIT, _FINISH, _FAIL, _REPAIR = 0, 1, 2, 3
+_SUBMIT, _FINISH, _FAIL, _REPAIR, _REPAIR_PART = 0, 1, 2, 3, 4
 
 
 # ------------------------------------------------------------------------------ job model
@@ -153,21 +155,25 @@ def job_step(scenario: Scenario, model: str, gpus: int, plan: str) -> StepResult
     raise ValueError(reason)
 
 
-def step_with_factor(step: StepResult, factor: float) -> float:
-    """Step time when every scale-out dimension's communication takes ``factor`` x as long.
+def step_with_factors(step: StepResult, factors: dict[str, float]) -> float:
+    """Step time when dimension ``d``'s communication takes ``factors[d]`` x as long.
 
     The compute that hid part of a dimension's communication hides as much of the slower one:
-    ``step + sum_d (max(0, comm_d x f - hidden_d) - exposed_d)``, ``hidden_d = comm_d -
-    exposed_d``; tensor parallelism stays on NVLink.
+    ``step + sum_d (max(0, comm_d x f_d - hidden_d) - exposed_d)``, ``hidden_d = comm_d -
+    exposed_d``; a dimension not in ``factors`` keeps its time.
     """
     extra = 0.0
-    for d, comm in step.comm_s.items():
-        if d == "tp":
-            continue
+    for d, f in factors.items():
+        comm = step.comm_s.get(d, 0.0)
         exposed = step.exposed_s.get(d, 0.0)
         hidden = comm - exposed
-        extra += max(0.0, comm * factor - hidden) - exposed
+        extra += max(0.0, comm * f - hidden) - exposed
     return step.step_time_s + extra
+
+
+def step_with_factor(step: StepResult, factor: float) -> float:
+    """:func:`step_with_factors` with one factor for every dimension but tensor parallelism."""
+    return step_with_factors(step, {d: factor for d in step.comm_s if d != "tp"})
 
 
 # ------------------------------------------------------------------------------ cluster
@@ -183,7 +189,17 @@ class Cluster:
     bom: BillOfMaterials
     node_rate_per_h: float
     leaf_rate_per_h: float
-    upper_rate_per_h: float
+    #: The fabric's upper switches (graph nodes: spines, cores) and upper cables (between
+    #: switches), and the failure rate of all of each kind, per hour.
+    upper_switches: np.ndarray
+    upper_cables: np.ndarray
+    spine_rate_per_h: float
+    uplink_rate_per_h: float
+
+    @property
+    def upper_rate_per_h(self) -> float:
+        """Failures per hour of the tiers above the leaves (switches, cables, optics)."""
+        return self.spine_rate_per_h + self.uplink_rate_per_h
 
     @classmethod
     def build(cls, scenario: Scenario) -> Cluster:
@@ -210,6 +226,13 @@ class Cluster:
         )
         n_nic_links = layout.n_nodes * nics_per_node
         upper_links = max(0, ctx.topology.n_links - n_nic_links) if layout.tiers else 0
+        g = ctx.topology.graph
+        tier = g.node_tier
+        upper_switches = np.flatnonzero(tier >= 2) if layout.tiers else np.zeros(0, np.int64)
+        a, b = tier[g.link_src[0::2]], tier[g.link_dst[0::2]]
+        upper_cables = (
+            np.flatnonzero((a >= 1) & (b >= 1)) if layout.tiers else np.zeros(0, np.int64)
+        )
         return cls(
             scenario,
             layout,
@@ -217,7 +240,12 @@ class Cluster:
             bom,
             node / HOURS_PER_YEAR,
             rate["switch"] / HOURS_PER_YEAR,
-            (layout.n_upper_switches * rate["switch"] + upper_links * link_rate) / HOURS_PER_YEAR,
+            upper_switches,
+            upper_cables,
+            (layout.n_upper_switches * rate["switch"] / HOURS_PER_YEAR)
+            if upper_switches.size
+            else 0.0,
+            upper_links * link_rate / HOURS_PER_YEAR if upper_cables.size else 0.0,
         )
 
 
@@ -228,6 +256,8 @@ class _Run:
     work_h: float  # contiguous hours of training still to do
     perf: StepResult | None
     ckpt_write_s: float = 0.0
+    shape: TrafficShape | None = None
+    crossing: bool = False  # its traffic leaves its first-hop switches on its nodes
     state: str = "queued"
     nodes: tuple[int, ...] = ()
     gpu_slots: list[tuple[int, int]] = field(default_factory=list)  # (node, n gpus)
@@ -244,6 +274,7 @@ class _Run:
     sd: float = 1.0
     overhead: float = 1.0
     interruptions: int = 0
+    preemptions: int = 0
     restart_h: float = 0.0
     sd_time: float = 0.0  # integral of slowdown over running wall time
     psd_time: float = 0.0
@@ -279,13 +310,18 @@ def _seed_int(seed: int, *salt: str) -> int:
 
 
 def _failures(cluster: Cluster, horizon_h: float, seed: int) -> list[tuple[float, str, int]]:
-    """Failure draws over the horizon: (time, class, which), from the seed alone."""
+    """Failure draws over the horizon: (time, class, which), from the seed alone.
+
+    Classes: ``node`` (which node), ``leaf`` (which leaf group), ``spine`` (which of the
+    upper switches, :attr:`Cluster.upper_switches`), ``uplink`` (which upper cable).
+    """
     lay = cluster.layout
     rng = np.random.default_rng(_seed_int(seed, "failures"))
     rates = {
         "node": cluster.node_rate_per_h * lay.n_nodes,
         "leaf": cluster.leaf_rate_per_h * lay.n_leaf_switches,
-        "upper": cluster.upper_rate_per_h,
+        "spine": cluster.spine_rate_per_h,
+        "uplink": cluster.uplink_rate_per_h,
     }
     total = sum(rates.values())
     if total <= 0 or horizon_h <= 0:
@@ -295,15 +331,16 @@ def _failures(cluster: Cluster, horizon_h: float, seed: int) -> list[tuple[float
     names = list(rates)
     p = np.array([rates[k] for k in names]) / total
     cls = rng.choice(len(names), size=n, p=p)
+    count = {
+        "node": lay.n_nodes,
+        "leaf": max(1, lay.n_leaves),
+        "spine": max(1, cluster.upper_switches.size),
+        "uplink": max(1, cluster.upper_cables.size),
+    }
     out = []
     for t, c in zip(times.tolist(), cls.tolist(), strict=True):
         name = names[c]
-        count = {
-            "node": lay.n_nodes,
-            "leaf": max(1, lay.n_leaves),
-            "upper": int(lay.pod_of_leaf.max()) + 1 if lay.n_leaves else 1,
-        }[name]
-        out.append((t, name, int(rng.integers(0, count))))
+        out.append((t, name, int(rng.integers(0, count[name]))))
     return out
 
 
@@ -334,10 +371,13 @@ class _Sim:
         self.frag = 0.0
         self.last_t = 0.0
         self.head_blocked = False
-        self.crossing_key: frozenset[tuple[str, tuple[int, ...]]] = frozenset()
+        self.crossing_key: tuple[object, ...] = ()
+        self.state_seen: frozenset[Part] = frozenset()
         self.max_owner_gpus = 0
         #: every allocation: [job index, start_h, end_h (nan while running), (node, gpus)...]
         self.segments: list[list[Any]] = []
+        #: upper parts taken down, by the index their repair event carries
+        self.parts: list[Part] = []
         self._open: dict[int, int] = {}
 
     # -------------------------------------------------------------------- preparation
@@ -372,7 +412,8 @@ class _Sim:
             work_h = float(job.duration_h or 0.0)
         ckpt = _checkpoint_bytes(s, job.model)
         write_s = ckpt / (job.gpus * s.reliability.checkpoint_write_GBps_per_gpu * 1e9)
-        return _Run(job, i, work_h, perf, write_s)
+        shape = TrafficShape.from_step(perf) if perf is not None else None
+        return _Run(job, i, work_h, perf, write_s, shape)
 
     # -------------------------------------------------------------------- events
     def _push(self, t: float, kind: int, a: int = 0, b: int = 0) -> None:
@@ -407,10 +448,11 @@ class _Sim:
     def _set_rate(self, r: _Run, t: float, sd: float) -> None:
         self._progress(r, t)
         r.sd = sd
-        r.rate = 1.0 / (sd * r.overhead)
+        r.rate = 1.0 / (sd * r.overhead)  # 0 when its traffic has no path (it stalls)
         r.version += 1
-        t0 = max(t, r.train_from_h)
-        self._push(t0 + r.work_h / r.rate, _FINISH, r.idx, r.version)
+        if r.rate > 0:
+            t0 = max(t, r.train_from_h)
+            self._push(t0 + r.work_h / r.rate, _FINISH, r.idx, r.version)
 
     # -------------------------------------------------------------------- placement
     def _try_place(self, r: _Run) -> tuple[tuple[int, ...], list[tuple[int, int]]] | None:
@@ -463,36 +505,45 @@ class _Sim:
             tau_s = float(rel.checkpoint_interval_s)
         r.interval_h = tau_s / 3600.0
         r.overhead = (tau_s + r.ckpt_write_s) / tau_s if math.isfinite(tau_s) else 1.0
+        r.crossing = r.shape is not None and self.rates.crosses(r.shape, r.nodes)
         r.place_sd = self._placement_slowdown(r)
         self.running.add(r.idx)
         self._set_rate(r, t, r.place_sd)
 
-    def _factor_sd(self, r: _Run, factor: float) -> float:
-        if r.perf is None or not math.isfinite(factor) or factor <= 1.0:
-            return 1.0 if r.perf is None or factor <= 1.0 else math.inf
-        return step_with_factor(r.perf, factor) / r.perf.step_time_s
+    @property
+    def _nvlink_line_Bps(self) -> float:
+        """A GPU's NVLink rate per NIC in the solver's line-rate units.
 
-    def _reference_Bps(self, r: _Run) -> float:
-        """Return the rate the job's step was modelled at: its contiguous ring's.
-
-        A job that fits one NVLink domain sends nothing on the network when contiguous: its
-        step's communication ran on NVLink, so a placement over several domains moves those
-        bytes from NVLink (``nvlink_GBps x nvlink_efficiency``) to the network, whose rates
-        the solver gives in line-rate units (``x net_efficiency`` is the payload rate): the
-        reference is the NVLink rate in those units.
+        The reference of a dimension that stays on NVLink when contiguous (a job inside one
+        NVLink domain) but crosses domains on its placement: its bytes move from NVLink
+        (``nvlink_GBps x nvlink_efficiency``) to the network, whose rates the solver gives in
+        line-rate units (``x net_efficiency`` is the payload rate).
         """
-        contig = self.rates.contiguous(len(r.nodes))
-        if math.isfinite(contig):
-            return contig
         ctx = self.c.ctx
         c = ctx.constants
-        return ctx.nvlink_Bps * float(c["nvlink_efficiency"]) / float(c["net_efficiency"])
+        return (
+            ctx.nvlink_Bps
+            * float(c["nvlink_efficiency"])
+            / float(c["net_efficiency"])
+            / self.lay.nics_per_gpu
+        )
+
+    def _sd_from(self, r: _Run, rates: Rates) -> float:
+        """Return the job's step slowdown when its dimensions run at ``rates`` (1: no network)."""
+        if r.perf is None or r.shape is None or not rates:
+            return 1.0
+        contig = self.rates.contiguous(r.shape, len(r.nodes))
+        factors = {}
+        for d, rate in rates.items():
+            if rate <= 0:
+                return math.inf
+            factors[d] = max(1.0, contig.get(d, self._nvlink_line_Bps) / rate)
+        return max(1.0, step_with_factors(r.perf, factors) / r.perf.step_time_s)
 
     def _placement_slowdown(self, r: _Run) -> float:
-        if r.perf is None or not self.rates.has_traffic(r.nodes):
+        if r.perf is None or r.shape is None or not self.rates.has_traffic(r.shape, r.nodes):
             return 1.0
-        alone = self.rates.alone(r.nodes)
-        return max(1.0, self._factor_sd(r, self._reference_Bps(r) / alone))
+        return self._sd_from(r, self.rates.alone(r.job.id, r.shape, r.nodes))
 
     def _free(self, r: _Run) -> None:
         self.segments[self._open.pop(r.idx)][2] = self.last_t
@@ -502,26 +553,35 @@ class _Sim:
         self.running.discard(r.idx)
         r.gpu_slots = []
 
+    def _crossing(self) -> dict[str, tuple[TrafficShape, tuple[int, ...]]]:
+        """Return the running jobs whose traffic leaves their first-hop switches."""
+        out = {}
+        for i in self.running:
+            r = self.runs[i]
+            if r.crossing and r.shape is not None:
+                out[r.job.id] = (r.shape, r.nodes)
+        return out
+
     def _refresh_interference(self, t: float) -> None:
-        """Re-solve the jobs that cross leaf groups when their set changed."""
-        crossing = {
-            self.runs[i].job.id: self.runs[i].nodes
-            for i in self.running
-            if self.runs[i].perf is not None
-            and self.rates.has_traffic(self.runs[i].nodes)
-            and self.rates.crosses_leaves(self.runs[i].nodes)
-        }
-        key = frozenset(crossing.items())
+        """Re-solve the jobs that cross switches when their set or the failed parts changed."""
+        crossing = self._crossing()
+        state = self.rates.state
+        key = (frozenset((j, n) for j, (_, n) in crossing.items()), state)
         if key == self.crossing_key:
             return
         self.crossing_key = key
+        by_id = {self.runs[i].job.id: self.runs[i] for i in self.running}
+        if state != self.state_seen:  # a part failed or came back: each job's rate alone
+            self.state_seen = state
+            for jid in crossing:
+                r = by_id[jid]
+                r.place_sd = self._placement_slowdown(r)
         if not crossing:
             return
         shared = self.rates.shared(crossing)
-        by_id = {self.runs[i].job.id: self.runs[i] for i in self.running}
-        for jid, rate in shared.items():
+        for jid, rates in shared.items():
             r = by_id[jid]
-            sd = max(r.place_sd, self._factor_sd(r, self._reference_Bps(r) / rate))
+            sd = max(r.place_sd, self._sd_from(r, rates))
             if abs(sd - r.sd) > 1e-12:
                 self._set_rate(r, t, sd)
 
@@ -548,7 +608,7 @@ class _Sim:
         ends = sorted(
             (
                 max(self.runs[i].last_h, self.runs[i].train_from_h)
-                + self.runs[i].work_h / self.runs[i].rate,
+                + (self.runs[i].work_h / self.runs[i].rate if self.runs[i].rate > 0 else math.inf),
                 self.runs[i].job.gpus,
             )
             for i in self.running
@@ -606,13 +666,24 @@ class _Sim:
 
     def _fail(self, t: float, cls: str, which: int) -> None:
         lay = self.lay
-        if cls == "upper":
-            pod_nodes = set(np.flatnonzero(lay.pod_of == which).tolist())
-            for i in list(self.running):
-                r = self.runs[i]
-                if self.rates.crosses_leaves(r.nodes) and self.rates.has_traffic(r.nodes):
-                    if pod_nodes.intersection(r.nodes):
+        if cls in ("spine", "uplink"):
+            part: Part = (
+                ("switch", int(self.c.upper_switches[which]))
+                if cls == "spine"
+                else ("cable", int(self.c.upper_cables[which]))
+            )
+            if part in self.rates.state:
+                return  # already down: its repair is on the way
+            if self.rates.cuts_paths(part):
+                # no way around it: the jobs whose traffic leaves their switches fail
+                for i in list(self.running):
+                    r = self.runs[i]
+                    if r.crossing:
                         self._interrupt(r, t)
+                return
+            self.rates.fail(part)  # the capacity is gone until the repair; jobs re-solve
+            self.parts.append(part)
+            self._push(t + self.c.scenario.reliability.repair_h, _REPAIR_PART, len(self.parts) - 1)
             return
         if cls == "node":
             down = np.array([which])
@@ -654,6 +725,8 @@ class _Sim:
                 self._free(r)
             elif kind == _FAIL:
                 self._fail(t, failures[a][1], b)
+            elif kind == _REPAIR_PART:
+                self.rates.repair(self.parts[a])
             else:
                 self.up[a] = True
             # same-time events first, then one scheduling pass
