@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import defaultdict
@@ -92,9 +93,9 @@ def test_same_seed_same_result_and_the_contract(flat: Cluster) -> None:
 
 
 def _check_invariants(
-    cluster: Cluster, jobs: list[Job], policy: str, days: float, seed: int
+    cluster: Cluster, jobs: list[Job], policy: str, days: float, seed: int, preempt: bool = False
 ) -> None:
-    res = run_schedule(cluster, jobs, policy, days, seed)
+    res = run_schedule(cluster, jobs, policy, days, seed, preempt)
     horizon = days * 24.0
     gpn = cluster.layout.gpus_per_node
     # no GPU holds two jobs at once: per node, the GPUs of overlapping allocations fit
@@ -126,6 +127,35 @@ def _check_invariants(
 def test_invariants_hold(flat: Cluster, seed: int, policy: str) -> None:
     jobs = generate_jobs(40, flat.layout.n_gpus, np.random.default_rng(seed))
     _check_invariants(flat, jobs, policy, 2.0, seed)
+
+
+@settings(
+    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(seed=st.integers(0, 10_000), policy=st.sampled_from(POLICIES))
+def test_preemption_never_runs_more_gpus_than_exist(flat: Cluster, seed: int, policy: str) -> None:
+    rng = np.random.default_rng(seed)
+    jobs = [
+        dataclasses.replace(j, priority=int(rng.integers(0, 3)))
+        for j in generate_jobs(40, flat.layout.n_gpus, rng)
+    ]
+    _check_invariants(flat, jobs, policy, 2.0, seed, preempt=True)
+
+
+def test_a_high_priority_job_preempts_the_fewest_newest_low_ones(flat: Cluster) -> None:
+    """128 nodes busy with eight 16-node jobs started an hour apart; a 32-node job of higher
+    priority takes the two started last (Kueue: lowest priority, then newest first), which
+    requeue and resume from their last checkpoint."""
+    low = [Job(f"l{i}", float(i), 128, "llama3-8b", duration_h=30.0, line=i + 1) for i in range(8)]
+    high = Job("high", 9.0, 256, "llama3-8b", duration_h=2.0, priority=1, line=9)
+    res = run_schedule(flat, [*low, high], "first-fit", 1.0, 0, preempt=True)
+    rows = {j["id"]: j for j in res.jobs}
+    assert rows["high"]["start_h"] == pytest.approx(9.0)
+    assert {j for j, r in rows.items() if r["preemptions"]} == {"l6", "l7"}
+    assert res.summary["preempted_jobs"] == 2
+    without = run_schedule(flat, [*low, high], "first-fit", 1.0, 0)
+    assert {j["id"]: j["start_h"] for j in without.jobs}["high"] is None  # waits
+    _check_invariants(flat, [*low, high], "first-fit", 1.0, 0, preempt=True)
 
 
 def test_failures_interrupt_and_requeue(flat: Cluster) -> None:

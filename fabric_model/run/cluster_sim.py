@@ -15,32 +15,44 @@ An event-driven simulation (submit, start, finish, failure, repair) of one clust
   others the fullest such node, Slurm's best fit).
 - **Step time on the placement**: each job's step comes from the training model
   (:func:`fabric_model.training.step.training_step`) on its GPU count, model and plan, alone
-  and contiguous (a fabric built for the job). Its scale-out communication (every dimension but
-  tensor parallelism) slows by the ratio of its ring rate on the cluster fabric contiguous to
-  its rate on its actual nodes (placement) and with its neighbours (interference), from the
-  max-min solver (:mod:`fabric_model.run.interference`). The compute that hid a dimension's
-  communication hides as much of the slower one, so the step grows by
-  ``sum_d max(0, comm_d x f - hidden_d) - exposed_d`` with ``hidden_d = comm_d - exposed_d``.
-  A job that fits one NVLink domain sends nothing on the network when contiguous; split over
-  domains, its bytes move from NVLink to the network (the reference rate is NVLink's).
-  ``placement_slowdown`` = step on its nodes alone / step contiguous; ``slowdown`` = step with
-  neighbours / step contiguous; ``interference_slowdown`` = their ratio.
+  and contiguous (a fabric built for the job). Each of its parallel dimensions that leaves an
+  NVLink domain on its nodes (:mod:`fabric_model.run.traffic`: data-parallel rings, pipeline
+  sends, the expert all-to-all, context or tensor parallelism across domains) slows by the
+  ratio of its rate on the cluster fabric contiguous to its rate on its actual nodes
+  (placement) and with its neighbours (interference), from the max-min solver
+  (:mod:`fabric_model.run.interference`). The compute that hid a dimension's communication
+  hides as much of the slower one, so the step grows by
+  ``sum_d max(0, comm_d x f_d - hidden_d) - exposed_d`` with ``hidden_d = comm_d - exposed_d``
+  (:func:`step_with_factors`). A dimension inside one NVLink domain when contiguous but split
+  over domains on its nodes moves its bytes from NVLink to the network (its reference rate is
+  NVLink's). ``placement_slowdown`` = step on its nodes alone / step contiguous; ``slowdown``
+  = step with neighbours / step contiguous; ``interference_slowdown`` = their ratio.
 - **Checkpoints and failures**: failures arrive as a Poisson process at the ``reliability.*``
   rates over the bill of materials' parts (:mod:`fabric_model.run.reliability`): a GPU, its
   software, a server, a NIC or a NIC's cable and optics takes its node; a leaf switch takes its
-  leaf group's nodes; a spine or core switch, or an upper-tier cable or optic, interrupts the
-  running jobs whose traffic crosses its pod (its capacity loss is not modelled). Down nodes
-  leave the pool for ``reliability.repair_h``. An interrupted job loses the work since its last
+  leaf group's nodes (every node of a rail-optimized group loses a rail); a spine or core
+  switch, or an upper-tier cable or optic, takes its capacity (one plane's copy on a
+  multi-plane design) until its repair: the jobs whose traffic crosses it are re-solved on
+  what is left and slow down, none is interrupted (the fabric reroutes in well under the
+  ~30 s NCCL's InfiniBand transport retries before failing a job: ``NCCL_IB_TIMEOUT`` 20, i.e.
+  4.096 us x 2^20 = 4.3 s, times ``NCCL_IB_RETRY_CNT`` 7,
+  https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html); a part whose loss leaves
+  a switch no way up interrupts the jobs that leave their switches instead. Down nodes and
+  parts return after ``reliability.repair_h``. An interrupted job loses the work since its last
   checkpoint (every Young/Daly interval ``sqrt(2 delta M)`` of training, ``M`` its own MTBF
   from its parts, or ``reliability.checkpoint_interval_s``), requeues in its place, and spends
   ``reliability.restart_s`` before training again; writing checkpoints costs ``delta`` per
   interval. The failure draws depend only on the seed, so every policy meets the same ones.
+- **Preemption** (``preempt``, off by default as Slurm's ``PreemptType=preempt/none``): a job
+  at the head of the queue that cannot start preempts running jobs of lower priority in
+  Kueue's order (:meth:`_Sim._victims`); they are requeued as after a failure (Slurm's
+  ``PreemptMode=REQUEUE``), losing the work since their last checkpoint.
 - **Outputs**: utilisation (busy GPU-hours / capacity), goodput (useful / busy GPU-hours, the
   useful hours being the job's work at its contiguous speed, lost work, restarts, checkpoint
   writes and slowdowns excluded), queue wait of the jobs that started, per-job slowdowns,
   fragmentation (free GPUs while the head of the queue waits, as a share of capacity over
-  time), interrupted jobs, and cost per useful GPU-hour (the cluster's TCO over the horizon,
-  :func:`fabric_model.run.reliability.run_cost_usd`, / useful GPU-hours).
+  time), interrupted and preempted jobs, and cost per useful GPU-hour (the cluster's TCO over
+  the horizon, :func:`fabric_model.run.reliability.run_cost_usd`, / useful GPU-hours).
 """
 
 from __future__ import annotations
@@ -78,6 +90,7 @@ __all__ = [
     "SUMMARY_KEYS",
     "Cluster",
     "ScheduleResult",
+    "generated_jobs",
     "run_schedule",
     "schedule",
     "step_with_factor",
@@ -101,6 +114,7 @@ SUMMARY_KEYS = (
     "interference_slowdown_p50",
     "fragmentation",
     "interrupted_jobs",
+    "preempted_jobs",
     "useful_gpu_hours",
     "cost_per_useful_gpu_hour_usd",
     "block_sizes",
@@ -294,6 +308,9 @@ class ScheduleResult:
     solves: int
     max_gpu_owners: int
     segments: list[list[Any]] = field(default_factory=list)
+    #: rows (time_h, busy GPUs, queued jobs, free GPUs while the head waits, upper parts
+    #: down), one after each event
+    timeline: np.ndarray = field(default_factory=lambda: np.zeros((0, 5)))
 
     def to_dict(self) -> dict[str, Any]:
         """Return the contract's JSON object."""
@@ -348,9 +365,16 @@ class _Sim:
     """The event loop of :func:`run_schedule` (one policy, one seed)."""
 
     def __init__(
-        self, cluster: Cluster, jobs: list[Job], policy: str, days: float, seed: int
+        self,
+        cluster: Cluster,
+        jobs: list[Job],
+        policy: str,
+        days: float,
+        seed: int,
+        preempt: bool = False,
     ) -> None:
         self.c = cluster
+        self.preempt = preempt
         self.lay = cluster.layout
         self.policy = policy
         self.horizon = days * 24.0
@@ -378,6 +402,9 @@ class _Sim:
         self.segments: list[list[Any]] = []
         #: upper parts taken down, by the index their repair event carries
         self.parts: list[Part] = []
+        #: after each event: time, busy GPUs, queued jobs, free GPUs while the head waits,
+        #: upper parts down
+        self.timeline: list[tuple[float, int, int, int, int]] = []
         self._open: dict[int, int] = {}
 
     # -------------------------------------------------------------------- preparation
@@ -455,19 +482,23 @@ class _Sim:
             self._push(t0 + r.work_h / r.rate, _FINISH, r.idx, r.version)
 
     # -------------------------------------------------------------------- placement
-    def _try_place(self, r: _Run) -> tuple[tuple[int, ...], list[tuple[int, int]]] | None:
+    def _try_place(
+        self, r: _Run, free_gpus: np.ndarray | None = None
+    ) -> tuple[tuple[int, ...], list[tuple[int, int]]] | None:
+        """Where the policy puts ``r`` now (or with ``free_gpus`` free per node); None: nowhere."""
         g, gpn = r.job.gpus, self.gpn
+        have = self.free_gpus if free_gpus is None else free_gpus
         if g <= gpn:
-            ok = np.flatnonzero(self.up & (self.free_gpus >= g))
+            ok = np.flatnonzero(self.up & (have >= g))
             if not ok.size:
                 return None
             if self.policy == "first-fit":
                 n = int(ok[0])
             else:
-                n = int(ok[np.lexsort((ok, self.free_gpus[ok]))][0])
+                n = int(ok[np.lexsort((ok, have[ok]))][0])
             return (n,), [(n, g)]
         k = -(-g // gpn)
-        free = self.up & (self.free_gpus == gpn)
+        free = self.up & (have == gpn)
         nodes = place(self.policy, self.lay, free, k)
         if nodes is None:
             return None
@@ -619,10 +650,51 @@ class _Sim:
                 return end, have - g
         return math.inf, 0
 
+    def _victims(self, r: _Run) -> list[_Run] | None:
+        """Return the running jobs to preempt so that ``r`` fits (None: it would not fit).
+
+        Kueue's classical preemption (``withinClusterQueue: LowerPriority``,
+        https://kueue.sigs.k8s.io/docs/concepts/preemption/; ``minimalPreemptions`` in
+        pkg/scheduler/preemption/preemption.go): the candidates are the running jobs of lower
+        priority, lowest priority first and, among equals, the most recently started first
+        (the least work lost); they are taken in that order until the job fits, then each
+        taken candidate the job fits without is given back, last taken first.
+        """
+        cands = sorted(
+            (self.runs[i] for i in self.running if self.runs[i].job.priority < r.job.priority),
+            key=lambda c: (c.job.priority, -c.start_h, c.idx),
+        )
+        if not cands:
+            return None
+        free = self.free_gpus.copy()
+        taken = []
+        for c in cands:
+            taken.append(c)
+            for n, g in c.gpu_slots:
+                free[n] += g
+            if self._try_place(r, free) is not None:
+                break
+        else:
+            return None
+        for c in reversed(taken[:-1]):
+            trial = free.copy()
+            for n, g in c.gpu_slots:
+                trial[n] -= g
+            if self._try_place(r, trial) is not None:
+                taken.remove(c)
+                free = trial
+        return taken
+
     def _schedule(self, t: float) -> None:
         while self.queue:
             r = self.runs[self.queue[0][1]]
             where = self._try_place(r)
+            if where is None and self.preempt:
+                victims = self._victims(r)
+                if victims:
+                    for v in victims:
+                        self._interrupt(v, t, preempted=True)
+                    where = self._try_place(r)
             if where is None:
                 break
             self.queue.pop(0)
@@ -652,13 +724,22 @@ class _Sim:
                 extra -= r.job.gpus
 
     # -------------------------------------------------------------------- failures
-    def _interrupt(self, r: _Run, t: float) -> None:
+    def _interrupt(self, r: _Run, t: float, preempted: bool = False) -> None:
+        """Stop ``r``: it loses the work since its last checkpoint and requeues.
+
+        A failure or a preemption alike (Slurm's ``PreemptMode=REQUEUE``,
+        https://slurm.schedmd.com/preempt.html: the job is killed and requeued; its restart
+        pays ``reliability.restart_s``).
+        """
         self._progress(r, t)
         lost = r.since_ckpt_h % r.interval_h if math.isfinite(r.interval_h) else r.since_ckpt_h
         lost = min(lost, r.useful_h)
         r.work_h += lost
         r.useful_h -= lost
-        r.interruptions += 1
+        if preempted:
+            r.preemptions += 1
+        else:
+            r.interruptions += 1
         r.restart_h = self.c.scenario.reliability.restart_s / 3600.0
         r.version += 1
         self._free(r)
@@ -734,6 +815,15 @@ class _Sim:
                 continue
             self._schedule(t)
             self._refresh_interference(t)
+            self.timeline.append(
+                (
+                    t,
+                    sum(self.runs[i].job.gpus for i in self.running),
+                    len(self.queue),
+                    int(self.free_gpus[self.up].sum()) if self.head_blocked else 0,
+                    len(self.rates.state),
+                )
+            )
             self.max_owner_gpus = max(self.max_owner_gpus, int(self.gpn - self.free_gpus.min()))
         self._advance(self.horizon)
         for i in list(self.running):
@@ -774,6 +864,7 @@ class _Sim:
                 "placement_slowdown": r.psd_time / r.run_time if r.run_time else None,
                 "interference_slowdown": (r.sd_time / r.psd_time) if r.run_time else None,
                 "interruptions": r.interruptions,
+                "preemptions": r.preemptions,
                 "status": status[r.job.id],
             }
             for r in self.runs
@@ -792,6 +883,7 @@ class _Sim:
             "interference_slowdown_p50": _pct(isds, 50) if isds else None,
             "fragmentation": self.frag / capacity if capacity else 0.0,
             "interrupted_jobs": sum(1 for r in self.runs if r.interruptions),
+            "preempted_jobs": sum(1 for r in self.runs if r.preemptions),
             "useful_gpu_hours": useful,
             "cost_per_useful_gpu_hour_usd": cost / useful if useful > 0 else None,
             "block_sizes": block_sizes(
@@ -807,13 +899,22 @@ class _Sim:
             self.rates.solves,
             self.max_owner_gpus,
             self.segments,
+            np.array(self.timeline, dtype=np.float64).reshape(-1, 5),
         )
 
 
 def run_schedule(
-    cluster: Cluster, jobs: list[Job], policy: str = "tree", days: float = 30.0, seed: int = 0
+    cluster: Cluster,
+    jobs: list[Job],
+    policy: str = "tree",
+    days: float = 30.0,
+    seed: int = 0,
+    preempt: bool = False,
 ) -> ScheduleResult:
     """Simulate ``jobs`` on ``cluster`` under ``policy`` for ``days`` (see module docstring).
+
+    ``preempt``: a job that cannot start preempts running jobs of lower priority
+    (:meth:`_Sim._victims`); off, as Slurm's ``PreemptType=preempt/none`` default.
 
     Raises
     ------
@@ -826,8 +927,13 @@ def run_schedule(
         raise FabricModelError(f"--policy {policy}: one of {', '.join(POLICIES)}")
     if not days > 0:
         raise FabricModelError(f"--days {days}: must be > 0")
-    sim = _Sim(cluster, jobs, policy, days, seed)
+    sim = _Sim(cluster, jobs, policy, days, seed, preempt)
     return sim.run(_failures(cluster, days * 24.0, seed))
+
+
+def generated_jobs(n: int, n_gpus: int, seed: int) -> list[Job]:
+    """Return the ``n`` jobs ``--generate n`` draws for ``n_gpus`` GPUs with ``seed``."""
+    return generate_jobs(n, n_gpus, np.random.default_rng(_seed_int(seed, "jobs")))
 
 
 def schedule(
@@ -840,27 +946,28 @@ def schedule(
     days: float = 30.0,
     seed: int = 0,
     cluster: Cluster | None = None,
+    preempt: bool = False,
 ) -> dict[str, Any]:
     """Run the ``schedule`` verb's model and return its JSON object (ARCHITECTURE.md 3.4).
 
-    ``generate`` draws that many jobs (:func:`fabric_model.run.jobs.generate_jobs`) from the
-    seed; with ``compare`` every policy runs the same jobs and failure draws, and ``policies``
-    maps each to its summary (the top level is ``policy``'s run).
+    ``generate`` draws that many jobs (:func:`generated_jobs`) from the seed; with
+    ``compare`` every policy runs the same jobs and failure draws, and ``policies`` maps each
+    to its summary (the top level is ``policy``'s run); ``preempt`` lets a job preempt lower
+    priorities (:func:`run_schedule`).
     """
     cl = cluster or Cluster.build(scenario)
     if jobs is None:
         if generate is None:
             raise FabricModelError("schedule: give --jobs FILE or --generate N")
-        jobs = generate_jobs(
-            generate, cl.layout.n_gpus, np.random.default_rng(_seed_int(seed, "jobs"))
-        )
-    main = run_schedule(cl, jobs, policy, days, seed)
+        jobs = generated_jobs(generate, cl.layout.n_gpus, seed)
+    main = run_schedule(cl, jobs, policy, days, seed, preempt)
     out = main.to_dict()
     out["seed"] = seed
+    out["preempt"] = preempt
     if compare:
         pol: dict[str, Any] = {}
         for p in POLICIES:
-            res = main if p == policy else run_schedule(cl, jobs, p, days, seed)
+            res = main if p == policy else run_schedule(cl, jobs, p, days, seed, preempt)
             pol[p] = res.summary
         out["policies"] = pol
     else:
@@ -881,6 +988,7 @@ def write_jobs_csv(result: dict[str, Any], path: str) -> None:
         "placement_slowdown",
         "interference_slowdown",
         "interruptions",
+        "preemptions",
         "nodes",
     ]
     try:
@@ -901,11 +1009,18 @@ def write_jobs_csv(result: dict[str, Any], path: str) -> None:
 
 
 def _seed_task(
-    args: tuple[Scenario, list[Job] | None, int | None, str, bool, float, int],
+    args: tuple[Scenario, list[Job] | None, int | None, str, bool, float, int, bool],
 ) -> dict[str, Any]:
-    scenario, jobs, generate, policy, compare, days, seed = args
+    scenario, jobs, generate, policy, compare, days, seed, preempt = args
     return schedule(
-        scenario, jobs, generate=generate, policy=policy, compare=compare, days=days, seed=seed
+        scenario,
+        jobs,
+        generate=generate,
+        policy=policy,
+        compare=compare,
+        days=days,
+        seed=seed,
+        preempt=preempt,
     )
 
 
@@ -919,6 +1034,7 @@ def schedule_seeds(
     compare: bool = False,
     days: float = 30.0,
     workers: int = 2,
+    preempt: bool = False,
 ) -> list[dict[str, Any]]:
     """Run :func:`schedule` for several seeds on an embedded dask ``LocalCluster``.
 
@@ -947,7 +1063,7 @@ def schedule_seeds(
     try:
         client = Client(cluster)
         try:
-            tasks = [(scenario, jobs, generate, policy, compare, days, s) for s in seeds]
+            tasks = [(scenario, jobs, generate, policy, compare, days, s, preempt) for s in seeds]
             futures = client.map(_seed_task, tasks, pure=False)
             results: list[dict[str, Any]] = client.gather(futures)
         finally:
