@@ -128,9 +128,11 @@ class FabricRates:
 
     def __post_init__(self) -> None:
         g = self.ctx.topology.graph
-        indptr, order = g.out_indptr_indices
         n_e = self.ctx.topology.n_endpoints
-        up = order[indptr[:n_e]].astype(np.int64)
+        # each endpoint's first link (its up link), as the fabric context takes it
+        from_nic = np.flatnonzero(g.link_src < n_e)
+        up = np.empty(n_e, dtype=np.int64)
+        up[g.link_src[from_nic[::-1]]] = from_nic[::-1]
         self._up, self._down_link = up, up ^ 1
         self._attach = g.link_dst[up].astype(np.int64)
         # links that touch a NIC never bind (see the module docstring): left out of solves
