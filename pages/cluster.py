@@ -8,6 +8,7 @@ from fabric_model.errors import FabricModelError
 from fabric_model.run.placement import POLICIES
 from ui import cluster
 from ui.page_common import current_scenario, require_buildable, show_model_error
+from ui.tables import display_frame
 from ui.widgets import chart, current_preset
 
 scenario = current_scenario()
@@ -41,7 +42,7 @@ with st.expander(
             show_model_error(exc)
         else:
             results = cluster.results_of(runs)
-            st.dataframe(cluster.summary_frame(results), hide_index=True)
+            st.dataframe(display_frame(cluster.summary_frame(results)), hide_index=True)
             chart(cluster.slowdown_cdf_figure(results), key="cluster_cdf", name="cluster slowdown")
             chart(cluster.cost_figure(results), key="cluster_cost", name="cluster cost")
             chart(
@@ -100,7 +101,7 @@ with st.expander(
                         f"{pinned[0]} (pinned)": cluster.results_of(other),
                         "this fabric": results,
                     }
-                    st.dataframe(cluster.comparison_frame(fabrics), hide_index=True)
+                    st.dataframe(display_frame(cluster.comparison_frame(fabrics)), hide_index=True)
                     chart(
                         cluster.fabric_cost_figure(fabrics),
                         key="cluster_fabrics",

@@ -73,9 +73,9 @@ def test_the_controls_live_in_the_url() -> None:
     assert at.slider(key="cluster_jobs").value == 100
     assert at.slider(key="cluster_days").value == 2
     assert at.selectbox(key="cluster_view").value == "block"
-    assert "Slurm block" in figure_titled(at, "Which job holds each server")["layout"]["title"][
-        "text"
-    ]
+    assert (
+        "Slurm block" in figure_titled(at, "Which job holds each server")["layout"]["title"]["text"]
+    )
     assert len(at.dataframe[0].value) == len(POLICIES)
     assert {k: v for k, v in url(at).items() if k.startswith("schedule.")} == {
         **SMALL,
@@ -96,18 +96,14 @@ def test_a_pinned_fabric_runs_the_same_jobs() -> None:
     model = schedule(pinned, generate=100, days=2.0, seed=0, policy="tree")
     row = table[(table["policy"] == "Slurm tree") & table["fabric"].str.endswith("(pinned)")]
     assert row["utilization"].iloc[0] == pytest.approx(model["utilization"])
-    assert row["$ per useful GPU-h"].iloc[0] == pytest.approx(
-        model["cost_per_useful_gpu_hour_usd"]
-    )
+    assert row["$ per useful GPU-h"].iloc[0] == pytest.approx(model["cost_per_useful_gpu_hour_usd"])
     assert url(at)["schedule.vs"] == vs
     at.button(key="cluster_unpin").click().run()
     assert len(at.dataframe) == 1 and "schedule.vs" not in url(at)
 
 
 def test_a_bad_url_value_is_named_and_ignored() -> None:
-    at = open_page(
-        PAGE, {"schedule.jobs": "75", "schedule.vs": "nope~x=1"}, title="Cluster"
-    )
+    at = open_page(PAGE, {"schedule.jobs": "75", "schedule.vs": "nope~x=1"}, title="Cluster")
     assert not at.exception
     errors = [e.value for e in at.error]
     assert errors[0] == (

@@ -153,7 +153,9 @@ def test_jobs_on_disjoint_leaves_are_solved_apart(tapered: Cluster) -> None:
     assert rates.shared(jobs) == rates.full_solve(jobs)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
 def test_a_failed_spine_never_speeds_a_job_up(tapered: Cluster, data) -> None:
     """Adaptive routing on a 4:1 fat-tree: with any upper switch down, no job runs faster
