@@ -36,8 +36,10 @@ An event-driven simulation (submit, start, finish, failure, repair) of one clust
   what is left and slow down, none is interrupted (the fabric reroutes in well under the
   ~30 s NCCL's InfiniBand transport retries before failing a job: ``NCCL_IB_TIMEOUT`` 20, i.e.
   4.096 us x 2^20 = 4.3 s, times ``NCCL_IB_RETRY_CNT`` 7,
-  https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html); a part whose loss leaves
-  a switch no way up interrupts the jobs that leave their switches instead. Down nodes and
+  https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html). A part whose loss
+  leaves a switch no way up, or any upper part of a fabric other than a fat-tree or rail-only
+  one (the detours of its routers are not modelled), interrupts instead the jobs that leave
+  their switches and have nodes in its spine groups. Down nodes and
   parts return after ``reliability.repair_h``. An interrupted job loses the work since its last
   checkpoint (every Young/Daly interval ``sqrt(2 delta M)`` of training, ``M`` its own MTBF
   from its parts, or ``reliability.checkpoint_interval_s``), requeues in its place, and spends
@@ -756,10 +758,12 @@ class _Sim:
             if part in self.rates.state:
                 return  # already down: its repair is on the way
             if self.rates.cuts_paths(part):
-                # no way around it: the jobs whose traffic leaves their switches fail
+                # no way around it modelled: the jobs whose traffic leaves their switches and
+                # that have nodes in its spine groups fail
+                pods = set(lay.pod_of[self.rates.nodes_under(part)].tolist())
                 for i in list(self.running):
                     r = self.runs[i]
-                    if r.crossing:
+                    if r.crossing and pods.intersection(lay.pod_of[list(r.nodes)].tolist()):
                         self._interrupt(r, t)
                 return
             self.rates.fail(part)  # the capacity is gone until the repair; jobs re-solve

@@ -34,8 +34,9 @@ the only copy (its links carry nothing). Adaptive routing spreads over what is l
 bundles sum their live cables); static hashing moves the connections hashed onto a dead link
 to a live path (resilient ECMP: the others keep theirs; destination-based ``dmodk`` re-hashes
 the moved ones ECMP-like, an approximation of the subnet manager's recomputed tables). A part
-whose loss would leave a switch with no way up is reported as cutting paths (the caller
-interrupts the jobs instead). :meth:`repair` brings it back.
+whose loss would leave a switch with no way up, or any part of a fabric other than a
+fat-tree or rail-only one (whose routers' detours are not modelled), is reported as cutting
+paths (the caller interrupts the jobs instead). :meth:`repair` brings it back.
 """
 
 from __future__ import annotations
@@ -232,6 +233,20 @@ class FabricRates:
             self._states[parts] = st
         return st
 
+    def nodes_under(self, part: Part) -> np.ndarray:
+        """Return the servers below ``part``: under the leaves it (or a switch it joins) reaches."""
+        g = self.ctx.topology.graph
+        links = self._part_links(part)
+        ends = np.unique(np.concatenate([g.link_src[links], g.link_dst[links]]))
+        leaves = ends[g.node_tier[ends] == 1]
+        if not leaves.size:  # a cable between upper switches: their leaves
+            upper = ends[g.node_tier[ends] >= 2]
+            near = np.isin(g.link_src, upper)
+            hop = g.link_dst[near]
+            leaves = np.unique(hop[g.node_tier[hop] == 1])
+        per = self.layout.gpus_per_node * self.layout.nics_per_gpu
+        return np.unique(np.flatnonzero(np.isin(self._attach, leaves)) // per)
+
     def _part_links(self, part: Part) -> np.ndarray:
         g = self.ctx.topology.graph
         kind, which = part
@@ -287,8 +302,16 @@ class FabricRates:
         return frozenset(out)
 
     def cuts_paths(self, part: Part) -> bool:
-        """Whether losing ``part`` leaves some switch with no capacity to the tier above."""
+        """Whether losing ``part`` leaves paths the model does not route around.
+
+        On a fat-tree or rail-only fabric: when some switch is left with no capacity to the
+        tier above (never with several planes: the others carry it). On other families
+        always: their routers' detours around a dead switch (a dragonfly+'s non-minimal
+        paths when a group pair loses its global link) are not modelled.
+        """
         g = self.ctx.topology.graph
+        if not self._paths_fixed:
+            return True
         if self.ctx.topology.planes > 1:
             return False
         tier = g.node_tier
@@ -448,7 +471,8 @@ class FabricRates:
         Routed once on the healthy fabric; a failure that changes none of its links' capacities
         leaves them as they are. On a fat-tree or rail-only fabric a path does not depend on
         capacities (hashes, destinations, adaptive bundles), so the healthy routes stand
-        unless one crosses a dead link; elsewhere the job is routed again with those parts.
+        unless one crosses a dead link; elsewhere, or then, the job is routed again with every
+        part down (and its results are keyed by all of them).
         """
         ck = (key, shape, nodes, parts)
         hit = self._for.get(ck)
@@ -461,9 +485,8 @@ class FabricRates:
             rel = self._relevant(base.links, parts)
             if not rel or (self._paths_fixed and (self._space(rel)[base.indices] > 0).all()):
                 hit = base, rel
-            else:
-                routed = self._routed_on(key, shape, nodes, rel)
-                hit = routed, rel | self._relevant(routed.links, parts)
+            else:  # routed again with every part down (a moved flow must avoid them all)
+                hit = self._routed_on(key, shape, nodes, parts), parts
         self._put(self._for, ck, hit, self.cache_size)
         return hit
 

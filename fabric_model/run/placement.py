@@ -53,7 +53,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True, eq=False)
 class ClusterLayout:
     """Servers and the groups they hang off (see the module docstring)."""
