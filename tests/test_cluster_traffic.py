@@ -210,3 +210,26 @@ def test_a_spine_failure_degrades_the_running_jobs_until_repair(tapered: Cluster
         sim.rates.repair(part)
     sim._refresh_interference(1.0)
     assert np.array([(r.place_sd, r.sd) for r in sim.runs]) == pytest.approx(np.array(before))
+
+
+def test_static_ecmp_moves_flows_off_every_dead_spine() -> None:
+    """RoCE with static ECMP, half the spines down: every job's flows hashed onto one move to
+    a live spine (never onto another dead one), the others keep their paths."""
+    cl = Cluster.build(load_preset("dgx-h100-roce-ecmp"))
+    lay = cl.layout
+    rates = FabricRates(cl.ctx, lay, seed=3)
+    leaf = [np.flatnonzero(lay.leaf_of == i) for i in range(2)]
+    jobs = {f"j{i}": (DP16, (int(leaf[0][i]), int(leaf[1][i]))) for i in range(24)}
+    healthy = rates.shared(jobs)
+    spines = cl.upper_switches[: cl.upper_switches.size // 2].tolist()
+    for s in spines:
+        assert not rates.cuts_paths(("switch", int(s)))
+        rates.fail(("switch", int(s)))
+    degraded = rates.shared(jobs)
+    g = cl.ctx.topology.graph
+    dead = np.isin(g.link_src, spines) | np.isin(g.link_dst, spines)
+    for j in jobs:
+        routed, _ = rates._routed_for(j, *jobs[j], rates.state)
+        assert not dead[routed.indices[routed.indices < dead.size]].any()
+        assert 0 < degraded[j]["dp"] < np.inf
+    assert min(v["dp"] for v in degraded.values()) <= min(v["dp"] for v in healthy.values())
