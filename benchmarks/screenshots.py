@@ -15,7 +15,8 @@ Then the meeting-room views (``--pages views`` for only these): the Scaling page
 the best fabric" section (its sentence and chart) as ``versus-best.png`` and presentation
 mode's second view (``?present=1&slide=2``) as ``present.png``.
 The Cluster page runs on demand: its picture (``cluster.png``) opens the simulation section
-and shows its charts over time (utilisation, queue, fragmentation; the servers by job).
+of the README's example (4,096 GPUs, a 4:1 spine, 500 jobs) and shows its charts over time
+(utilisation, queue, fragmentation; which job holds each server under first-fit).
 Exits with status 1 if a page is broken or an image exceeds ``--max-kb``.
 """
 
@@ -162,8 +163,11 @@ def _saved(out: Path, what: str, args: argparse.Namespace) -> int:
 
 async def take_cluster(page, base: str, path: str, args: argparse.Namespace) -> int:
     """Save the Cluster page's simulation: its charts over time and the servers by job."""
-    await page.set_viewport_size({"width": args.width, "height": 1700})
-    await open_page(page, f"{base}{path}?embed_options=light_theme", TIMEOUT_MS)
+    await page.set_viewport_size({"width": args.width, "height": 2400})
+    query = (
+        "cluster.n_gpus=4096&fabric.oversubscription=4&schedule.jobs=500&schedule.view=first-fit"
+    )
+    await open_page(page, f"{base}{path}?{query}&embed_options=light_theme", TIMEOUT_MS)
     await page.get_by_text("Simulate every policy on this job mix").click()
     servers = page.locator(".st-key-cluster_servers [data-testid=stPlotlyChart] .main-svg")
     await servers.first.wait_for(timeout=TIMEOUT_MS)
@@ -174,7 +178,8 @@ async def take_cluster(page, base: str, path: str, args: argparse.Namespace) -> 
         await page.set_viewport_size({"width": args.width, "height": args.height})
         return 1
     top = page.locator(".st-key-cluster_time")
-    await top.scroll_into_view_if_needed()
+    await top.evaluate("e => e.scrollIntoView({block: 'start'})")  # the main area scrolls
+    await page.wait_for_timeout(300)
     a = await top.bounding_box()
     b = await page.locator(".st-key-cluster_servers").bounding_box()
     if a is None or b is None:
@@ -187,7 +192,7 @@ async def take_cluster(page, base: str, path: str, args: argparse.Namespace) -> 
             "x": a["x"] - 8,
             "y": a["y"] - 8,
             "width": a["width"] + 16,
-            "height": min(b["y"] + b["height"], a["y"] + 1500) - a["y"] + 16,
+            "height": min(b["y"] + b["height"], a["y"] + 1200) - a["y"] + 16,
         },
     )
     await page.set_viewport_size({"width": args.width, "height": args.height})
