@@ -39,6 +39,38 @@ def tapered() -> Cluster:
     return Cluster.build(apply_overrides(BASE, {"fabric.oversubscription": 4}))
 
 
+@pytest.fixture(scope="module")
+def flat() -> FabricRates:
+    cl = Cluster.build(BASE)
+    return FabricRates(cl.ctx, cl.layout)
+
+
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_non_blocking_adaptive_never_slows_any_mix(flat: FabricRates, data) -> None:
+    """1:1 fat-tree, adaptive routing: whatever the jobs' dimensions and nodes, every job runs
+    at its contiguous rate alone and with the others (each NIC's weighted load is at most its
+    capacity, and a non-blocking leaf's uplinks hold all its NICs)."""
+    rates = flat
+    free = list(range(rates.layout.n_nodes))
+    jobs = {}
+    for i, shape in enumerate(data.draw(st.lists(st.sampled_from([DP16, PP, MOE]), max_size=8))):
+        k = shape.n_gpus // 8
+        if len(free) < k:
+            break
+        nodes = sorted(data.draw(st.sets(st.sampled_from(free), min_size=k, max_size=k)))
+        free = [n for n in free if n not in nodes]
+        jobs[f"j{i}"] = (shape, tuple(nodes))
+    shared = rates.shared(jobs)
+    for j, (shape, nodes) in jobs.items():
+        contig = rates.contiguous(shape, len(nodes))
+        for d, rate in rates.alone(j, shape, nodes).items():
+            assert rate == pytest.approx(contig[d], rel=1e-9)
+            assert shared[j][d] == pytest.approx(rate, rel=1e-9)
+
+
 def _old_ring_pattern(nodes: np.ndarray, per: int) -> tuple[np.ndarray, np.ndarray]:
     """The ring the simulator used before per-dimension traffic: node j of each one-server
     domain (rank order) sends from every NIC to the same NIC of the next node."""
