@@ -237,7 +237,8 @@ def _protocol_terms(ctx: FabricContext, family: str) -> tuple[dict[str, float], 
 
 
 def _nvlink_ring_Bps(ctx: FabricContext) -> float:
-    return ctx.nvlink_Bps * ctx.constants["nvlink_efficiency"]
+    """Return an SM-driven ring's NVLink side: NVLink rate x NCCL's per-link efficiency."""
+    return ctx.nvlink_Bps * ctx.nvlink_efficiency
 
 
 def _ring_pattern(ctx: FabricContext, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -549,14 +549,14 @@ class _Sim:
 
         The reference of a dimension that stays on NVLink when contiguous (a job inside one
         NVLink domain) but crosses domains on its placement: its bytes move from NVLink
-        (``nvlink_GBps x nvlink_efficiency``) to the network, whose rates the solver gives in
-        line-rate units (``x net_efficiency`` is the payload rate).
+        (``nvlink_GBps x`` NCCL's per-link efficiency) to the network, whose rates the solver
+        gives in line-rate units (``x net_efficiency`` is the payload rate).
         """
         ctx = self.c.ctx
         c = ctx.constants
         return (
             ctx.nvlink_Bps
-            * float(c["nvlink_efficiency"])
+            * ctx.nvlink_efficiency
             / float(c["net_efficiency"])
             / self.lay.nics_per_gpu
         )
