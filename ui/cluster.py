@@ -72,6 +72,8 @@ VS = "cluster_vs"
 _URL_READ = "cluster_url_read"
 #: Time bins of the server timeline.
 TIMELINE_BINS = 240
+#: Rows of the server timeline at most: a larger cluster shows every k-th server.
+TIMELINE_ROWS = 256
 
 _COLORS = list(OKABE_ITO.values())
 POLICY_LABELS = {
@@ -385,12 +387,19 @@ def over_time_figure(runs: dict[str, PolicyRun], days: float) -> go.Figure:
     return fig
 
 
-def occupancy_grid(run: PolicyRun, days: float, bins: int = TIMELINE_BINS) -> np.ndarray:
-    """Which job holds each server in each time bin: (servers, bins) job indices, nan: idle.
+def timeline_step(n_nodes: int) -> int:
+    """Return k: the server timeline shows every k-th server (all up to TIMELINE_ROWS)."""
+    return -(-n_nodes // TIMELINE_ROWS)
 
-    A server shared by several small jobs shows the one placed last.
+
+def occupancy_grid(run: PolicyRun, days: float, bins: int = TIMELINE_BINS) -> np.ndarray:
+    """Which job holds each shown server in each time bin: (rows, bins) job indices, nan idle.
+
+    Rows are every :func:`timeline_step`-th server. A server shared by several small jobs
+    shows the one placed last.
     """
     horizon = days * 24.0
+    step = timeline_step(run.n_nodes)
     grid = np.full((run.n_nodes, bins), np.nan)
     width = horizon / bins
     for job, start, end, slots in run.segments:
@@ -399,12 +408,14 @@ def occupancy_grid(run: PolicyRun, days: float, bins: int = TIMELINE_BINS) -> np
         b1 = max(b0 + 1, int(np.ceil(stop / width)))
         nodes = [n for n, _ in slots]
         grid[nodes, b0 : min(b1, bins)] = job
-    return grid
+    return grid[::step]
 
 
 def server_timeline_figure(run: PolicyRun, days: float, policy: str) -> go.Figure:
     """Each server over time coloured by the job that holds it, rows grouped by Slurm block."""
     grid = occupancy_grid(run, days)
+    step = timeline_step(run.n_nodes)
+    rows = np.arange(0, run.n_nodes, step)
     n_jobs = max(1, len(run.result["jobs"]))
     # a stepped scale: job i gets colour i mod the palette (neighbours differ)
     scale = []
@@ -414,9 +425,9 @@ def server_timeline_figure(run: PolicyRun, days: float, policy: str) -> go.Figur
     width = days * 24.0 / grid.shape[1]
     fig = go.Figure(
         go.Heatmap(
-            z=grid,
+            z=grid.astype(np.float32),  # job indices, exact; half the page's bytes
             x=(np.arange(grid.shape[1]) + 0.5) * width,
-            y=np.arange(run.n_nodes),
+            y=rows,
             zmin=-0.5,
             zmax=n_jobs - 0.5,
             colorscale=scale,
@@ -424,19 +435,30 @@ def server_timeline_figure(run: PolicyRun, days: float, policy: str) -> go.Figur
             hovertemplate="server %{y}<br>%{x:.1f} h<br>job index %{z}<extra></extra>",
         )
     )
+    # block boundaries as lines, at most 64 of them, and at most 32 labelled blocks
+    blocks = np.unique(run.block_of)
     edges = np.flatnonzero(np.diff(run.block_of)) + 0.5
-    for e in edges.tolist():
-        fig.add_hline(y=e, line={"color": "rgba(0,0,0,0.35)", "width": 1})
-    mids = [float(np.flatnonzero(run.block_of == b).mean()) for b in np.unique(run.block_of)[:40]]
+    edges = edges[:: -(-edges.size // 64)] if edges.size else edges
+    labelled = blocks[:: -(-blocks.size // 32)]
+    mids = [float(np.flatnonzero(run.block_of == b).mean()) for b in labelled.tolist()]
+    line = {"color": "rgba(0,0,0,0.35)", "width": 1}
+    shapes = [
+        {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": e, "y1": e, "line": line}
+        for e in edges.tolist()
+    ]
     fig.update_layout(
         BASE_LAYOUT,
-        height=min(900, 260 + 2 * run.n_nodes),
-        title={"text": f"Which job holds each server over time ({policy_label(policy)})"},
+        shapes=shapes,
+        height=min(900, 260 + 2 * rows.size),
+        title={
+            "text": f"Which job holds each server over time ({policy_label(policy)})"
+            + (f", one server in {step}" if step > 1 else "")
+        },
         xaxis_title="hours",
         yaxis={
             "title": "server, by Slurm block",
             "tickvals": mids,
-            "ticktext": [f"block {b}" for b in np.unique(run.block_of)[:40].tolist()],
+            "ticktext": [f"block {b}" for b in labelled.tolist()],
             "autorange": "reversed",
         },
     )
