@@ -83,6 +83,7 @@ from fabric_model.training.offload import offload_path
 from fabric_model.training.schedules import (
     bubble_s,
     nearest_batches,
+    parameter_copies,
     resolve_schedule,
     schedule_problems,
 )
@@ -438,6 +439,13 @@ def resolve_plan(scenario: Scenario) -> tuple[Plan | None, list[Problem]]:
         problems.append(
             Problem("training.fp8_param_gather", "needs training.precision = fp8 (FP8 weights)")
         )
+    if tr.activation_fp8_input_store and not m.gated_mlp:  # Megatron-Core's config check
+        problems.append(
+            Problem(
+                "training.activation_fp8_input_store",
+                "stores the SwiGLU activation's input: needs model.gated_mlp = true",
+            )
+        )
     if tr.offload_layers:  # Megatron-Core's TransformerConfig checks
         if par.pp > 1:
             problems.append(
@@ -684,8 +692,9 @@ def optimizer_step_s(s: Scenario, plan: Plan, mem: MemoryBreakdown, gpu: Gpu) ->
     before the parameter all-gather, hidden by nothing.
     """
     w_b, g_b, o_b, g_shard_b = model_state_bytes(s)
-    shard = 1 if plan.zero_stage == 0 else plan.dp * plan.cp
-    eshard = 1 if plan.zero_stage == 0 else max(1, plan.dp * plan.cp // plan.ep)
+    copies = parameter_copies(plan.schedule)  # DualPipe's mirror copies share the shard
+    shard = 1 if plan.zero_stage == 0 else plan.dp * plan.cp * copies
+    eshard = 1 if plan.zero_stage == 0 else max(1, plan.dp * plan.cp // plan.ep) * copies
     params = mem.params_dense / shard + mem.params_expert / eshard
     moved = params * (max(g_b, g_shard_b) + 2 * o_b + w_b)
     return moved / (gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY)
