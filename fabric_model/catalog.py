@@ -35,6 +35,7 @@ import yaml
 
 from fabric_model.errors import CatalogError, InfeasibleDesignError, UnknownCatalogKeyError
 from fabric_model.resources import asset
+from fabric_model.transports import transports
 
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped,unused-ignore]
@@ -250,6 +251,18 @@ class Server(_Entry):
     cpu_gpu_GBps
         Payload bandwidth per direction between one GPU and host memory, 10^9 bytes/s
         (PCIe on x86 servers, NVLink-C2C on Grace); ``None`` when not published.
+    host_memory_GBps
+        Peak DRAM bandwidth of the whole server's CPUs (channels x transfer rate x 8 B),
+        10^9 bytes/s; ``None`` when not published. A host-staged transfer
+        (``what_if.gdr = off``) writes and reads every byte through it.
+    socket_link_GBps
+        Payload bandwidth per direction of the link between the two CPU sockets (UPI,
+        xGMI), 10^9 bytes/s; ``None`` where no NIC sits across a socket from its GPU
+        (Grace trays) or the figure is not published (``what_if.nic_affinity`` is refused).
+    gpu_nic_shared_uplink
+        Whether a GPU and its NIC sit behind one PCIe switch whose single uplink also
+        carries the GPU's traffic to host memory (HGX x86 boards): host-staged and
+        ACS-redirected transfers then cross that uplink twice per direction.
     """
 
     gpus_per_server: int
@@ -259,6 +272,9 @@ class Server(_Entry):
     host_link_GBps: float
     host_memory_gb: float | None = None
     cpu_gpu_GBps: float | None = None
+    host_memory_GBps: float | None = None
+    socket_link_GBps: float | None = None
+    gpu_nic_shared_uplink: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -355,6 +371,11 @@ class Switch(_Entry):
         External laser source modules per ``cpo_port_gbps`` port of the CPO variant, count.
     cpo_variant
         Name of the CPO variant (e.g. ``"Q3450-LD"``); empty when none.
+    buffer_mb
+        Packet buffer of the whole box, shared by its ports, 10^6 bytes; ``None`` where no
+        figure is given (management switches). An incast's congested port holds at most its
+        share (:meth:`buffer_per_port_bytes`) before the transport's flow control or drops
+        act (``fabric_model.collectives.transport``).
     """
 
     protocol: str
@@ -376,6 +397,23 @@ class Switch(_Entry):
     cpo_port_gbps: int = 800
     cpo_lasers_per_port: float | None = None
     cpo_variant: str = ""
+    buffer_mb: float | None = None
+
+    def buffer_per_port_bytes(self, port_gbps: float) -> float | None:
+        """Return one port's share of the shared packet buffer at ``port_gbps``, bytes.
+
+        ``buffer_mb x 10^6 / (capacity_one_way_gbps / port_gbps)``: in an all-to-all every
+        port of a leaf congests at once, so each holds its share of the shared buffer (a
+        lone hot port could borrow more; the share is the conservative figure). ``None``
+        when the catalog gives no buffer.
+
+        >>> round(load_catalog().switch("sn5600").buffer_per_port_bytes(400) / 1e6, 2)
+        1.0
+        """
+        if self.buffer_mb is None:
+            return None
+        ports = max(1.0, self.capacity_one_way_gbps / float(port_gbps))
+        return self.buffer_mb * 1e6 / ports
 
     @property
     def lane_gbps(self) -> int:
@@ -556,6 +594,10 @@ class Vendor(_Entry):
         Every switch the family builds with (``fabric.switch = auto`` chooses among them the
         one that needs the fewest tiers, then the lowest capex); empty = the values of
         ``switch_by_gbps``.
+    transport
+        Its transport and congestion control, a key of ``assets/transports.yaml``
+        (``fabric.transport = auto`` takes it): flow control, congestion control and loss
+        recovery, which set how an incast runs (``fabric_model.collectives.transport``).
 
     The vendors of the catalog are the vendor registry: a new vendor is a data entry.
     """
@@ -572,6 +614,7 @@ class Vendor(_Entry):
     color: str = ""
     compared: bool = True
     switches: tuple[str, ...] = ()
+    transport: str = "ib-credit"
 
     @property
     def switch_keys(self) -> tuple[str, ...]:
@@ -1028,6 +1071,9 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "host_link_GBps": _FieldSpec("float"),
             "host_memory_gb": _FieldSpec("float", nullable=True, default=None),
             "cpu_gpu_GBps": _FieldSpec("float", nullable=True, default=None),
+            "host_memory_GBps": _FieldSpec("float", nullable=True, default=None),
+            "socket_link_GBps": _FieldSpec("float", nullable=True, default=None),
+            "gpu_nic_shared_uplink": _FieldSpec("bool", default=True),
         },
     ),
     "nics": (
@@ -1068,6 +1114,7 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "cpo_port_gbps": _FieldSpec("int", default=800),
             "cpo_lasers_per_port": _FieldSpec("float", nullable=True, default=None),
             "cpo_variant": _FieldSpec("str", default=""),
+            "buffer_mb": _FieldSpec("float", nullable=True, default=None),
         },
     ),
     "optics": (
@@ -1113,6 +1160,7 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "color": _FieldSpec("str", default=""),
             "compared": _FieldSpec("bool", default=True),
             "switches": _FieldSpec("keys", default=()),
+            "transport": _FieldSpec("str"),
         },
     ),
 }
@@ -1474,8 +1522,21 @@ def _check_cables(cat: Catalog, where: str) -> None:
 
 
 def _check_vendors(cat: Catalog, where: str) -> None:
+    known = transports()
     for v in cat.vendors.values():
         here = f"{where}: vendors.{v.key}"
+        tr = known.get(v.transport)
+        if tr is None:
+            raise CatalogError(
+                f"{here}.transport: {v.transport!r} is not a transport of transports.yaml; "
+                f"known: {', '.join(known)}"
+            )
+        if tr.protocol != v.protocol or tr.lossless != v.lossless:
+            raise CatalogError(
+                f"{here}.transport: {v.transport} runs {tr.protocol}, "
+                f"{'lossless' if tr.lossless else 'lossy'}; the vendor is {v.protocol}, "
+                f"{'lossless' if v.lossless else 'lossy'}"
+            )
         if v.color and not _HEX_COLOR.fullmatch(v.color):
             raise CatalogError(f'{here}.color: must be "#rrggbb" (hex); got {v.color!r}')
         if set(v.switch_by_gbps) != set(v.nic_by_gbps):

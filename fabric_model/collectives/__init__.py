@@ -196,9 +196,7 @@ def times_from_models(
         m, proto = min(candidates, key=lambda mp: mp[0].tuner_time_us(size, mp[1]))
         fast_m, fast_p = min(candidates, key=lambda mp: mp[0].time_us(size, mp[1]))
         t = m.time_us(size, proto)
-        lat = m.latency_us[proto] * (
-            m.plateau_factor if proto == "Simple" and size >= m.plateau_min_bytes else 1.0
-        )
+        lat = m.latency_term_us(size, proto)
         factor = bus_factor(m.op, m.n_ranks)
         algbw = size / t / 1e3 if t > 0 else 0.0  # bytes/us -> GB/s
         busbw = algbw * factor
@@ -229,6 +227,7 @@ def times_from_models(
                 fastest_time_us=fast_m.time_us(size, fast_p),
                 ceiling=m.ceiling,
                 ceiling_GBps=m.ceiling_Bps / 1e9,
+                transport_efficiency=1.0 / m.transport_slowdown(size),
             )
         )
     return rows

@@ -23,8 +23,9 @@ import yaml
 from fabric_model.catalog import load_catalog
 from fabric_model.errors import ScenarioError, ScenarioFileError, shown_value
 from fabric_model.families import FAMILIES
-from fabric_model.resources import asset
+from fabric_model.resources import asset, load_yaml
 from fabric_model.scenario.shapes import shape_counts
+from fabric_model.transports import transport_names
 
 __all__ = [
     "MAX_SCENARIO_BYTES",
@@ -270,6 +271,19 @@ class FabricSpec:
             "QPs",
             min=1,
             max=64,
+        ),
+    )
+    transport: str = _f(
+        "auto",
+        FieldSpec(
+            "choice",
+            "transport and congestion control (assets/transports.yaml): ib-credit "
+            "(InfiniBand credits), roce-dcqcn (PFC + DCQCN), roce-pfc (PFC, collective-level "
+            "admission, no DCQCN), spectrum-x (PFC + telemetry CC), uec (lossy, receiver "
+            "credits, trimming), lossy-spray (lossy, sender CC, trimming); auto = the "
+            "vendor's. Sets how an incast (a port receiving faster than its rate) runs",
+            choices=transport_names(),
+            auto=True,
         ),
     )
     sharp: bool = _f(
@@ -778,6 +792,68 @@ class WhatIfSpec:
         "contiguous",
         FieldSpec("choice", "where the job's GPUs sit", choices=("contiguous", "scattered")),
     )
+    gdr: str = _f(
+        "on",
+        FieldSpec(
+            "choice",
+            "GPUDirect RDMA: off = host-staged (NCCL_NET_GDR_LEVEL below the path, or "
+            "nvidia-peermem not loaded): every byte crosses PCIe to host memory and back, "
+            "and host DRAM carries it four times",
+            choices=("on", "off"),
+        ),
+    )
+    pfc: str = _f(
+        "on",
+        FieldSpec(
+            "choice",
+            "priority flow control on a PFC transport (RoCE, Spectrum-X): off = a congested "
+            "port drops and RoCE's go-back-N resends; refused on InfiniBand and lossy "
+            "transports",
+            choices=("on", "off"),
+        ),
+    )
+    mtu: int = _f(
+        4096,
+        FieldSpec(
+            "choice",
+            "RDMA path MTU (payload per packet): 1024 is what RoCE gets when the interface "
+            "MTU is left at 1500; per-packet headers cost more at smaller MTUs (RoCE's "
+            "largest is 4096, whatever the Ethernet MTU)",
+            "bytes",
+            choices=(1024, 2048, 4096),
+        ),
+    )
+    nic_affinity: str = _f(
+        "local",
+        FieldSpec(
+            "choice",
+            "which NIC each GPU uses: local = its own PCIe switch's; cross-socket = a NIC "
+            "behind the other CPU (a wrong NCCL_IB_HCA or topology file), so every byte "
+            "crosses the inter-socket link (UPI, xGMI)",
+            choices=("local", "cross-socket"),
+        ),
+    )
+    acs: str = _f(
+        "off",
+        FieldSpec(
+            "choice",
+            "PCIe Access Control Services on the GPU's PCIe switch: on = GPU-NIC "
+            "peer-to-peer goes up to the root complex and back down the switch's uplink",
+            choices=("off", "on"),
+        ),
+    )
+    flapping_link_period_s: float = _f(
+        0.0,
+        FieldSpec(
+            "float",
+            "one NIC link retrains every this many seconds (0 = never): the job stalls "
+            "each time until NCCL's QPs retransmit (4.096 us x 2^NCCL_IB_TIMEOUT)",
+            "s",
+            min=0.0,
+            max=86400.0,
+            step=10.0,
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -1236,6 +1312,19 @@ class NcclSpec:
             auto=True,
         ),
     )
+    max_channels: int | str = _f(
+        "auto",
+        FieldSpec(
+            "int",
+            "NCCL_MAX_NCHANNELS (and NCCL_MIN_NCHANNELS): at most this many channels; "
+            "fewer channels use fewer NICs per NVLink domain and lower NCCL's per-channel "
+            "caps; auto = NCCL's own count",
+            "channels",
+            min=1,
+            max=int(load_yaml(asset("nccl_constants.yaml"))["max_channels"]),
+            auto=True,
+        ),
+    )
     registered_buffers: bool = _f(
         False,
         FieldSpec(
@@ -1330,6 +1419,8 @@ def coerce_value(key: str, raw: Any) -> Any:
             raise bad
         return text
     if spec.kind == "choice":
+        if isinstance(raw, bool) and {"on", "off"} <= set(spec.choices):
+            return "on" if raw else "off"  # YAML 1.1 reads on/off as booleans
         for choice in spec.choices:
             if isinstance(choice, int):
                 if _as_int(raw, text) == choice:
