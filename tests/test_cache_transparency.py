@@ -395,7 +395,7 @@ _DATA_FILE_LOADERS = {
     "fabric_model/families.py",
     "fabric_model/presets.py",
     "fabric_model/report/citations.py",
-    "fabric_model/catalog.py",
+    "fabric_model/catalog/load.py",
     "fabric_model/collectives/versions.py",
     "ui/exports.py",
     "ui/report.py",
