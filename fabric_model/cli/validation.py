@@ -66,6 +66,7 @@ def _check_nccl(args: argparse.Namespace) -> int:
     ]
     head += [f"# note: {n}" for n in (*result.notes, *log.warnings)]
     head += [f"# advice: {a}" for a in result.advice]
+    head += [f"# diagnosis: {d}" for d in result.diagnosis]
     _emit(args, payload, "\n".join(head) + "\n" + format_table(table))
     return 0
 
@@ -121,9 +122,10 @@ def _acceptance(args: argparse.Namespace) -> int:
         for r in table.rows
     ]
     notes = "".join(f"\n# not modelled: {s}" for s in table.skipped)
+    notes += "".join(f"\n# catches: {c.describe()}" for c in table.catches)
     from dataclasses import asdict
 
-    if args.json and table.skipped:  # the JSON stays the contract's list; say what is missing
+    if args.json and notes:  # the JSON stays the contract's list; the rest goes to stderr
         print(notes.strip(), file=sys.stderr)
     _emit(args, [asdict(r) for r in table.rows], format_table(rows) + notes)
     return 0

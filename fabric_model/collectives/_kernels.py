@@ -114,7 +114,7 @@ def dcqcn_incast(
     kmin = params[8]
     kmax = params[9]
     pmax = params[10]
-    delay = max(1, int(round(rtt_s / dt_s)))
+    delay = max(1, int(rtt_s / dt_s + 0.5))
     marks = np.zeros(delay)
     rate = start_Bps
     target = start_Bps

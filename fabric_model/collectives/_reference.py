@@ -121,7 +121,7 @@ def dcqcn_incast(
     n = int(n_flows)
     senders = [_Sender(start_Bps, start_Bps) for _ in range(n)]
     unsent = [x_bytes / n] * n
-    delay = max(1, round(rtt_s / dt_s))
+    delay = max(1, int(rtt_s / dt_s + 0.5))
     marks_in_flight = [0.0] * delay  # marks on their way back as CNPs
     q_use = q_waste = delivered = paused_s = 0.0
     paused = False

@@ -33,6 +33,7 @@ leave a domain, one per two channels as NCCL opens them):
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -166,8 +167,8 @@ def _common(
         model = ctx.incast_model(fan[0], fan[1], inter.mean_switch_hops) if nic_bound else None
         if model is not None:
             extra["incast"] = model
-            extra["incast_port_bytes"] = fan[0] * port_weight * bus_factor(op, ctx.n_ranks) / (
-                inter_scale
+            extra["incast_port_bytes"] = (
+                fan[0] * port_weight * bus_factor(op, ctx.n_ranks) / (inter_scale)
             )
     if cap_Bps < min(intra, inter_bw):
         bottleneck = "tree channels (NCCL per-channel cap)"
@@ -259,8 +260,11 @@ def _protocol_terms(ctx: FabricContext, family: str) -> tuple[dict[str, float], 
 
 
 def _nvlink_ring_Bps(ctx: FabricContext) -> float:
-    """The ring's NVLink side: the GPU's NVLink rate x efficiency, at most channels x NCCL's
-    fastest intra-node channel (``intra_per_channel_max_GBps``; binds with few channels)."""
+    """Return the ring's NVLink side, bytes/s.
+
+    The GPU's NVLink rate x efficiency, at most channels x NCCL's fastest intra-node
+    channel (``intra_per_channel_max_GBps``; binds with few channels).
+    """
     c = ctx.constants
     per_ch = c.get("intra_per_channel_max_GBps", {}).get(ctx.arch)
     cap = math.inf if per_ch is None else ring_channels(ctx) * float(per_ch) * 1e9
@@ -359,7 +363,7 @@ def tree_model(ctx: FabricContext, op: str) -> AlgoModel:
     m, d = ctx.n_domains, ctx.domain
     c = ctx.constants
     protos = ("LL", "LL128", "Simple")
-    corr: dict[str, object] = dict(
+    corr: dict[str, Any] = dict(
         tree_correction=tuple(tuple(c["tree_correction"][p]) for p in protos),
         tree_correction_protocols=protos,
     )

@@ -21,10 +21,10 @@ import numpy as np
 from fabric_model.caching import register
 from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.collectives.model import link_tier
+from fabric_model.collectives.transport import Incast, incast
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.families import family_names
 from fabric_model.flows import FlowSet, solve_maxmin
-from fabric_model.collectives.transport import Incast, incast
 from fabric_model.plant.design import Hardware, job_scenario, resolve_hardware, topology_request
 from fabric_model.plant.host_path import HostPath, host_path
 from fabric_model.resources import asset, load_yaml
@@ -355,7 +355,9 @@ class FabricContext:
 
     @property
     def stall_fraction(self) -> float:
-        """Share of wall time a flapping NIC link stalls the job (``what_if.flapping_link_period_s``).
+        """Share of wall time a flapping NIC link stalls the job.
+
+        ``what_if.flapping_link_period_s``: a NIC link retrains every so many seconds.
 
         Each retrain stalls every rank of a synchronous job for the reliable connection's
         retransmission timeout rounded up past the link's down time
@@ -367,17 +369,15 @@ class FabricContext:
         return flap_stall_s()[0] / period
 
     def base_rtt_s(self, switch_hops: float) -> float:
-        """Base round trip of a path of ``switch_hops`` switches: NICs, switches, fiber, s."""
+        """Return the base round trip over ``switch_hops`` switches (NICs, hops, fiber), s."""
         f = self.scenario.fabric
         nic_ns = 2.0 * float(self.hardware.nic.latency_ns)
         hop_ns = max(1.0, switch_hops) * float(self.hardware.switch.hop_latency_ns)
         length = 2 * f.nic_leaf_m + max(0.0, switch_hops - 1.0) * f.leaf_spine_m
         return 2.0 * (nic_ns + hop_ns + length * FIBER_NS_PER_M) * 1e-9
 
-    def incast_model(
-        self, fan_in: int, load: float, switch_hops: float
-    ) -> Incast | None:
-        """The transport's incast model for ``fan_in`` connections at ``load`` x a NIC's rate.
+    def incast_model(self, fan_in: int, load: float, switch_hops: float) -> Incast | None:
+        """Return the incast model of ``fan_in`` connections at ``load`` x a NIC's rate.
 
         The port is a NIC's downlink (its rate and, per port, the leaf's buffer); ``None``
         without an incast or where the transport keeps the max-min answer
@@ -425,7 +425,7 @@ class FabricContext:
         return out
 
     def _wire_notes(self) -> list[str]:
-        """The MTU, PFC, channel and flapping misconfigurations, each with its figure."""
+        """Describe the MTU, PFC, channel and flapping misconfigurations, each with its figure."""
         out = []
         w, tr = self.scenario.what_if, self.transport
         if w.mtu != 4096:

@@ -200,7 +200,7 @@ class AlgoModel:
         return tuple(self.latency_us)
 
     def transport_slowdown(self, size_bytes: float) -> float:
-        """The transport's slowdown of the network side at this size (1: none)."""
+        """Return the transport's slowdown of the network side at this size (1: none)."""
         if self.incast is None or size_bytes <= 0:
             return 1.0
         return float(self.incast.at(size_bytes * self.incast_port_bytes))
@@ -226,7 +226,7 @@ class AlgoModel:
         return bw
 
     def latency_term_us(self, size_bytes: float, proto: str) -> float:
-        """The latency term of a call (with the ring plateau and a flapping link's stall), us."""
+        """Return the latency term of a call (ring plateau, a flapping link's stall), us."""
         lat = self.latency_us[proto]
         if proto == "Simple" and size_bytes >= self.plateau_min_bytes:
             lat *= self.plateau_factor
@@ -254,9 +254,7 @@ class AlgoModel:
         if self.tuner_busbw_Bps is None and self.incast is None and not self.stall_fraction:
             return self
         busbw = self.busbw_Bps if self.tuner_busbw_Bps is None else self.tuner_busbw_Bps
-        return replace(
-            self, busbw_Bps=busbw, tuner_busbw_Bps=None, incast=None, stall_fraction=0.0
-        )
+        return replace(self, busbw_Bps=busbw, tuner_busbw_Bps=None, incast=None, stall_fraction=0.0)
 
     def tuner_time_us(self, size_bytes: float, proto: str) -> float:
         """Time NCCL's tuner predicts for a call (``ncclTopoGetAlgoTime``), microseconds."""

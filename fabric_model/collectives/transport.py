@@ -45,12 +45,13 @@ import numpy as np
 from fabric_model.caching import lru_cached
 from fabric_model.collectives._kernels import DCQCN_FIELDS, dcqcn_incast
 from fabric_model.errors import FabricModelError
-from fabric_model.transports import transport_params, transports
+from fabric_model.transports import Transport, transport_params, transports
 
 __all__ = ["Incast", "incast", "overload", "pfc_headroom_bytes"]
 
+
 def _dcqcn_vector() -> np.ndarray:
-    """The DCQCN parameters in SI units, in :data:`_kernels.DCQCN_FIELDS` order."""
+    """Return the DCQCN parameters in SI units, in :data:`_kernels.DCQCN_FIELDS` order."""
     d = transport_params("dcqcn")
     si = {
         "g": d["g"],
@@ -166,7 +167,7 @@ def _grid(port_Bps: float) -> np.ndarray:
     f = transport_params("fluid")
     top = port_Bps * f["horizon_us"] * 1e-6
     lo = 65536.0
-    n = max(2, int(math.ceil(math.log10(top / lo) * f["points_per_decade"])) + 1)
+    n = max(2, math.ceil(math.log10(top / lo) * f["points_per_decade"]) + 1)
     return np.geomspace(lo, top, n)
 
 
@@ -175,7 +176,11 @@ def _closed_form(
 ) -> tuple[np.ndarray, float]:
     """Slowdowns of the transports with a closed form (module docstring), and the steady one."""
     cc = tr.congestion_control
-    if cc == "none" and tr.flow_control in ("credit", "pfc") and (pfc or tr.flow_control == "credit"):
+    if (
+        cc == "none"
+        and tr.flow_control in ("credit", "pfc")
+        and (pfc or tr.flow_control == "credit")
+    ):
         return np.ones_like(xs), 1.0
     if cc == "telemetry":
         eta = transport_params("telemetry")["target_utilization"]

@@ -184,12 +184,17 @@ def resolve_hardware(scenario: Scenario, catalog: Catalog | None = None) -> Hard
 
 
 def _resolve_transport(scenario: Scenario, vendor: Vendor) -> Transport:
-    """The scenario's transport, refused where the vendor cannot run it or ``what_if.pfc``
-    names a PFC the transport does not have."""
+    """Resolve the scenario's transport; refuse one the vendor cannot run, or a PFC it lacks.
+
+    ``fabric.transport`` must match the vendor's protocol and its lossless or lossy wire
+    (Spectrum-X's telemetry control also needs Spectrum-X parts); ``what_if.pfc = off``
+    needs a PFC transport.
+    """
     f = scenario.fabric
     known = transports()
     key = vendor.transport if f.transport == "auto" else f.transport
     tr = known[key]
+
     def fits(t: Transport) -> bool:
         spectrum = t.congestion_control != "telemetry" or vendor.requires_spectrum_x_nic
         return t.protocol == vendor.protocol and t.lossless == vendor.lossless and spectrum

@@ -1,5 +1,7 @@
-"""Section ``what_if``: degraded and failed links, planes and switches, job placement, and
-the misconfigurations (GPUDirect RDMA, PFC, MTU, NIC affinity, ACS, a flapping link)."""
+"""Section ``what_if``: degraded links, planes, switches, placement and misconfigurations.
+
+The misconfigurations: GPUDirect RDMA, PFC, the RDMA MTU, NIC affinity, ACS, a flapping link.
+"""
 
 from __future__ import annotations
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from fabric_model import __version__
 from fabric_model.collectives import collective, nccl_constants
+from fabric_model.collectives.failure_modes import failure_modes, misconfigured
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.design import build_topology
 from fabric_model.scenario import Scenario, apply_overrides
@@ -36,6 +37,7 @@ __all__ = [
     "NCCL_TESTS_MIN_BW_SLACK",
     "AcceptanceRow",
     "AcceptanceTable",
+    "FailureCatch",
     "acceptance_expectations",
 ]
 
@@ -68,13 +70,54 @@ class AcceptanceRow:
 
 
 @dataclass(frozen=True)
+class FailureCatch:
+    """Which floors a failure mode (``assets/failure_modes.yaml``) falls below.
+
+    Attributes
+    ----------
+    key, label, check : str
+        The failure mode and the setting to check when it is caught.
+    caught : tuple[tuple[AcceptanceRow, float], ...]
+        Each row whose floor the misconfigured design's busbw falls below, with that busbw
+        (GB/s), worst first.
+    worst_ratio : float
+        The misconfigured busbw over the healthy expectation at the row it hurts most.
+    """
+
+    key: str
+    label: str
+    check: str
+    caught: tuple[tuple[AcceptanceRow, float], ...]
+    worst_ratio: float
+
+    def describe(self) -> str:
+        """One line: the floors that catch it, or how close it stays to them."""
+        if not self.caught:
+            return (
+                f"{self.label}: no floor catches it (at worst {self.worst_ratio:.0%} of the "
+                f"expected busbw, inside the band)"
+            )
+        row, bw = self.caught[0]
+        more = f" and {len(self.caught) - 1} more" if len(self.caught) > 1 else ""
+        return (
+            f"{self.label}: caught by {row.scope} {row.op} {format_size_bytes(row.size_bytes)} "
+            f"({bw:.1f} GB/s < floor {row.min_busbw_GBps:.1f}){more}"
+        )
+
+
+@dataclass(frozen=True)
 class AcceptanceTable:
-    """The expectations for one design, with what could not be modelled."""
+    """The expectations for one design, with what could not be modelled.
+
+    ``catches`` says, per failure mode that applies to the design, which floors it falls
+    below (the same scopes, collectives and sizes modelled with its keys).
+    """
 
     scenario_name: str
     tolerance: float
     rows: tuple[AcceptanceRow, ...]
     skipped: tuple[str, ...]
+    catches: tuple[FailureCatch, ...] = ()
 
     def to_frame(self) -> Any:
         """One row per expectation (pandas DataFrame)."""
@@ -176,8 +219,14 @@ def _scopes(scenario: Scenario, notes: list[str]) -> list[tuple[str, int]]:
     return [s for s in scopes if s[1] >= 2]
 
 
-def acceptance_expectations(scenario: Scenario, tolerance: float = 0.15) -> AcceptanceTable:
+def acceptance_expectations(
+    scenario: Scenario, tolerance: float = 0.15, *, catches: bool = True
+) -> AcceptanceTable:
     """Tabulate what nccl-tests should show on a healthy fabric of this design, with a band.
+
+    With ``catches``, each failure mode that applies to the design is modelled at the same
+    scopes, collectives and sizes, and the floors it falls below are listed
+    (:class:`FailureCatch`).
 
     Raises
     ------
@@ -210,7 +259,37 @@ def acceptance_expectations(scenario: Scenario, tolerance: float = 0.15) -> Acce
                         algo=f"{r.algo}/{r.proto}",
                     )
                 )
-    return AcceptanceTable(scenario.name, tolerance, tuple(rows), tuple(skipped))
+    found = _catches(scenario, rows) if catches else ()
+    return AcceptanceTable(scenario.name, tolerance, tuple(rows), tuple(skipped), found)
+
+
+def _catches(scenario: Scenario, rows: list[AcceptanceRow]) -> tuple[FailureCatch, ...]:
+    """Model each applicable failure mode at the rows' scopes; list the floors it breaks."""
+    by_scope: dict[tuple[str, int, str], list[AcceptanceRow]] = {}
+    for r in rows:
+        by_scope.setdefault((r.scope, r.n_gpus, r.op), []).append(r)
+    out = []
+    for mode in failure_modes():
+        bad = misconfigured(scenario, mode)
+        if bad is None:
+            continue
+        caught: list[tuple[AcceptanceRow, float]] = []
+        worst = 1.0
+        for (_, n, op), group in by_scope.items():
+            try:
+                s = apply_overrides(bad, {"cluster.n_gpus": n})
+                got = collective(s, op, "auto", [r.size_bytes for r in group])
+            except FabricModelError:
+                continue
+            for r, g in zip(group, got, strict=True):
+                if r.expected_busbw_GBps > 0:
+                    worst = min(worst, g.busbw_GBps / r.expected_busbw_GBps)
+                # as the script compares nccl-tests' two-decimal busbw with the floor
+                if round(g.busbw_GBps, 2) < r.min_busbw_GBps:
+                    caught.append((r, g.busbw_GBps))
+        caught.sort(key=lambda rb: rb[1] / max(rb[0].min_busbw_GBps, 1e-12))
+        out.append(FailureCatch(mode.key, mode.label, mode.check, tuple(caught), worst))
+    return tuple(out)
 
 
 def describe(row: AcceptanceRow) -> str:
