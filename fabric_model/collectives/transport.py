@@ -124,9 +124,23 @@ class Incast:
     def at(self, x_bytes: float) -> float:
         """Return the slowdown of a phase moving ``x_bytes`` into the port (>= 1).
 
-        Log-linear between grid points, the first value below the grid, and beyond it the
-        last point's time plus the rest at the steady rate.
+        The closed forms exactly; DCQCN's fluid model log-linearly between its grid points,
+        the first value below the grid, and beyond it the last point's time plus the rest
+        at the steady rate.
         """
+        tr = transports()[self.transport]
+        if tr.congestion_control != "dcqcn":  # a closed form: exact at every size
+            slow, _ = _closed_form(
+                tr,
+                self.pfc,
+                self.fan_in,
+                self.overload,
+                self.port_Bps,
+                self.buffer_bytes,
+                self.rtt_s,
+                np.array([max(float(x_bytes), 1.0)]),
+            )
+            return float(slow[0])
         xs = self.x_bytes
         if x_bytes <= xs[0]:
             return self.slowdown[0]
