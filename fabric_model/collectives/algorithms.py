@@ -383,7 +383,8 @@ def tree_model(ctx: FabricContext, op: str) -> AlgoModel:
     s = np.tile(slots, 2 * edges.shape[0])
     src, dst = ctx.endpoint(a, s), ctx.endpoint(b, s)
     res = ctx.solve(src, dst)
-    fan = overload(src, dst)  # an interior node: two children at line rate and its parent
+    # an interior node: two children at line rate and its parent
+    fan = overload(src, dst) if ctx.models_incast else (1, 1.0)
     # each edge stream carries S / (2k); bus bandwidth = bus_factor x S / time
     scale = 2 * k * bus_factor(op, ctx.n_ranks)
     lat = _latencies(ctx, "tree", protos, 2 * (d - 1), 2 * math.log2(m), res.mean_switch_hops)
@@ -480,7 +481,7 @@ def nvls_model(ctx: FabricContext, op: str) -> AlgoModel:
     s = np.tile(slots, 2 * edges.shape[0])
     src, dst = ctx.endpoint(a, s), ctx.endpoint(b, s)
     res = ctx.solve(src, dst)
-    fan = overload(src, dst)
+    fan = overload(src, dst) if ctx.models_incast else (1, 1.0)
     # every tree edge carries half of a head's S / heads shard, both ways at once
     scale = bus_factor(op, n) * 2 * heads
     # tuning.cc: NVLS-Tree latency = base (0) + intraLat + 2 x log2i(nNodes) x interLat,
@@ -738,7 +739,7 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
             for k in range(ctx.nics):
                 gpu_of_dst_ep[ctx.rank_endpoint(all_gpu, k)] = all_gpu
             demand = gpu_w[gpu_of_dst_ep[dst]]
-        fan = overload(src, dst, demand)
+        fan = overload(src, dst, demand) if ctx.models_incast and skewed else (1, 1.0)
         res = ctx.solve(src, dst, demand)
     scale = bus_factor(op, n) / conn_bytes_fraction
     lat = {

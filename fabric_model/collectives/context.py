@@ -21,7 +21,7 @@ import numpy as np
 from fabric_model.caching import register
 from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.collectives.model import link_tier
-from fabric_model.collectives.transport import Incast, incast
+from fabric_model.collectives.transport import Incast, incast, keeps_max_min
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.families import family_names
 from fabric_model.flows import FlowSet, solve_maxmin
@@ -376,6 +376,13 @@ class FabricContext:
         length = 2 * f.nic_leaf_m + max(0.0, switch_hops - 1.0) * f.leaf_spine_m
         return 2.0 * (nic_ns + hop_ns + length * FIBER_NS_PER_M) * 1e-9
 
+    @property
+    def models_incast(self) -> bool:
+        """Whether an incast can run below the max-min answer on this fabric's transport."""
+        return bool(self.topology.tiers) and not keeps_max_min(
+            self.transport.key, self.hardware.pfc
+        )
+
     def incast_model(self, fan_in: int, load: float, switch_hops: float) -> Incast | None:
         """Return the incast model of ``fan_in`` connections at ``load`` x a NIC's rate.
 
@@ -383,7 +390,7 @@ class FabricContext:
         without an incast or where the transport keeps the max-min answer
         (:func:`fabric_model.collectives.transport.incast`).
         """
-        if fan_in <= 1 or load <= 1.0 or not self.topology.tiers:
+        if fan_in <= 1 or load <= 1.0 or not self.models_incast:
             return None
         sw = self.hardware.switch
         port_gbps = self.scenario.fabric.link_gbps / max(1, self.topology.planes)

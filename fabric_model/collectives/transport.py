@@ -47,7 +47,7 @@ from fabric_model.collectives._kernels import DCQCN_FIELDS, dcqcn_incast
 from fabric_model.errors import FabricModelError
 from fabric_model.transports import Transport, transport_params, transports
 
-__all__ = ["Incast", "incast", "overload", "pfc_headroom_bytes"]
+__all__ = ["Incast", "incast", "keeps_max_min", "overload", "pfc_headroom_bytes"]
 
 
 def _dcqcn_vector() -> np.ndarray:
@@ -285,6 +285,15 @@ def _incast_cached(
         slow, steady, pause = _dcqcn(
             pfc, fan_in, load, port_Bps, buffer_bytes, xoff_bytes, rtt_s, mtu_bytes, xs
         )
+        if not pfc:
+            # drops and go-back-N come on top of the same rate control: a lossless port never
+            # idles while data waits, so the lossy phase is never the faster (the fluid
+            # model's sawtooths can fall in different phases; the slower one stands)
+            lossless = _incast_cached(
+                transport, True, fan_in, load, port_Bps, buffer_bytes, xoff_bytes, rtt_s, mtu_bytes
+            )
+            slow = np.maximum(slow, lossless.slowdown)
+            steady = max(steady, lossless.steady_slowdown)
     else:
         slow, steady = _closed_form(tr, pfc, fan_in, load, port_Bps, buffer_bytes, rtt_s, xs)
     return Incast(
@@ -342,10 +351,7 @@ def incast(
     cable_m
         NIC-to-leaf cable length (PFC headroom), m.
     """
-    tr = transports()[transport]
-    if fan_in <= 1 or load <= 1.0 + 1e-9:
-        return None
-    if tr.congestion_control == "none" and (tr.flow_control == "credit" or pfc):
+    if fan_in <= 1 or load <= 1.0 + 1e-9 or keeps_max_min(transport, pfc):
         return None
 
     def r(v: float) -> float:
@@ -363,6 +369,16 @@ def incast(
         r(rtt_s),
         float(mtu_bytes),
     )
+
+
+def keeps_max_min(transport: str, pfc: bool) -> bool:
+    """Whether the transport runs every incast at the max-min answer (no model needed).
+
+    Credit flow control, and PFC without rate cuts while PFC is on: the congested port never
+    idles while data waits and nothing is resent.
+    """
+    tr = transports()[transport]
+    return tr.congestion_control == "none" and (tr.flow_control == "credit" or pfc)
 
 
 def overload(
@@ -389,10 +405,8 @@ def overload(
         weight = np.asarray(weight, np.float64)
         keep = weight >= weight.max() * (1 - 1e-9)
         src, dst = src[keep], dst[keep]
-    _, s_idx = np.unique(src, return_inverse=True)
-    uniq_d, d_idx = np.unique(dst, return_inverse=True)
-    outdeg = np.bincount(s_idx).astype(np.float64)
-    load = np.bincount(d_idx, weights=1.0 / outdeg[s_idx], minlength=uniq_d.size)
-    fan = np.bincount(d_idx, minlength=uniq_d.size)
+    outdeg = np.bincount(src).astype(np.float64)  # endpoint ids: small non-negative integers
+    load = np.bincount(dst, weights=1.0 / outdeg[src])
+    fan = np.bincount(dst)
     worst = int(np.argmax(load))
     return int(fan[worst]), float(load[worst])
