@@ -56,6 +56,7 @@ OKABE_ITO = {
     "vermillion": "#D55E00",
     "purple": "#CC79A7",
     "grey": "#999999",
+    "black": "#000000",
 }
 
 

@@ -39,7 +39,7 @@ def test_ring_equals_textbook_on_nonblocking_adaptive_fat_tree():
     c = nccl_constants()
     n, domains, k = 1024, 128, 8
     nic_Bps = 400e9 / 8
-    nvl_Bps = 450e9 * c["nvlink_efficiency"]
+    nvl_Bps = 450e9 * c["nvlink_nccl_link_GBps"]["hopper"] / c["nvlink_line_link_GBps"]["hopper"]
     expected_bw = min(nvl_Bps, k * nic_Bps * c["net_efficiency"])
     assert m.busbw_Bps == pytest.approx(expected_bw, rel=1e-9)
     for proto in ("LL", "LL128", "Simple"):

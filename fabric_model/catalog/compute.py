@@ -99,6 +99,9 @@ class Server(_Entry):
         Whether a GPU and its NIC sit behind one PCIe switch whose single uplink also
         carries the GPU's traffic to host memory (HGX x86 boards): host-staged and
         ACS-redirected transfers then cross that uplink twice per direction.
+    cpu_gpu_link
+        What joins a GPU to host memory: ``pcie`` (an x86 host behind PCIe) or
+        ``nvlink-c2c`` (a Grace CPU's LPDDR5X over NVLink-C2C).
     """
 
     gpus_per_server: int
@@ -111,3 +114,4 @@ class Server(_Entry):
     host_memory_GBps: float | None = None
     socket_link_GBps: float | None = None
     gpu_nic_shared_uplink: bool = True
+    cpu_gpu_link: str = "pcie"

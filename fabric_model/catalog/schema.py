@@ -73,6 +73,7 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "host_memory_GBps": _FieldSpec("float", nullable=True, default=None),
             "socket_link_GBps": _FieldSpec("float", nullable=True, default=None),
             "gpu_nic_shared_uplink": _FieldSpec("bool", default=True),
+            "cpu_gpu_link": _FieldSpec("choice", ("pcie", "nvlink-c2c"), default="pcie"),
         },
     ),
     "nics": (

@@ -39,6 +39,23 @@ def _step_text(d: dict[str, Any], plan_label: str, comm: Sequence[Any] = ()) -> 
                 )
             ]
         ),
+        *(
+            [
+                f"MoE router, token permutation and their small kernels: "
+                f"{d['moe_overhead_s']:.3f} s of compute_s"
+            ]
+            if d.get("moe_overhead_s")
+            else []
+        ),
+        *(
+            [
+                f"activation offload to {d['offload_via']} at {d['offload_GBps']:.1f} GB/s per "
+                f"GPU: {(d.get('memory') or {}).get('offloaded_gib', 0.0):.1f} GiB per GPU out "
+                f"of HBM, {d['offload_s']:.3f} s of the step not hidden"
+            ]
+            if d.get("offload_via")
+            else []
+        ),
         f"scale-out fabric {d['scale_out_share_of_step']:.1%}, NVLink "
         f"{d['scale_up_share_of_step']:.1%} of the step (exposed communication "
         f"{d['network_share_of_step']:.1%}; over the scale-out network: "

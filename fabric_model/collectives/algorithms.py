@@ -260,15 +260,16 @@ def _protocol_terms(ctx: FabricContext, family: str) -> tuple[dict[str, float], 
 
 
 def _nvlink_ring_Bps(ctx: FabricContext) -> float:
-    """Return the ring's NVLink side, bytes/s.
+    """Return an SM-driven ring's NVLink side, bytes/s.
 
-    The GPU's NVLink rate x efficiency, at most channels x NCCL's fastest intra-node
-    channel (``intra_per_channel_max_GBps``; binds with few channels).
+    The NVLink rate x NCCL's per-link efficiency, at most channels x NCCL's fastest
+    intra-node channel (``intra_per_channel_max_GBps``; binds with few channels,
+    ``nccl.max_channels``).
     """
     c = ctx.constants
     per_ch = c.get("intra_per_channel_max_GBps", {}).get(ctx.arch)
     cap = math.inf if per_ch is None else ring_channels(ctx) * float(per_ch) * 1e9
-    return min(ctx.nvlink_Bps * c["nvlink_efficiency"], cap)
+    return min(ctx.nvlink_Bps * ctx.nvlink_efficiency, cap)
 
 
 def _ring_pattern(ctx: FabricContext, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

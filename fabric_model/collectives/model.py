@@ -77,7 +77,7 @@ def ceiling_name(algo: str, bottleneck: str) -> str:
     switch tier keeps its link-class name (``leaf-spine``, ``spine-core``, ``global``, ...).
     """
     if bottleneck == "nvlink":
-        return "nvls" if algo in ("nvls", "nvls-tree") else "nvlink"
+        return "nvls" if algo in ("nvls", "nvls-tree", "nvls-sharp") else "nvlink"
     if bottleneck in ("nic-leaf", "nic", "nic-nic") or bottleneck.startswith("nic"):
         return "nic"
     if "PCIe" in bottleneck:
@@ -137,8 +137,16 @@ class AlgoModel:
         delivers, so ``auto`` chooses with this figure and reports the delivered time.
     bypasses_tuner : bool
         NCCL runs this algorithm whenever it can, without consulting its tuner's table (the
-        symmetric-memory kernels on registered buffers, ``symmetric_sched.cc``): ``auto``
-        then chooses only among such models.
+        symmetric-memory kernels on registered buffers, ``symmetric_sched.cc``; the copy
+        engines under ``NCCL_CTA_POLICY_ZERO``, ``enqueue.cc``): ``auto`` then chooses only
+        among such models.
+    bypass_from_bytes : float
+        With ``bypasses_tuner``, the smallest call NCCL runs it for (bytes, the nccl-tests
+        size): below it ``auto`` leaves the model out (``inf``: ``auto`` never runs it;
+        the model answers when asked for by name).
+    bypass_priority : int
+        Among models that bypass the tuner at a size, NCCL runs those of the highest priority
+        (``taskAppend`` tries the copy engines before the symmetric kernels).
     incast : Incast or None
         The transport's model of the pattern's incast (``collectives.transport``): its
         slowdown over the max-min network rate by the bytes a phase moves into the
@@ -170,6 +178,8 @@ class AlgoModel:
     notes: tuple[str, ...] = field(default=())
     tuner_busbw_Bps: float | None = None
     bypasses_tuner: bool = False
+    bypass_from_bytes: float = 0.0
+    bypass_priority: int = 0
     #: the network pattern solved for this algorithm, ``(src, dst, demand)`` NIC endpoints
     #: (``None``: NVLink only, or solved by flow classes); ``collective --links`` re-solves it
     pattern: Any = field(default=None, repr=False, compare=False)

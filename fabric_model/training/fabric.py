@@ -191,7 +191,7 @@ class DimensionFabric:
             dom = self.scenario.cluster.nvlink_domain
             a, b = members[:-1], members[1:]
             cross = (a // dom) != (b // dom)
-            nvl_Bps = ctx.nvlink_Bps * c["nvlink_efficiency"]
+            nvl_Bps = ctx.nvlink_Bps * ctx.nvlink_efficiency
             lat_nvl = (
                 c["base_latency_us"]["ring"]["Simple"]
                 + c["hw_latency_us"]["nvlink"]["ring"]["Simple"]
