@@ -87,6 +87,12 @@ def _acceptance_args(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="also write a bash script that runs nccl-tests against the floors",
     )
+    p.add_argument(
+        "--no-catches",
+        action="store_true",
+        help="skip modelling each failure mode of assets/failure_modes.yaml (the '# catches:' "
+        "lines: which floors catch it)",
+    )
 
 
 @verb(
@@ -101,7 +107,9 @@ def _acceptance(args: argparse.Namespace) -> int:
     from fabric_model.units import format_size_bytes
     from fabric_model.validate.acceptance import acceptance_expectations
 
-    table = acceptance_expectations(scenario_from_args(args), args.tolerance)
+    table = acceptance_expectations(
+        scenario_from_args(args), args.tolerance, catches=not args.no_catches
+    )
     if args.script:
         try:
             Path(args.script).write_text(table.to_shell_script(), encoding="utf-8")

@@ -486,8 +486,6 @@ def compare_log(
     measured = [r.measured_time_us for r in out]
     advice = _advice(out, alternatives, measured, tolerance)
     diagnosis, key = _diagnose(out, failures, alternatives, measured, tolerance)
-    if diagnosis:  # the shortfall is explained: drop the healthy model's "no setting" line
-        advice = tuple(a for a in advice if "no NCCL setting explains it" not in a)
     return LogComparison(
         log.op,
         scenario.cluster.n_gpus,
