@@ -14,9 +14,12 @@ all-to-all (n-1)/n), so that ``busbw_GBps`` printed here compares with nccl-test
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
+
+import numpy as np
 
 from fabric_model.errors import FabricModelError
 
@@ -215,17 +218,33 @@ class AlgoModel:
             return 1.0
         return float(self.incast.at(size_bytes * self.incast_port_bytes))
 
-    def delivered_busbw_Bps(self, size_bytes: float) -> float:
-        """``busbw_Bps`` with the transport's incast slowdown on the network side, bytes/s."""
-        slow = self.transport_slowdown(size_bytes)
+    def transport_slowdowns(self, sizes: Sequence[float]) -> list[float]:
+        """Return :meth:`transport_slowdown` at each size (one pass over a whole curve)."""
+        if self.incast is None:
+            return [1.0] * len(sizes)
+        x = np.asarray(sizes, dtype=np.float64) * self.incast_port_bytes
+        out = self.incast.at_many(x)
+        return [1.0 if s <= 0 else float(v) for s, v in zip(sizes, out, strict=True)]
+
+    def delivered_busbw_Bps(self, size_bytes: float, slowdown: float | None = None) -> float:
+        """``busbw_Bps`` with the transport's incast slowdown on the network side, bytes/s.
+
+        ``slowdown``: :meth:`transport_slowdown` at this size, when the caller has it.
+        """
+        slow = self.transport_slowdown(size_bytes) if slowdown is None else slowdown
         if slow <= 1.0:
             return self.busbw_Bps
         return min(self.intra_Bps, self.inter_Bps / slow)
 
-    def bandwidth_Bps(self, size_bytes: float, proto: str) -> float:
+    def bandwidth_Bps(self, size_bytes: float, proto: str, slowdown: float | None = None) -> float:
         """Bus bandwidth term for a call of ``size_bytes`` with ``proto``, bytes/s."""
+        busbw = (
+            self.busbw_Bps
+            if self.incast is None
+            else self.delivered_busbw_Bps(size_bytes, slowdown)
+        )
         bw = min(
-            self.delivered_busbw_Bps(size_bytes) * self.protocol_bw_factor[proto],
+            busbw * self.protocol_bw_factor[proto],
             self.protocol_cap_Bps.get(proto, math.inf),
         )
         if self.tree_correction is not None and size_bytes >= 64:
@@ -240,20 +259,22 @@ class AlgoModel:
         lat = self.latency_us[proto]
         if proto == "Simple" and size_bytes >= self.plateau_min_bytes:
             lat *= self.plateau_factor
-        return lat / (1.0 - self.stall_fraction)
+        return lat / (1.0 - self.stall_fraction) if self.stall_fraction else lat
 
-    def time_us(self, size_bytes: float, proto: str) -> float:
+    def time_us(self, size_bytes: float, proto: str, slowdown: float | None = None) -> float:
         """Time of one call, microseconds (see the module docstring).
 
         A flapping link stalls the whole job ``stall_fraction`` of the time, so every call
         that crosses the network takes ``1 / (1 - stall_fraction)`` as long on average.
+        ``slowdown``: :meth:`transport_slowdown` at this size, when the caller has it.
         """
-        lat = self.latency_term_us(size_bytes, proto)
-        if size_bytes <= 0:
-            return lat
-        bw = self.bandwidth_Bps(size_bytes, proto)
-        stretch = 1.0 / (1.0 - self.stall_fraction)
-        return lat + bus_factor(self.op, self.n_ranks) * size_bytes / bw * 1e6 * stretch
+        lat = self.latency_us[proto]
+        if proto == "Simple" and size_bytes >= self.plateau_min_bytes:
+            lat *= self.plateau_factor
+        if size_bytes > 0:
+            bw = self.bandwidth_Bps(size_bytes, proto, slowdown)
+            lat += bus_factor(self.op, self.n_ranks) * size_bytes / bw * 1e6
+        return lat / (1.0 - self.stall_fraction) if self.stall_fraction else lat
 
     @cached_property
     def tuner_view(self) -> AlgoModel:

@@ -37,6 +37,7 @@ the max-min answer stands (the tests hold it).
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
@@ -45,7 +46,7 @@ import numpy as np
 from fabric_model.caching import lru_cached
 from fabric_model.collectives._kernels import DCQCN_FIELDS, dcqcn_incast
 from fabric_model.errors import FabricModelError
-from fabric_model.transports import Transport, transport_params, transports
+from fabric_model.transports import transport_params, transports
 
 __all__ = ["Incast", "incast", "keeps_max_min", "overload", "pfc_headroom_bytes"]
 
@@ -107,6 +108,14 @@ class Incast:
     pause_fraction : tuple[float, ...]
         Share of each phase the port held PFC pause (the time victim flows behind the paused
         links wait: head-of-line blocking); zeros where nothing pauses.
+    congestion_control : str
+        The transport's (``dcqcn``: the grid above is the fluid model's; else a closed form
+        evaluated exactly at each size).
+    closed_params : tuple[float, float]
+        The closed forms' parameters: the telemetry control's target utilisation and NSCC's
+        decrease per round trip (``assets/transports.yaml``).
+    log_x : tuple[float, ...]
+        ``log(x_bytes)``, for the interpolation.
     """
 
     transport: str
@@ -120,6 +129,9 @@ class Incast:
     slowdown: tuple[float, ...]
     steady_slowdown: float
     pause_fraction: tuple[float, ...]
+    congestion_control: str = "dcqcn"
+    closed_params: tuple[float, float] = (0.95, 0.5)
+    log_x: tuple[float, ...] = ()
 
     def at(self, x_bytes: float) -> float:
         """Return the slowdown of a phase moving ``x_bytes`` into the port (>= 1).
@@ -128,19 +140,17 @@ class Incast:
         the first value below the grid, and beyond it the last point's time plus the rest
         at the steady rate.
         """
-        tr = transports()[self.transport]
-        if tr.congestion_control != "dcqcn":  # a closed form: exact at every size
-            slow, _ = _closed_form(
-                tr,
+        if self.congestion_control != "dcqcn":  # a closed form: exact at every size
+            return _closed_form(
+                self.congestion_control,
                 self.pfc,
-                self.fan_in,
                 self.overload,
                 self.port_Bps,
                 self.buffer_bytes,
                 self.rtt_s,
-                np.array([max(float(x_bytes), 1.0)]),
+                max(float(x_bytes), 1.0),
+                self.closed_params,
             )
-            return float(slow[0])
         xs = self.x_bytes
         if x_bytes <= xs[0]:
             return self.slowdown[0]
@@ -148,7 +158,33 @@ class Incast:
             t_last = self.slowdown[-1] * xs[-1] / self.port_Bps
             t = t_last + (x_bytes - xs[-1]) * self.steady_slowdown / self.port_Bps
             return max(1.0, t * self.port_Bps / x_bytes)
-        return float(np.interp(math.log(x_bytes), np.log(xs), self.slowdown))
+        lx = math.log(x_bytes)  # log-linear between the two grid points around it
+        i = bisect.bisect_right(self.log_x, lx)
+        x0, x1 = self.log_x[i - 1], self.log_x[i]
+        s0, s1 = self.slowdown[i - 1], self.slowdown[i]
+        return s0 + (s1 - s0) * (lx - x0) / (x1 - x0)
+
+    def at_many(self, x_bytes: np.ndarray) -> np.ndarray:
+        """Return :meth:`at` at each of ``x_bytes`` (one array pass for a whole curve)."""
+        x = np.maximum(np.asarray(x_bytes, dtype=np.float64), 1.0)
+        if self.congestion_control != "dcqcn":
+            return _closed_form_array(
+                self.congestion_control,
+                self.pfc,
+                self.overload,
+                self.port_Bps,
+                self.buffer_bytes,
+                self.rtt_s,
+                x,
+                self.closed_params,
+            )
+        xs, slow = np.asarray(self.x_bytes), np.asarray(self.slowdown)
+        out = np.interp(np.log(x), np.asarray(self.log_x), slow)
+        beyond = x > xs[-1]
+        if beyond.any():
+            t = (slow[-1] * xs[-1] + (x - xs[-1]) * self.steady_slowdown) / self.port_Bps
+            out = np.where(beyond, np.maximum(1.0, t * self.port_Bps / x), out)
+        return out
 
     def pause_at(self, x_bytes: float) -> float:
         """Share of a phase of ``x_bytes`` the port held PFC pause (0 where none)."""
@@ -186,44 +222,66 @@ def _grid(port_Bps: float) -> np.ndarray:
 
 
 def _closed_form(
-    tr: Transport, pfc: bool, n: int, load: float, c: float, buf: float, rtt: float, xs: np.ndarray
-) -> tuple[np.ndarray, float]:
-    """Slowdowns of the transports with a closed form (module docstring), and the steady one."""
-    cc = tr.congestion_control
-    if (
-        cc == "none"
-        and tr.flow_control in ("credit", "pfc")
-        and (pfc or tr.flow_control == "credit")
-    ):
-        return np.ones_like(xs), 1.0
+    cc: str, pfc: bool, load: float, c: float, buf: float, rtt: float, x: float, k: tuple
+) -> float:
+    """Slowdown at ``x`` bytes of a transport with a closed form (the module docstring).
+
+    ``cc`` is its congestion control; ``k = (eta, halving)``: the telemetry control's target
+    utilisation and NSCC's decrease per round trip. Plain floats: the collective layer asks
+    for it at every size of every curve.
+    """
+    eta, half = k
+    burst = min(x, load * c * rtt) - c * rtt  # what the first round trip leaves queued
     if cc == "telemetry":
-        eta = transport_params("telemetry")["target_utilization"]
-        extra = np.zeros_like(xs)
+        total = x
         if not pfc:  # the first round trip's overflow is dropped; go-back-N resends
-            burst = np.minimum(xs, load * c * rtt) - c * rtt
-            over = np.maximum(0.0, burst - buf)
-            waste = np.where(over > 0, eta * (c * rtt + buf), 0.0)
-            extra = over + waste
-        total = xs + extra
-        queue = np.minimum(np.maximum(0.0, np.minimum(total, load * c * rtt) - c * rtt), buf)
+            over = max(0.0, burst - buf)
+            total += over + (eta * (c * rtt + buf) if over > 0 else 0.0)
+        queue = min(max(0.0, min(total, load * c * rtt) - c * rtt), buf)
         busy = c * rtt + queue / (1.0 - eta)  # bytes delivered before the port falls to eta
-        t = np.where(total <= busy, total / c, busy / c + (total - busy) / (eta * c))
-        return np.maximum(1.0, t * c / xs), 1.0 / eta
+        t = total / c if total <= busy else busy / c + (total - busy) / (eta * c)
+        return max(1.0, t * c / x)
     if cc in ("rccc", "nscc"):
         if cc == "rccc":
-            rtts, arrived = 1, np.minimum(xs, load * c * rtt)
+            rtts, arrived = 1, min(x, load * c * rtt)
         else:
-            half = transport_params("nscc")["decrease_per_rtt"]
-            k = max(1, math.ceil(math.log(load) / -math.log(half)))
-            burst = sum(load * c * rtt * half**i for i in range(k))
-            rtts, arrived = k, np.minimum(xs, burst)
-        over = np.maximum(0.0, arrived - c * rtts * rtt - buf)
-        return 1.0 + over / xs, 1.0
-    # PFC with no congestion control but PFC turned off: drops and go-back-N
-    burst = np.minimum(xs, load * c * rtt) - c * rtt
+            rtts = max(1, math.ceil(math.log(load) / -math.log(half)))
+            arrived = min(x, sum(load * c * rtt * half**i for i in range(rtts)))
+        return 1.0 + max(0.0, arrived - c * rtts * rtt - buf) / x
+    # PFC without a rate control and PFC turned off: drops, and go-back-N resends
+    over = max(0.0, burst - buf)
+    return 1.0 + (over + (c * rtt + buf if over > 0 else 0.0)) / x
+
+
+def _closed_form_array(
+    cc: str, pfc: bool, load: float, c: float, buf: float, rtt: float, x: np.ndarray, k: tuple
+) -> np.ndarray:
+    """:func:`_closed_form` over an array of sizes (the same formulas, element-wise)."""
+    eta, half = k
+    burst = np.minimum(x, load * c * rtt) - c * rtt
+    if cc == "telemetry":
+        total = x
+        if not pfc:
+            over = np.maximum(0.0, burst - buf)
+            total = x + over + np.where(over > 0, eta * (c * rtt + buf), 0.0)
+        queue = np.minimum(np.maximum(0.0, np.minimum(total, load * c * rtt) - c * rtt), buf)
+        busy = c * rtt + queue / (1.0 - eta)
+        t = np.where(total <= busy, total / c, busy / c + (total - busy) / (eta * c))
+        return np.maximum(1.0, t * c / x)
+    if cc in ("rccc", "nscc"):
+        if cc == "rccc":
+            rtts, arrived = 1, np.minimum(x, load * c * rtt)
+        else:
+            rtts = max(1, math.ceil(math.log(load) / -math.log(half)))
+            arrived = np.minimum(x, sum(load * c * rtt * half**i for i in range(rtts)))
+        return 1.0 + np.maximum(0.0, arrived - c * rtts * rtt - buf) / x
     over = np.maximum(0.0, burst - buf)
-    waste = np.where(over > 0, c * rtt + buf, 0.0)
-    return 1.0 + (over + waste) / xs, 1.0
+    return 1.0 + (over + np.where(over > 0, c * rtt + buf, 0.0)) / x
+
+
+def _closed_steady(cc: str, k: tuple) -> float:
+    """Return the closed forms' steady slowdown: telemetry holds ``eta``, the others 1."""
+    return 1.0 / k[0] if cc == "telemetry" else 1.0
 
 
 def _dcqcn(
@@ -279,9 +337,14 @@ def _incast_cached(
     mtu_bytes: float,
 ) -> Incast:
     tr = transports()[transport]
+    cc = tr.congestion_control
+    closed = (
+        transport_params("telemetry")["target_utilization"],
+        transport_params("nscc")["decrease_per_rtt"],
+    )
     xs = _grid(port_Bps)
     pause = np.zeros_like(xs)
-    if tr.congestion_control == "dcqcn":
+    if cc == "dcqcn":
         slow, steady, pause = _dcqcn(
             pfc, fan_in, load, port_Bps, buffer_bytes, xoff_bytes, rtt_s, mtu_bytes, xs
         )
@@ -295,7 +358,13 @@ def _incast_cached(
             slow = np.maximum(slow, lossless.slowdown)
             steady = max(steady, lossless.steady_slowdown)
     else:
-        slow, steady = _closed_form(tr, pfc, fan_in, load, port_Bps, buffer_bytes, rtt_s, xs)
+        slow = np.array(
+            [
+                _closed_form(cc, pfc, load, port_Bps, buffer_bytes, rtt_s, float(x), closed)
+                for x in xs
+            ]
+        )
+        steady = _closed_steady(cc, closed)
     return Incast(
         transport=transport,
         pfc=pfc,
@@ -308,6 +377,9 @@ def _incast_cached(
         slowdown=tuple(float(s) for s in slow),
         steady_slowdown=float(steady),
         pause_fraction=tuple(float(p) for p in pause),
+        congestion_control=cc,
+        closed_params=closed,
+        log_x=tuple(math.log(float(x)) for x in xs),
     )
 
 
