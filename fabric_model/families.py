@@ -214,6 +214,17 @@ FAMILIES: dict[str, Family] = {
             diagram="hypercube",
         ),
         Family(
+            "ocs",
+            "OCS (optical circuit switches)",
+            "fabric_model.topology.ocs:build_ocs",
+            "fabric_model.routing.ocs:route_ocs",
+            ("adaptive", "ecmp"),
+            color=OKABE_ITO["green"],
+            marker="hexagon",
+            diagram="ocs",
+            floor_row_tiers=("leaf", "spine"),
+        ),
+        Family(
             "hybrid",
             "Hybrid (two partitions, shared core)",
             "fabric_model.topology.hybrid:build_hybrid",

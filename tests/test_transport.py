@@ -198,7 +198,18 @@ def test_mtu_flapping_and_channels_by_hand() -> None:
     assert few.nics_used_per_domain == 2  # two channels per NIC
 
 
-MISCONFIGS = [m for m in failure_modes() if m.key != "one-qp-ecmp"] + [None]
+#: The misconfiguration keys of issue 29 (fewer QPs can only be compared on an ECMP fabric:
+#: more QPs hash better there, so a design with several is not "misconfigured" by one).
+MISCONFIG_KEYS = {
+    "what_if.gdr",
+    "what_if.pfc",
+    "what_if.mtu",
+    "what_if.nic_affinity",
+    "what_if.acs",
+    "what_if.flapping_link_period_s",
+    "nccl.max_channels",
+}
+MISCONFIGS = [m for m in failure_modes() if set(m.overrides) <= MISCONFIG_KEYS] + [None]
 
 
 @settings(
@@ -230,7 +241,7 @@ def test_a_misconfiguration_never_raises_the_busbw(
         FabricContext.from_scenario(base)
     except FabricModelError:
         return  # a design the catalog refuses (the fuzz tests cover the refusal)
-    modes = [m for m in failure_modes() if m.key != "one-qp-ecmp"] if mode is None else [mode]
+    modes = MISCONFIGS[:-1] if mode is None else [mode]
     sizes = [2**16, 2**26, 2**32]
     before = collective(base, op, "auto", sizes)
     for m in modes:

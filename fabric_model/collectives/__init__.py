@@ -34,6 +34,7 @@ from fabric_model.collectives.registry import (
     check_version,
     forced_models,
 )
+from fabric_model.collectives.tails import with_tails
 from fabric_model.errors import ScenarioError
 from fabric_model.scenario import NcclSpec, Scenario
 
@@ -54,6 +55,7 @@ __all__ = [
     "nccl_constants",
     "times_from_models",
     "unavailable_message",
+    "with_tails",
 ]
 
 
@@ -223,8 +225,7 @@ def times_from_models(
         # the ECMP seed range: the same latency, the bandwidth term at each seed's bandwidth
         band = []
         for seed_bw in m.busbw_range_Bps:
-            scale = seed_bw / m.busbw_Bps if m.busbw_Bps else 1.0
-            t_seed = lat + (t - lat) / scale if scale > 0 else math.inf
+            t_seed = _seed_time_us(m, t, lat, seed_bw)
             band.append(size / t_seed / 1e3 * factor if t_seed > 0 else 0.0)
         rows.append(
             CollectiveTime(
@@ -248,6 +249,9 @@ def times_from_models(
                 ceiling=m.ceiling,
                 ceiling_GBps=m.ceiling_Bps / 1e9,
                 transport_efficiency=1.0 / slow.get(id(m), 1.0),
+                seed_scales=m.seed_time_scales,
+                time_us_p50=t,
+                time_us_p99=t,
             )
         )
     return rows
@@ -274,6 +278,16 @@ def _candidates(
     return [(m, p) for m in pool for p in m.protocols]
 
 
+def _seed_time_us(m: AlgoModel, t: float, lat: float, seed_bw: float) -> float:
+    """Return a call's time at one ECMP seed's bus bandwidth, microseconds.
+
+    The same latency, the bandwidth term scaled by ``busbw / seed busbw`` (``inf`` for a seed
+    that delivers nothing).
+    """
+    scale = seed_bw / m.busbw_Bps if m.busbw_Bps else 1.0
+    return lat + (t - lat) / scale if scale > 0 else math.inf
+
+
 def collective(
     scenario: Scenario, op: str, algo: str, sizes: Sequence[int], catalog: Catalog | None = None
 ) -> list[CollectiveTime]:
@@ -286,4 +300,7 @@ def collective(
     models = algo_models(ctx, op, algo)
     if not models:
         raise AlgorithmUnavailableError(f"no algorithm can run {op} on this design")
-    return times_from_models(models, sizes, algo)
+    rows = times_from_models(models, sizes, algo)
+    if not scenario.tails.enabled:
+        return rows
+    return [with_tails(row, scenario.tails) for row in rows]

@@ -1,11 +1,12 @@
 """Failure modes and misconfigurations as scenario overrides (``assets/failure_modes.yaml``).
 
-Each :class:`FailureMode` is a label, the scenario keys that produce it, the setting an
-operator checks and its source. :func:`misconfigured` applies one to a design, or says it
-does not apply (the design refuses its keys, as InfiniBand refuses ``what_if.pfc``, or
-already has them). check-nccl names the mode whose modelled curve a log follows
-(``fabric_model.validate.compare``), acceptance lists the floors that catch each one, and
-the pages offer them.
+Each :class:`FailureMode` is a label, the scenario keys that produce it, its mechanism, the
+setting an operator checks and its source. :func:`misconfigured` applies one to a design, or
+says it does not apply (the design refuses its keys, as InfiniBand refuses ``what_if.pfc``,
+or already has them). check-nccl names the mode whose modelled curve a log follows
+(``fabric_model.validate.compare``) and acceptance lists the floors that catch each one: the
+modes with a ``check`` (:func:`checkable_modes`; a slow GPU has no network signature). The
+health view (``fabric_model.report.health``) ranks every mode by its cost to the step.
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ from fabric_model.plant.design import resolve_hardware
 from fabric_model.resources import asset, load_yaml
 from fabric_model.scenario import Scenario, apply_overrides, coerce_value
 
-__all__ = ["FAILURE_MODES_PATH", "FailureMode", "failure_modes", "misconfigured"]
+__all__ = [
+    "FAILURE_MODES_PATH",
+    "FailureMode",
+    "checkable_modes",
+    "failure_modes",
+    "misconfigured",
+]
 
 FAILURE_MODES_PATH = asset("failure_modes.yaml")
 
@@ -32,18 +39,22 @@ class FailureMode:
     Attributes
     ----------
     key, label : str
-        Its key in the file and a label for tables.
+        Its ``id`` in the file and a label for tables.
     overrides : Mapping[str, Any]
         Scenario keys and values that produce it (validated at load).
+    mechanism : str
+        What breaks and how it reaches the step.
     check : str
-        The NCCL, NIC or switch setting an operator checks (the diagnosis's advice).
+        The NCCL, NIC or switch setting an operator checks (the diagnosis's advice); empty
+        where none shows it on the network.
     source : str
-        Source keys of the file's ``sources``.
+        Where the mode and its size come from.
     """
 
     key: str
     label: str
     overrides: Mapping[str, Any]
+    mechanism: str
     check: str
     source: str
 
@@ -59,21 +70,28 @@ def failure_modes() -> tuple[FailureMode, ...]:
     """
     doc = load_yaml(FAILURE_MODES_PATH)
     out = []
-    for key, e in doc["failure_modes"].items():
-        for field in ("label", "overrides", "check", "source"):
+    for e in doc["modes"]:
+        key = str(e.get("id", ""))
+        for field in ("id", "label", "overrides", "mechanism", "source"):
             if not e.get(field):
                 raise FabricModelError(f"{FAILURE_MODES_PATH.name}: {key}.{field} is missing")
         overrides = {k: coerce_value(k, v) for k, v in dict(e["overrides"]).items()}
         out.append(
             FailureMode(
-                key=str(key),
+                key=key,
                 label=" ".join(str(e["label"]).split()),
                 overrides=overrides,
-                check=" ".join(str(e["check"]).split()),
-                source=str(e["source"]),
+                mechanism=" ".join(str(e["mechanism"]).split()),
+                check=" ".join(str(e.get("check", "")).split()),
+                source=" ".join(str(e["source"]).split()),
             )
         )
     return tuple(out)
+
+
+def checkable_modes() -> tuple[FailureMode, ...]:
+    """Return the modes with a ``check``: what check-nccl diagnoses and acceptance catches."""
+    return tuple(m for m in failure_modes() if m.check)
 
 
 def misconfigured(scenario: Scenario, mode: FailureMode) -> Scenario | None:

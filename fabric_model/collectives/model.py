@@ -122,6 +122,9 @@ class AlgoModel:
         over ECMP seeds).
     busbw_range_Bps : tuple[float, float]
         Lowest and highest over the ECMP seeds (equal when routing is deterministic).
+    busbw_seeds_Bps : tuple[float, ...]
+        The bus bandwidth at each ECMP seed the solver hashed (one entry, or empty, when
+        routing is deterministic): the draws a tail (``tails.ecmp_redraw``) samples from.
     intra_Bps, inter_Bps : float
         The NVLink-side and network-side bus bandwidths the minimum was taken over (inter is
         ``inf`` inside one NVLink domain).
@@ -189,6 +192,7 @@ class AlgoModel:
     incast: Any = field(default=None, repr=False)
     incast_port_bytes: float = 0.0
     stall_fraction: float = 0.0
+    busbw_seeds_Bps: tuple[float, ...] = ()
 
     @cached_property
     def ceiling(self) -> str:
@@ -206,6 +210,19 @@ class AlgoModel:
         scale x ``net_efficiency``), before protocol factors and latency.
         """
         return self.busbw_Bps
+
+    @cached_property
+    def seed_time_scales(self) -> tuple[float, ...]:
+        """Per ECMP seed, ``busbw / seed busbw``: the factor on a call's bandwidth term.
+
+        ``inf`` for a seed that delivers nothing; empty when routing is deterministic.
+        """
+        if len(self.busbw_seeds_Bps) <= 1:
+            return ()
+        return tuple(
+            (self.busbw_Bps / b if self.busbw_Bps else 1.0) if b > 0 else math.inf
+            for b in self.busbw_seeds_Bps
+        )
 
     @property
     def protocols(self) -> tuple[str, ...]:
@@ -320,6 +337,19 @@ class CollectiveTime:
     ceiling: str = ""
     ceiling_GBps: float = 0.0
     transport_efficiency: float = 1.0
+    #: per ECMP seed the solver hashed, the factor on the bandwidth term
+    #: (``AlgoModel.seed_time_scales``; empty when routing is deterministic)
+    seed_scales: tuple[float, ...] = ()
+    #: p50 and p99 over iterations (``tails.*``); the deterministic ``time_us`` when disabled
+    time_us_p50: float = math.nan
+    time_us_p99: float = math.nan
+
+    @property
+    def time_us_seeds(self) -> tuple[float, ...]:
+        """The time at each ECMP seed the solver hashed (``(time_us,)`` when deterministic)."""
+        if not self.seed_scales:
+            return (self.time_us,)
+        return tuple(self.latency_us + self.bandwidth_us * k for k in self.seed_scales)
 
     @property
     def regime(self) -> str:
@@ -345,6 +375,8 @@ class CollectiveTime:
             "algo": self.algo,
             "bytes": self.size_bytes,
             "time_us": self.time_us,
+            "time_us_p50": self.time_us if math.isnan(self.time_us_p50) else self.time_us_p50,
+            "time_us_p99": self.time_us if math.isnan(self.time_us_p99) else self.time_us_p99,
             "algbw_GBps": self.algbw_GBps,
             "busbw_GBps": self.busbw_GBps,
             "proto": self.proto,

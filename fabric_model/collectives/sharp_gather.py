@@ -66,6 +66,11 @@ def _refuse_where_nccl_does_not_run_it(ctx: FabricContext, op: str) -> int:
             f"(nccl.version = {s.nccl.version}; assets/nccl_versions.yaml, feature {feature})"
         )
     sw = ctx.hardware.switch
+    if ctx.topology.family == "ocs":
+        raise AlgorithmUnavailableError(
+            f"sharp {op} reduces in electrical switches; an optical circuit switch passes light "
+            "without reducing it. Use ring"
+        )
     if not getattr(sw, "sharp", False) or ctx.topology.tiers == 0:
         raise AlgorithmUnavailableError(
             f"sharp needs InfiniBand switches with SHARP; {sw.name} "

@@ -37,7 +37,7 @@ from typing import Any
 from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.design import Hardware, resolve_hardware, topology_request
-from fabric_model.plant.floorplan import FloorPlan, plan_site
+from fabric_model.plant.floorplan import FloorPlan, built_gpus, plan_site
 from fabric_model.plant.hybrid import single_fat_tree_scenario
 from fabric_model.plant.lines import (
     CATEGORIES,
@@ -49,6 +49,7 @@ from fabric_model.plant.lines import (
     is_cpo,
     link_lines,
     link_media,
+    ocs_bom_lines,
 )
 from fabric_model.plant.storage_mgmt import NetworkBill
 from fabric_model.scenario import CostSpec, Scenario
@@ -62,6 +63,7 @@ __all__ = [
     "LinkMedia",
     "VendorComparison",
     "bill_of_materials",
+    "built_gpus",
     "compare_vendors",
     "compare_with_fat_tree",
     "fabric_shape",
@@ -279,6 +281,19 @@ def fabric_shape(topo: Topology, hw: Hardware) -> dict[str, Any]:
     """
     k, gbps, p = hw.radix, topo.request.link_gbps, topo.params
     per_plane = topo.n_endpoints  # every NIC port has one link into each plane
+    if topo.family == "ocs":  # blocks on optical circuit switches (a pod's own leaf-spine)
+        pod = p["block"] == "pod"
+        return {
+            "switch": hw.switch.key if pod else "",
+            "switch_radix": k if pod else 0,
+            "pod_nics": int(p["block_gpus"]) * topo.request.nics_per_gpu if pod else 0,
+            "limit": (
+                f"ocs: {p['n_blocks_built']} blocks x {p['fibers_per_uplink']} port(s) per "
+                f"uplink on {p['ocs_ports']}-port OCS ({p['ocs_key']}): "
+                f"{p['ocs_uplinks_per_block']} uplink(s) of every block per OCS"
+            ),
+            "switch_choice": hw.switch_choice if pod else "",
+        }
     if not topo.tiers:
         return {
             "switch": "",
@@ -353,11 +368,13 @@ def bill_of_materials(
     topo = site.topology
     if topo.family == "hybrid":  # each partition on its vendor's parts (fabric_model.plant.hybrid)
         lines = hybrid_bom_lines(scenario, topo, hw, cat, own_vendor)
+    elif topo.family == "ocs":  # blocks, OCSes and their uplinks (fabric_model.plant.lines)
+        lines = ocs_bom_lines(scenario, topo, hw, cat, own_vendor)
     else:
         lines = _bom_lines(topo, hw, cat, scenario.costs, own_vendor)
     networks, floorplan = site.finish(lines, cat, scenario.costs)
     server = hw.server
-    n_servers = -(-scenario.cluster.n_gpus // server.gpus_per_server)
+    n_servers = -(-built_gpus(scenario, topo) // server.gpus_per_server)
     return BillOfMaterials(
         scenario_name=scenario.name,
         vendor=scenario.fabric.vendor,

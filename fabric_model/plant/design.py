@@ -24,6 +24,7 @@ from fabric_model.families import family_names
 from fabric_model.plant.host_path import check_host_path
 from fabric_model.plant.hybrid import check_hybrid, partition_scenario
 from fabric_model.scenario import Scenario
+from fabric_model.scenario.ocs import ocs_plan_key
 from fabric_model.topology import (
     PLANE_FAMILIES,
     Topology,
@@ -31,6 +32,7 @@ from fabric_model.topology import (
     build_topology_from_request,
 )
 from fabric_model.topology.hybrid import HybridRequest
+from fabric_model.topology.ocs import OCS_DATA, OcsRequest
 from fabric_model.transports import Transport, flap_stall_s, transports
 
 __all__ = [
@@ -39,6 +41,8 @@ __all__ = [
     "build_topology",
     "hybrid_request",
     "job_scenario",
+    "ocs_channel",
+    "ocs_request",
     "resolve_hardware",
     "topology_request",
 ]
@@ -152,7 +156,9 @@ def resolve_hardware(scenario: Scenario, catalog: Catalog | None = None) -> Hard
                 f"{nic.name} runs at {', '.join(map(str, nic.speeds_gbps))} Gb/s, "
                 f"not {f.link_gbps}",
             )
-    if f.switch == "auto" and f.topology not in SWITCHLESS:
+    # an OCS fabric of NVLink domains or cubes has no electrical switch to choose
+    electrical = f.topology != "ocs" or scenario.ocs.block == "pod"
+    if f.switch == "auto" and f.topology not in SWITCHLESS and electrical:
         switch, choice = _choose_switch(scenario, cat, vendor, switch, nic, gpu)
     optics = _optics(scenario, cat, vendor, switch)
     if f.planes == 1:
@@ -285,6 +291,12 @@ def _optics(scenario: Scenario, cat: Catalog, vendor: Vendor, switch: Switch) ->
         ``pluggable`` for one sold only with CPO.
     """
     f = scenario.fabric
+    if f.topology == "ocs" and f.optics == "cpo":
+        raise InfeasibleDesignError(
+            "fabric.optics",
+            "cpo: an OCS fabric's block uplinks take pluggable duplex or circulator optics "
+            "(the light crosses the OCS); allowed: auto, pluggable",
+        )
     if f.topology in SWITCHLESS:
         if f.optics == "cpo":
             raise InfeasibleDesignError(
@@ -392,6 +404,8 @@ def _choose_switch(
         scenario.storage,
         scenario.management,
         scenario.hybrid,
+        scenario.ocs,
+        ocs_plan_key(scenario),
     )
     if cat is load_catalog() and key in _CHOICE_CACHE:
         chosen, note = _CHOICE_CACHE[key]
@@ -549,6 +563,8 @@ def topology_request(scenario: Scenario, hardware: Hardware) -> TopologyRequest:
     )
     if f.topology == "hybrid":  # two partitions and a shared tier (fabric_model.plant.hybrid)
         return hybrid_request(scenario, hardware, req)
+    if f.topology == "ocs":  # blocks, optical circuit switches and circuits
+        return ocs_request(scenario, hardware, req)
     return req
 
 
@@ -597,6 +613,133 @@ def hybrid_request(scenario: Scenario, hardware: Hardware, base: TopologyRequest
         core_radix=hardware.radix,
         core_switch_key=hardware.switch.key,
         shared_oversubscription=float(scenario.hybrid.shared_oversubscription),
+    )
+
+
+@dataclass(frozen=True)
+class OcsChannel:
+    """The optical channel of one circuit: what it loses and the transceiver that closes it.
+
+    Attributes
+    ----------
+    length_m
+        Fiber from one block through the OCS to the other (two runs), m.
+    loss_db
+        The OCS's insertion loss, the fiber's attenuation and the patch connections, dB.
+    text
+        How ``loss_db`` is made up, in words.
+    optic
+        The transceiver at each block end (:meth:`Catalog.ocs_optic_for`).
+    side
+        ``"nic"`` (NVLink-domain and cube blocks) or ``"switch"`` (a pod's uplinks).
+    """
+
+    length_m: float
+    loss_db: float
+    text: str
+    optic: Any
+    side: str
+
+
+def ocs_channel(
+    scenario: Scenario,
+    hardware: Hardware,
+    run_m: float,
+    catalog: Catalog | None = None,
+    *,
+    optic_key: str = "",
+) -> OcsChannel:
+    """Return the channel of a circuit whose two block-to-OCS runs are ``run_m`` each.
+
+    ``loss = OCS insertion loss + 2 run x fiber dB/km + patch connections x connector dB``
+    (``assets/ocs.yaml``); the transceiver is the cheapest whose channel budget covers it,
+    counting the OCS ports its fibers take, or ``optic_key`` checked against it.
+
+    Raises
+    ------
+    InfeasibleDesignError
+        On ``ocs.switch`` when no transceiver's budget closes through the OCS (or
+        ``optic_key``'s does not), on ``fabric.link_gbps`` when none runs the speed through
+        an OCS, on ``fabric.direct_link_m`` when the run is beyond its reach.
+    """
+    cat = catalog or load_catalog()
+    sw = cat.ocs_switch(scenario.ocs.switch)
+    budget = OCS_DATA["link_budget"]
+    per_km = float(budget["fiber_db_per_km"]["value"])
+    n_conn = int(budget["patch_connections"]["value"])
+    conn_db = float(budget["connector_db"]["value"])
+    length = 2.0 * run_m
+    loss = sw.insertion_loss_db + per_km * length / 1000.0 + n_conn * conn_db
+    text = (
+        f" ({sw.key} {sw.insertion_loss_db:g} dB + {length:g} m of fiber at {per_km:g} dB/km "
+        f"+ {n_conn} patch connections at {conn_db:g} dB)"
+    )
+    pod = scenario.ocs.block == "pod"
+    side = "switch" if pod else "nic"
+    if optic_key:
+        fixed = cat.optic(optic_key)
+        if fixed.reach_m < length:
+            raise InfeasibleDesignError(
+                "fabric.direct_link_m",
+                f"{fixed.key} reaches {fixed.reach_m:g} m; a circuit here runs {length:g} m",
+            )
+        if float(fixed.channel_loss_db or 0.0) < loss - 1e-9:
+            raise InfeasibleDesignError(
+                "ocs.switch",
+                f"the link budget does not close: the channel through the OCS loses "
+                f"{loss:.2f} dB{text}, and {fixed.key} allows {fixed.channel_loss_db:g} dB",
+            )
+        return OcsChannel(length, loss, text, fixed, side)
+    optic = cat.ocs_optic_for(
+        side,
+        scenario.fabric.link_gbps,
+        length,
+        loss,
+        cage_gbps=hardware.switch.cage_gbps if pod else None,
+        protocol=hardware.vendor.protocol,
+        port_usd=sw.port_price_usd,
+        loss_text=text,
+    )
+    return OcsChannel(length, loss, text, optic, side)
+
+
+def ocs_request(scenario: Scenario, hardware: Hardware, base: TopologyRequest) -> OcsRequest:
+    """Return the :class:`OcsRequest` of an OCS scenario (``base``: the cluster's request).
+
+    The uplinks' transceiver is chosen for a circuit of two ``fabric.direct_link_m`` runs
+    (the bill re-checks it at the floor plan's length); its fibers are the OCS ports an
+    uplink takes.
+
+    Raises
+    ------
+    InfeasibleDesignError
+        On ``ocs.switch`` or ``fabric.link_gbps`` (:func:`ocs_channel`).
+    """
+    if scenario.fabric.planes > 1:
+        raise InfeasibleDesignError(
+            "fabric.planes", "an OCS fabric is built in one plane; allowed: 1"
+        )
+    o, pl = scenario.ocs, scenario.parallel
+    sw = load_catalog().ocs_switch(o.switch)
+    channel = ocs_channel(scenario, hardware, float(scenario.fabric.direct_link_m))
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(TopologyRequest)}
+    return OcsRequest(
+        **fields,
+        block=o.block,
+        block_gpus=0 if o.block_gpus == "auto" else int(o.block_gpus),
+        ocs_ports=sw.n_ports,
+        ocs_key=sw.key,
+        fibers_per_uplink=channel.optic.fibers_per_link(scenario.fabric.link_gbps),
+        optic_key=channel.optic.key,
+        circuits=o.circuits,
+        reconfigure=o.reconfigure,
+        spare_blocks=o.spare_blocks,
+        failed_blocks=o.failed_blocks,
+        job_tp=pl.tp,
+        job_cp=pl.cp,
+        job_ep=pl.ep,
+        job_pp=pl.pp,
+        ocs_rack_units=sw.rack_units,
     )
 
 

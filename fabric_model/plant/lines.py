@@ -17,7 +17,7 @@ from typing import Any
 
 from fabric_model.catalog import Cable, Catalog, Optic
 from fabric_model.errors import InfeasibleDesignError
-from fabric_model.plant.design import Hardware, resolve_hardware
+from fabric_model.plant.design import Hardware, ocs_channel, resolve_hardware
 from fabric_model.plant.hybrid import partition_scenario, partition_view
 from fabric_model.scenario import CostSpec, Scenario
 from fabric_model.topology import LinkClass, Topology
@@ -32,6 +32,7 @@ __all__ = [
     "is_cpo",
     "link_lines",
     "link_media",
+    "ocs_bom_lines",
 ]
 
 #: Capex/power categories, in display order.
@@ -351,5 +352,124 @@ def hybrid_bom_lines(
         line
         for line in _bom_lines(shared, hardware, catalog, scenario.costs, own_vendor)
         if line.quantity
+    )
+    return lines
+
+
+def ocs_bom_lines(
+    scenario: Scenario,
+    topo: Topology,
+    hardware: Hardware,
+    catalog: Catalog,
+    own_vendor: bool,
+) -> list[BomLine]:
+    """Bill lines of an OCS fabric: every built block's parts, the OCSes and the uplinks.
+
+    A pod's leaves and spines take the vendor's switch; the OCSes their catalog entry
+    (``ocs.switch``); every built block (spares included) its NICs and internal links
+    (:func:`link_lines`: a pod's NIC-leaf and leaf-spine cables, a cube's copper mesh). Each
+    uplink is one fiber run to an OCS port with one transceiver at the block end (NIC side
+    for NVLink domains and cubes; switch side, by the twin-port rule, on a pod's spines or
+    leaf) and none at the OCS, which is passive. The transceiver's budget is checked again at
+    the floor plan's run length (:func:`~fabric_model.plant.design.ocs_channel`).
+
+    Raises
+    ------
+    InfeasibleDesignError
+        On ``ocs.switch`` when the budget does not close at the laid-out length.
+    """
+    costs = scenario.costs
+    p = topo.params
+    ocs = catalog.ocs_switch(str(p["ocs_key"]))
+    sw, nic = hardware.switch, hardware.nic
+    switch_price = _price(costs.switch_usd if own_vendor else None, sw.price_usd)
+    lines: list[BomLine] = []
+    for tier, count in topo.switches_by_tier.items():
+        if not count:
+            continue
+        if tier == "ocs":
+            lines.append(
+                BomLine(
+                    "switches",
+                    ocs.name,
+                    ocs.key,
+                    "ocs",
+                    count,
+                    ocs.price_usd,
+                    ocs.power_w,
+                    catalog.source_note("ocs", ocs.key, "price_usd"),
+                )
+            )
+            continue
+        lines.append(
+            BomLine(
+                "switches",
+                sw.name,
+                sw.key,
+                f"pod {tier}",
+                count,
+                switch_price,
+                sw.power_w,
+                catalog.source_note("switches", sw.key, "price_usd"),
+            )
+        )
+    built_gpus = int(p["n_blocks_built"]) * int(p["block_gpus"])
+    lines.append(
+        BomLine(
+            "nics",
+            nic.name,
+            nic.key,
+            "servers",
+            built_gpus * topo.request.nics_per_gpu,
+            _price(costs.nic_usd if own_vendor else None, nic.price_usd),
+            nic.power_w,
+            catalog.source_note("nics", nic.key, "price_usd"),
+        )
+    )
+    inner = [lc for lc in topo.links if lc.name != "block-ocs"]
+    up = next(lc for lc in topo.links if lc.name == "block-ocs")
+    lines.extend(
+        link_lines(dataclasses.replace(topo, links=tuple(inner)), hardware, catalog, costs)
+    )
+    channel = ocs_channel(
+        scenario, hardware, float(up.length_m), catalog, optic_key=str(p["optic_key"])
+    )
+    optic = channel.optic
+    fiber = catalog.fiber
+    lines.append(
+        BomLine(
+            "cables",
+            fiber.name,
+            fiber.key,
+            up.name,
+            up.n_links,
+            _price(costs.fiber_usd, fiber.price_usd),
+            fiber.power_w,
+            catalog.source_note("cables", fiber.key, "price_usd"),
+        )
+    )
+    if channel.side == "nic":
+        n_modules, where = up.n_nic_ends, f"{up.name} (NIC side)"
+        price = _price(costs.optic_nic_usd, optic.price_usd)
+    else:
+        per = optic.ports_per_module(up.link_gbps)
+        n_modules = sum(
+            g.n_switches * math.ceil(g.ports_per_switch / per)
+            for g in up.port_groups
+            if g.tier != "ocs"
+        )
+        where = f"{up.name} ({up.ends[0]} side)"
+        price = _price(costs.optic_switch_usd, optic.price_usd)
+    lines.append(
+        BomLine(
+            "optics",
+            optic.name,
+            optic.key,
+            where,
+            n_modules,
+            price,
+            optic.power_w,
+            catalog.source_note("optics", optic.key, "price_usd"),
+        )
     )
     return lines

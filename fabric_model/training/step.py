@@ -56,11 +56,15 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fabric_model.caching import Lru, Reads
 from fabric_model.catalog import Catalog, Gpu, Server, load_catalog
+from fabric_model.collectives.context import ECMP_SEEDS
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.design import job_scenario
-from fabric_model.scenario import Scenario, apply_overrides
+from fabric_model.scenario import SECTIONS, Scenario, apply_overrides
+from fabric_model.scenario.ocs import reconfig_ms, reduction_scenario
 from fabric_model.scenario.shapes import ShapeCounts, shape_counts
+from fabric_model.topology.ocs import OCS_DATA
 from fabric_model.training.constants import training_constant
 from fabric_model.training.fabric import CommTime, DimensionFabric
 from fabric_model.training.gemm import linear_utilisation, precision_speedups
@@ -81,6 +85,7 @@ from fabric_model.training.schedules import (
     resolve_schedule,
     schedule_problems,
 )
+from fabric_model.training.tails import step_quantiles_s
 
 __all__ = [
     "DIMS",
@@ -200,6 +205,10 @@ class StepResult:
     step_time_s: float = math.nan
     compute_s: float = math.nan
     imbalance_s: float = 0.0
+    #: p50 and p99 over iterations (``tails.*``: stragglers, jitter, ECMP draws); both
+    #: ``step_time_s`` with ``tails.enabled = false``
+    step_time_p50_s: float = math.nan
+    step_time_p99_s: float = math.nan
     bubble_s: float = math.nan
     exposed_comm_s: float = math.nan
     comm_s: dict[str, float] = field(default_factory=dict)
@@ -223,6 +232,8 @@ class StepResult:
     stall_s: float = 0.0
     scale_out_dims: tuple[str, ...] = ()
     precision: str = "bf16"
+    #: OCS reconfiguration per step (``ocs.reconfigure = phase``), in ``exposed_s["dp"]``.
+    ocs_reconfig_s: float = 0.0
     #: The MoE router, permutation and small kernels (inside ``compute_s``; :mod:`.moe`).
     moe_overhead_s: float = 0.0
     #: Where offloaded activations go (``training.offload_target``) and the path's rate per
@@ -292,12 +303,15 @@ class StepResult:
             "feasible": self.feasible,
             "reason": self.reason,
             "step_time_s": self.step_time_s,
+            "step_time_p50_s": self.step_time_p50_s,
+            "step_time_p99_s": self.step_time_p99_s,
             "compute_s": self.compute_s,
             "imbalance_s": self.imbalance_s,
             "bubble_s": self.bubble_s,
             "offload_s": self.offload_s,
             "optimizer_s": self.optimizer_s,
             "stall_s": self.stall_s,
+            "ocs_reconfig_s": self.ocs_reconfig_s,
             "moe_overhead_s": self.moe_overhead_s,
             "offload_via": self.offload_via,
             "offload_GBps": self.offload_GBps,
@@ -868,14 +882,20 @@ def memory_fixes(scenario: Scenario) -> list[tuple[str, Any, StepResult]]:
 
 
 def training_step(
-    scenario: Scenario, catalog: Catalog | None = None, *, suggest: bool = False
+    scenario: Scenario,
+    catalog: Catalog | None = None,
+    *,
+    suggest: bool = False,
+    ecmp_seed: int | None = None,
 ) -> StepResult:
     """Model one optimizer step of ``scenario`` (see the module docstring).
 
     Never raises for an infeasible plan: the result says why, and with ``suggest`` a plan
     that does not fit in memory also names the fastest single change that makes it fit
     (:func:`memory_fixes`). Raises :class:`~fabric_model.errors.FabricModelError` for a
-    design that cannot be built at all.
+    design that cannot be built at all. With ``ecmp_seed`` every collective is timed at that
+    one of the solver's ECMP hash seeds instead of their expectation (the tails' draws, see
+    :mod:`fabric_model.training.tails`).
     """
     s = scenario
     if s.fabric.topology == "hybrid":  # the job runs where hybrid.job puts it
@@ -964,8 +984,12 @@ def training_step(
     split = plan.tp * plan.cp
 
     # ---- communication ------------------------------------------------------------------
-    fab = DimensionFabric(s, plan.layout)
-    efab = DimensionFabric(s, plan.expert_layout) if plan.folded else fab  # EP, expert grads
+    fab = DimensionFabric(s, plan.layout, ecmp_seed)
+    # EP, expert grads
+    efab = DimensionFabric(s, plan.expert_layout, ecmp_seed) if plan.folded else fab
+    # the gradient reduction's fabric: an OCS that reconfigures per phase reduces on ring
+    # circuits, paying ocs.reconfig_ms at each switch (_ocs_phases)
+    rfab, refab, reconfig_s, phase_note = _ocs_phases(s, plan, fab, efab, ecmp_seed)
     comm: dict[str, float] = {}
     exposed: dict[str, float] = {}
     detail: dict[str, str] = {}
@@ -1046,7 +1070,7 @@ def training_step(
     for dim, params, group in (("dp", p_dense, dp_group), ("edp", p_expert, edp_group)):
         if params <= 0 or group <= 1:
             continue
-        fab_d = efab if dim == "edp" else fab
+        fab_d = refab if dim == "edp" else rfab
         if plan.zero_stage == 0:
             allr = _buckets(fab_d, dim, "allreduce", params, group, g_b, plan.vpp)
             dp_total += allr.total_s
@@ -1090,6 +1114,13 @@ def training_step(
                 "per micro-batch 2 all-gathers + reduce-scatter: "
                 + _describe(red.call, 1, params * g_b)
             )
+    if dp_total > 0 and reconfig_s > 0:
+        # the ring circuits are up only after the backward's last cross-block transfer and
+        # go before the next forward: nothing of the reduction hides, and the two
+        # reconfigurations add their time
+        dp_total += reconfig_s
+        dp_exposed = dp_total
+        dp_detail.append(phase_note)
     if dp_total > 0:
         comm["dp"], exposed["dp"] = dp_total, dp_exposed
         detail["dp"] = "; ".join(dp_detail)
@@ -1116,12 +1147,24 @@ def training_step(
     tokens = float(plan.sequences_per_step * seq)  # the batch computed (warned when rounded)
     flops = counts.model_flops_per_token(seq) * tokens
     mfu = flops / (n * gpu.bf16_dense_tflops * 1e12 * step)
+    p50 = p99 = step
+    if s.tails.enabled and ecmp_seed is None:
+        per_seed = _exposed_per_seed(s, cat, fab, exposed)
+        p50, p99 = step_quantiles_s(
+            step,
+            compute + imbalance,
+            n,
+            tuple((exposed[d], per_seed.get(d, ())) for d in sorted(exposed)),
+            s.tails,
+        )
     return StepResult(
         n_gpus=n,
         feasible=True,
         problems=(),
         plan=plan,
         step_time_s=step,
+        step_time_p50_s=p50,
+        step_time_p99_s=p99,
         compute_s=compute,
         imbalance_s=imbalance,
         bubble_s=bubble,
@@ -1141,10 +1184,85 @@ def training_step(
         offload_s=offload,
         optimizer_s=optimizer,
         stall_s=stall,
+        ocs_reconfig_s=reconfig_s if dp_total > 0 else 0.0,
         moe_overhead_s=ct.moe_overhead_s,
         offload_via=f"{path.target}: {path.via}" if path else "",
         offload_GBps=path.GBps if path else 0.0,
     )
+
+
+#: What the step's exposed time per ECMP seed reads: every section but ``tails`` (the
+#: deterministic step's inputs; the tails only say whether to draw, checked before).
+SEED_READS = Reads("exposed per ECMP seed", tuple(k for k in SECTIONS if k != "tails"))
+_SEED_EXPOSED = Lru(64, "training.step._SEED_EXPOSED", key=f"SEED_READS {SEED_READS.names}")
+
+
+def _exposed_per_seed(
+    s: Scenario, cat: Catalog, fab: DimensionFabric, exposed: dict[str, float]
+) -> dict[str, tuple[float, ...]]:
+    """Each dimension's exposed time at each ECMP seed the solver hashes ({} when none).
+
+    Static ECMP hashing is the one policy the solver draws several hashes for
+    (:data:`~fabric_model.collectives.context.ECMP_SEEDS`); the step is timed again at each.
+    """
+    if not s.tails.ecmp_redraw or fab.base.policy != "ecmp":
+        return {}
+
+    def make() -> dict[str, tuple[float, ...]]:
+        runs = [training_step(s, cat, ecmp_seed=k).exposed_s for k in range(ECMP_SEEDS)]
+        return {d: tuple(r.get(d, 0.0) for r in runs) for d in exposed}
+
+    return _SEED_EXPOSED.get(SEED_READS.key(s), make)
+
+
+def _ocs_phases(
+    s: Scenario,
+    plan: Plan,
+    fab: DimensionFabric,
+    efab: DimensionFabric,
+    ecmp_seed: int | None = None,
+) -> tuple[DimensionFabric, DimensionFabric, float, str]:
+    """Return the reduction's fabrics, its reconfiguration time per step and a note.
+
+    ``ocs.reconfigure = phase`` on an OCS fabric: the forward and backward (expert
+    all-to-all, pipeline sends, any TP or CP group that leaves a block) run on
+    ``ocs.circuits`` and the data-parallel reduction on ring circuits
+    (:func:`~fabric_model.scenario.ocs.reduction_scenario`). When both need circuits
+    between blocks and the two sets differ, each step switches twice (to the ring before
+    the reduction, back before the next forward: ``assets/ocs.yaml``
+    ``switches_per_step``), ``2 x ocs.reconfig_ms``; when only one of them crosses blocks,
+    its circuits stay up (0 s). Every other scenario reduces on ``fab`` and ``efab``.
+    """
+    red = reduction_scenario(s)
+    if red is s:
+        return fab, efab, 0.0, ""
+    rfab = DimensionFabric(red, plan.layout, ecmp_seed)
+    refab = DimensionFabric(red, plan.expert_layout, ecmp_seed) if plan.folded else rfab
+    block = int(fab.base.topology.params["block_gpus"])
+
+    def crosses(layout: Layout, dim: str) -> bool:
+        if layout.size(dim) <= 1:
+            return False
+        ranks = layout.offsets(dim)[:, None] + layout.members(dim)[None, :]
+        blocks = ranks // block
+        return bool((blocks.min(axis=1) != blocks.max(axis=1)).any())
+
+    forward = any(crosses(plan.layout, d) for d in ("tp", "cp", "pp")) or crosses(
+        plan.expert_layout, "ep"
+    )
+    reduce = crosses(plan.layout, "dp") or (plan.ep > 1 and crosses(plan.expert_layout, "edp"))
+    if not reduce:  # the reduction stays inside blocks: the forward's circuits stay up
+        return fab, efab, 0.0, ""
+    if not forward:  # nothing but the reduction leaves a block: the ring stays up
+        return rfab, refab, 0.0, ""
+    switches = int(OCS_DATA["reconfiguration"]["switches_per_step"]["value"])
+    ms = reconfig_ms(s)
+    note = (
+        f"per phase: {s.ocs.circuits} circuits for the forward and backward, ring circuits for "
+        f"the reduction, {switches} reconfigurations of {ms:g} ms per step (the reduction "
+        f"cannot overlap the backward)"
+    )
+    return rfab, refab, switches * ms / 1000.0, note
 
 
 def _crosses_domains(fab: DimensionFabric, dim: str, plan: Plan) -> bool:

@@ -140,7 +140,9 @@ class SweepPoint:
 #: (``facility``), the storage and management networks it adds, each section whole. Not the
 #: model or the plan: re-sweeping another model costs no bill of materials.
 PRICE_READS = Reads(
-    "network price", (*FABRIC_READS.names, "costs", "facility", "storage", "management")
+    "network price",
+    (*FABRIC_READS.names, "costs", "facility", "storage", "management"),
+    derived=FABRIC_READS.derived,
 )
 #: Network capex per :data:`PRICE_READS` (least recently used out past ``_CAPEX_SIZE``).
 _CAPEX_SIZE = 512

@@ -29,7 +29,7 @@ from fabric_model.collectives import (
     nccl_constants,
     times_from_models,
 )
-from fabric_model.collectives.failure_modes import failure_modes, misconfigured
+from fabric_model.collectives.failure_modes import checkable_modes, misconfigured
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.design import build_topology
 from fabric_model.scenario import Scenario, apply_overrides
@@ -290,7 +290,7 @@ def _catches(scenario: Scenario, rows: list[AcceptanceRow]) -> tuple[FailureCatc
     for r in rows:
         by_scope.setdefault((r.scope, r.n_gpus, r.op), []).append(r)
     out = []
-    for mode in failure_modes():
+    for mode in checkable_modes():
         bad = misconfigured(scenario, mode)
         if bad is None:
             continue

@@ -22,7 +22,7 @@ from fabric_model.collectives import (
     algo_models,
     times_from_models,
 )
-from fabric_model.collectives.failure_modes import FailureMode, failure_modes, misconfigured
+from fabric_model.collectives.failure_modes import FailureMode, checkable_modes, misconfigured
 from fabric_model.collectives.versions import VERSIONS, version_key
 from fabric_model.errors import FabricModelError
 from fabric_model.scenario import Scenario, apply_overrides
@@ -291,7 +291,7 @@ def _failure_curves(
     refuses or already has, or under which ``op`` cannot run, is left out.
     """
     out = {}
-    for mode in failure_modes():
+    for mode in checkable_modes():
         s = misconfigured(scenario, mode)
         if s is None:
             continue
