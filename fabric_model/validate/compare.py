@@ -224,8 +224,14 @@ def _advice(
     alternatives: dict[str, list[CollectiveTime]],
     measured_us: list[float],
     tol: float,
+    diagnosed: str | None = None,
 ) -> tuple[str, ...]:
-    """Say which algorithm the bandwidth-bound sizes follow, when it is not NCCL's choice."""
+    """Say which algorithm the bandwidth-bound sizes follow, when it is not NCCL's choice.
+
+    ``diagnosed`` is the label of the misconfiguration :func:`_diagnose` found: the gap is
+    then put down to it rather than to the healthy model's limit (which more channels would
+    not lift on a misconfigured cluster).
+    """
     idx = [i for i, r in enumerate(rows) if r.regime == "bandwidth-bound"] or list(range(len(rows)))
     auto_ratio = statistics.median([rows[i].ratio for i in idx])
     picked = sorted({rows[i].model_algo.split("/")[0] for i in idx})
@@ -264,6 +270,13 @@ def _advice(
             f"the bandwidth-bound sizes match a run with {setting} (measured / model "
             f"{best_ratio:.2f}) better than NCCL's own choice here, {chosen} "
             f"({auto_ratio:.2f}): the job probably ran with {setting}{also}"
+        )
+    elif abs(auto_ratio - 1) > tol and diagnosed:
+        advice.append(
+            f"{'above' if auto_ratio > 1 else 'below'} the model by {abs(auto_ratio - 1):.0%} "
+            f"at the bandwidth-bound sizes, and no NCCL setting explains it (closest: "
+            f"{nccl_setting(best, op) or best} at {best_ratio:.2f}); a misconfiguration does: "
+            f"{diagnosed} (diagnosis below)"
         )
     elif abs(auto_ratio - 1) > tol:
         bottleneck = rows[idx[len(idx) // 2]].bottleneck
@@ -316,7 +329,11 @@ def _diagnose(
     model / measured time. A mode is named when the healthy model misses the log by more
     than the tolerance, the mode lands within it, closer than the healthy model and than
     every NCCL setting (an ``NCCL_ALGO`` or ``NCCL_PROTO`` run explains it otherwise: the
-    advice says so). Other modes within the band are named as also consistent.
+    advice says so), and its curve has the log's shape: the largest departure of a size's
+    ratio from the median (in log terms) is no larger than the healthy model's, give or take
+    a third of the tolerance for noise. A log uniformly at half the healthy model is a slow
+    cluster, not GPUDirect RDMA off, whose flat host-staged ceiling bends the curve at the
+    middle sizes. Other modes within the band are named as also consistent.
     """
     if not failures:
         return (), ""
@@ -328,7 +345,18 @@ def _diagnose(
     def fit(curve: list[CollectiveTime]) -> float:
         return statistics.median([curve[i].time_us / measured_us[i] for i in idx])
 
-    fits = {k: fit(curve) for k, (_, curve) in failures.items()}
+    def shape(ratios: list[float]) -> float:
+        mid = math.log(statistics.median(ratios))
+        return max(abs(math.log(r) - mid) for r in ratios)
+
+    slack = shape([rows[i].ratio for i in idx]) + tol / 3
+    fits = {
+        k: fit(curve)
+        for k, (_, curve) in failures.items()
+        if shape([curve[i].time_us / measured_us[i] for i in idx]) <= slack
+    }
+    if not fits:
+        return (), ""
     best = min(fits, key=lambda k: abs(math.log(fits[k])))
     ratio = fits[best]
     settings = [abs(math.log(fit(c))) for c in alternatives.values()]
@@ -484,8 +512,9 @@ def compare_log(
             )
         )
     measured = [r.measured_time_us for r in out]
-    advice = _advice(out, alternatives, measured, tolerance)
     diagnosis, key = _diagnose(out, failures, alternatives, measured, tolerance)
+    label = failures[key][0].label if key else None
+    advice = _advice(out, alternatives, measured, tolerance, label)
     return LogComparison(
         log.op,
         scenario.cluster.n_gpus,
