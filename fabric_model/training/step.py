@@ -227,6 +227,11 @@ class StepResult:
     offload_s: float = 0.0
     #: The optimizer step (memory-bound, exposed; with ``training.dp_overlap = auto``).
     optimizer_s: float = 0.0
+    #: Time a flapping NIC link stalls the rest of the step (``what_if.
+    #: flapping_link_period_s``): every rank waits while the link retrains and the QPs
+    #: time out, ``(step - exposed network) x f / (1 - f)`` for a stall share ``f`` (the
+    #: network collectives already take ``1 / (1 - f)`` as long).
+    stall_s: float = 0.0
     scale_out_dims: tuple[str, ...] = ()
     precision: str = "bf16"
     #: OCS reconfiguration per step (``ocs.reconfigure = phase``), in ``exposed_s["dp"]``.
@@ -307,6 +312,7 @@ class StepResult:
             "bubble_s": self.bubble_s,
             "offload_s": self.offload_s,
             "optimizer_s": self.optimizer_s,
+            "stall_s": self.stall_s,
             "ocs_reconfig_s": self.ocs_reconfig_s,
             "moe_overhead_s": self.moe_overhead_s,
             "offload_via": self.offload_via,
@@ -1172,6 +1178,13 @@ def _training_step(
     )
     exposed_total = sum(exposed.values())
     step = compute + imbalance + bubble + offload + optimizer + exposed_total
+    # a flapping link stalls every rank: the network collectives already stretch by
+    # 1 / (1 - f); the rest of the step waits as long in proportion
+    base = fab.base
+    f = base.stall_fraction if scale_out else 0.0
+    stall = (step - sum(exposed[d] for d in scale_out)) * f / (1.0 - f)
+    step += stall
+    warnings += [n.removeprefix("misconfiguration: ") for n in base.notes() if "misconfig" in n]
     tokens = float(plan.sequences_per_step * seq)  # the batch computed (warned when rounded)
     flops = counts.model_flops_per_token(seq) * tokens
     mfu = flops / (n * gpu.bf16_dense_tflops * 1e12 * step)
@@ -1211,6 +1224,7 @@ def _training_step(
         precision=tr.precision,
         offload_s=offload,
         optimizer_s=optimizer,
+        stall_s=stall,
         ocs_reconfig_s=reconfig_s if dp_total > 0 else 0.0,
         moe_overhead_s=ct.moe_overhead_s,
         offload_via=f"{path.target}: {path.via}" if path else "",
