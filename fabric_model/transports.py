@@ -4,7 +4,7 @@
 DCQCN, Spectrum-X, UEC, lossy spraying): each vendor of the catalog names one, and
 ``fabric.transport`` overrides it. ``assets/misconfigurations.yaml`` holds the per-packet
 headers (``what_if.mtu``), the host-memory figures of host staging (``what_if.gdr``) and the
-link-retrain and retransmission timers (``what_if.flapping_link_period_s``), each with its
+link-retrain and retransmission timers (``what_if.flapping_link``), each with its
 source. This module sits below every model package (as ``families`` and ``presets`` do):
 the scenario lists its keys, the plant checks a design against it, the collectives model
 incasts with its parameters (:mod:`fabric_model.collectives.transport`).

@@ -192,7 +192,7 @@ def test_mtu_flapping_and_channels_by_hand() -> None:
     stall, _, budget = flap_stall_s()  # 4.096 us x 2^20 = 4.29 s; 7 retries
     assert stall == pytest.approx(4.096e-6 * 2**20) and budget == pytest.approx(7 * stall)
     base = collective(s16(), "allreduce", "ring", [2**30])[0]
-    flap = collective(s16(**{"what_if.flapping_link_period_s": 100}), "allreduce", "ring", [2**30])
+    flap = collective(s16(**{"what_if.flapping_link": 100}), "allreduce", "ring", [2**30])
     assert flap[0].time_us == pytest.approx(base.time_us / (1 - stall / 100), rel=1e-9)
     few = FabricContext.from_scenario(s16(**{"nccl.max_channels": 4}))
     assert few.nics_used_per_domain == 2  # two channels per NIC
@@ -206,7 +206,7 @@ MISCONFIG_KEYS = {
     "what_if.mtu",
     "what_if.nic_affinity",
     "what_if.acs",
-    "what_if.flapping_link_period_s",
+    "what_if.flapping_link",
     "nccl.max_channels",
 }
 MISCONFIGS = [m for m in failure_modes() if set(m.overrides) <= MISCONFIG_KEYS] + [None]
@@ -250,7 +250,10 @@ def test_a_misconfiguration_never_raises_the_busbw(
             continue  # the design refuses this mode (PFC on InfiniBand) or already has it
         after = collective(bad, op, "auto", sizes)
         for b, a in zip(before, after, strict=True):
-            assert a.busbw_GBps <= b.busbw_GBps * (1 + 1e-9), (m.key, b.size_bytes)  # type: ignore[union-attr]
+            # NCCL's tuner may switch algorithm under a misconfiguration (fewer channels drop
+            # its ring estimate below NVLS-Tree's, which the channel cap does not touch), so
+            # the delivered time is held to the healthy fabric's fastest candidate
+            assert a.time_us >= b.fastest_time_us * (1 - 1e-9), (m.key, b.size_bytes)  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
@@ -259,7 +262,7 @@ def test_a_misconfiguration_never_raises_the_busbw(
         ("what_if.pfc=off", "InfiniBand has no PFC"),
         ("what_if.mtu=9000", "what_if.mtu"),
         ("nccl.max_channels=0", "nccl.max_channels"),
-        ("what_if.flapping_link_period_s=3", "leaves no progress"),
+        ("what_if.flapping_link=3", "leaves no progress"),
         ("fabric.transport=uec", "fabric.transport"),
     ],
 )

@@ -189,7 +189,7 @@ def test_whatif_url_helpers_round_trip() -> None:
                 "wi.mtu": "1024",
                 "wi.nic_affinity": "cross-socket",
                 "wi.acs": "on",
-                "wi.flapping_link_period_s": "600",
+                "wi.flapping_link": "600",
                 "wi.max_channels": "4",
                 "wi.qps_per_connection": "4",
             }[name]

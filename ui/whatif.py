@@ -67,7 +67,7 @@ CHANGES: tuple[Change, ...] = (
     Change("RDMA MTU", ("what_if.mtu",)),
     Change("NIC affinity", ("what_if.nic_affinity",)),
     Change("PCIe ACS", ("what_if.acs",)),
-    Change("flapping link", ("what_if.flapping_link_period_s",)),
+    Change("flapping link", ("what_if.flapping_link",)),
     Change("NCCL channels", ("nccl.max_channels",)),
     Change("QPs per connection", ("fabric.qps_per_connection",)),
 )
@@ -156,7 +156,7 @@ def _value_text(change: Change, values: Mapping[str, Any]) -> str:
         return "local NIC" if v == "local" else "NIC across the CPU socket"
     if key == "what_if.acs":
         return f"ACS {v}"
-    if key == "what_if.flapping_link_period_s":
+    if key == "what_if.flapping_link":
         return "no flapping" if v <= 0 else f"a NIC link retrains every {v:g} s"
     if key == "nccl.max_channels":
         return "NCCL's channels" if v == "auto" else f"at most {v} channels"
@@ -464,15 +464,15 @@ def _misconfiguration_controls(baseline: Scenario, common: Any) -> None:
             baseline,
         ),
     )
-    spec = field_spec("what_if.flapping_link_period_s")
+    spec = field_spec("what_if.flapping_link")
     row5[1].number_input(
         "Flapping NIC link: retrain every (s)",
         min_value=float(spec.min or 0),
         max_value=float(spec.max or 86400),
         step=float(spec.step or 10),
-        **common("what_if.flapping_link_period_s"),
+        **common("what_if.flapping_link"),
         help=_help(
-            "what_if.flapping_link_period_s",
+            "what_if.flapping_link",
             "0 = no flapping; each retrain stalls the whole job until NCCL's QPs time out "
             "and resend",
             baseline,

@@ -396,13 +396,13 @@ class FabricContext:
     def stall_fraction(self) -> float:
         """Share of wall time a flapping NIC link stalls the job.
 
-        ``what_if.flapping_link_period_s``: a NIC link retrains every so many seconds.
+        ``what_if.flapping_link``: a NIC link retrains every so many seconds.
 
         Each retrain stalls every rank of a synchronous job for the reliable connection's
         retransmission timeout rounded up past the link's down time
         (:func:`fabric_model.transports.flap_stall_s`): ``stall / period`` of the time.
         """
-        period = self.scenario.what_if.flapping_link_period_s
+        period = self.scenario.what_if.flapping_link
         if period <= 0 or not self.topology.tiers:
             return 0.0
         return flap_stall_s()[0] / period
@@ -495,7 +495,7 @@ class FabricContext:
             stall, down, _ = flap_stall_s()
             out.append(
                 f"misconfiguration: a NIC link retrains every "
-                f"{w.flapping_link_period_s:g} s (what_if.flapping_link_period_s): each time "
+                f"{w.flapping_link:g} s (what_if.flapping_link): each time "
                 f"the job stalls {stall:.1f} s ({down:g} s down, then the QPs' ACK timeout), "
                 f"{self.stall_fraction:.1%} of the time"
             )

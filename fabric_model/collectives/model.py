@@ -161,7 +161,7 @@ class AlgoModel:
         busy).
     stall_fraction : float
         Share of wall time the job stalls on a flapping link (``what_if.
-        flapping_link_period_s``): a call that crosses the network takes ``1 / (1 - f)``
+        flapping_link``): a call that crosses the network takes ``1 / (1 - f)``
         times as long on average.
     """
 

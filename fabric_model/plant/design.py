@@ -234,19 +234,19 @@ def _resolve_transport(scenario: Scenario, vendor: Vendor) -> Transport:
 
 def _check_flapping(scenario: Scenario) -> None:
     """Refuse a flapping period the job cannot survive or progress through."""
-    period = scenario.what_if.flapping_link_period_s
+    period = scenario.what_if.flapping_link
     if period <= 0:
         return
     stall, down, budget = flap_stall_s()
     if down > budget:
         raise InfeasibleDesignError(
-            "what_if.flapping_link_period_s",
+            "what_if.flapping_link",
             f"a retrain keeps the link down {down:g} s, past NCCL's retry budget of "
             f"{budget:.1f} s: the job fails at the first flap",
         )
     if period <= stall:
         raise InfeasibleDesignError(
-            "what_if.flapping_link_period_s",
+            "what_if.flapping_link",
             f"{period:g} s: each retrain stalls the job {stall:.1f} s (the link's {down:g} s "
             f"down, then NCCL's QPs wait for their ACK timeout, 4.096 us x 2^NCCL_IB_TIMEOUT), "
             f"so a period of {stall:.1f} s or less leaves no progress; allowed: 0 (no "

@@ -133,11 +133,11 @@ class WhatIfSpec:
             choices=("off", "on"),
         ),
     )
-    flapping_link_period_s: float = _f(
+    flapping_link: float = _f(
         0.0,
         FieldSpec(
             "float",
-            "one NIC link retrains every this many seconds (0 = never): the job stalls "
+            "seconds between retrains of one flapping NIC link (0 = never): the job stalls "
             "each time until NCCL's QPs retransmit (4.096 us x 2^NCCL_IB_TIMEOUT)",
             "s",
             min=0.0,

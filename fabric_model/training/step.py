@@ -228,7 +228,7 @@ class StepResult:
     #: The optimizer step (memory-bound, exposed; with ``training.dp_overlap = auto``).
     optimizer_s: float = 0.0
     #: Time a flapping NIC link stalls the rest of the step (``what_if.
-    #: flapping_link_period_s``): every rank waits while the link retrains and the QPs
+    #: flapping_link``): every rank waits while the link retrains and the QPs
     #: time out, ``(step - exposed network) x f / (1 - f)`` for a stall share ``f`` (the
     #: network collectives already take ``1 / (1 - f)`` as long).
     stall_s: float = 0.0
