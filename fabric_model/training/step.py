@@ -567,7 +567,12 @@ def _expert_tp(s: Scenario, dp: int) -> tuple[int, list[Problem]]:
                 key,
                 f"etp x ep = {etp} x {par.ep} must divide tp x cp x dp = {block:,} (the experts "
                 f"of a pipeline stage run on its tensor-, context- and data-parallel GPUs: "
-                f"MoE parallel folding)",
+                f"MoE parallel folding"
+                + (
+                    "; parallel.etp = 1 lets EP span the TP ranks too)"
+                    if etp > 1 and block % par.ep == 0
+                    else ")"
+                ),
             )
         )
     if m.ffn_hidden % etp:
