@@ -33,12 +33,14 @@ leave a domain, one per two channels as NCCL opens them):
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from fabric_model.collectives import switchless
 from fabric_model.collectives.context import FabricContext, PatternResult
 from fabric_model.collectives.model import AlgoModel, AlgorithmUnavailableError, bus_factor
+from fabric_model.collectives.transport import overload
 
 __all__ = [
     "ALLTOALL_MAX_CONNECTIONS",
@@ -128,9 +130,19 @@ def _common(
     inter_scale: float,
     latency: dict[str, float],
     cap_Bps: float = math.inf,
+    fan: tuple[int, float] = (1, 1.0),
+    port_weight: float = 1.0,
     **kw: object,
 ) -> AlgoModel:
-    """Assemble the model: busbw = min(NVLink side, network side x scale, protocol cap)."""
+    """Assemble the model: busbw = min(NVLink side, network side x scale, protocol cap).
+
+    ``fan`` is the pattern's incast (:func:`fabric_model.collectives.transport.overload`:
+    connections into its worst port and their start rates over the port's rate); where the
+    NIC link binds the network side and the transport models that incast, the model carries
+    it (:attr:`AlgoModel.incast`), the port receiving ``fan_in x port_weight`` of a
+    connection's bytes per phase. A pattern over the network carries the flapping link's
+    stall (:attr:`FabricContext.stall_fraction`).
+    """
     c = ctx.constants
     if inter is None:
         inter_bw = math.inf
@@ -141,13 +153,23 @@ def _common(
         seeds = inter.min_rate_Bps * inter_scale * eff
         inter_bw = float(seeds.mean())
         bottleneck = "nvlink" if intra <= inter_bw else inter.bottleneck
+    nic_bound = inter is not None and inter.bottleneck in ("nic-leaf", "nic")
     if (
         inter is not None
         and bottleneck in ("nic-leaf", "nic")
         and ctx.host_limited
         and ctx.scenario.what_if.degraded_link_factor >= 1.0
     ):  # else the degraded NIC binds
-        bottleneck = "host link (PCIe)"
+        bottleneck = ctx.host_label
+    extra: dict[str, object] = {}
+    if inter is not None:
+        extra["stall_fraction"] = ctx.stall_fraction
+        model = ctx.incast_model(fan[0], fan[1], inter.mean_switch_hops) if nic_bound else None
+        if model is not None:
+            extra["incast"] = model
+            extra["incast_port_bytes"] = (
+                fan[0] * port_weight * bus_factor(op, ctx.n_ranks) / (inter_scale)
+            )
     if cap_Bps < min(intra, inter_bw):
         bottleneck = "tree channels (NCCL per-channel cap)"
     intra = min(intra, cap_Bps)
@@ -169,6 +191,7 @@ def _common(
         protocol_bw_factor=factors,
         protocol_cap_Bps=caps,
         mean_switch_hops=inter.mean_switch_hops if inter else 0.0,
+        **extra,  # type: ignore[arg-type]
         **kw,  # type: ignore[arg-type]
     )
 
@@ -176,9 +199,9 @@ def _common(
 def ring_channels(ctx: FabricContext) -> int:
     """Channels a ring runs with: two per NIC that leaves the domain, or all on one node."""
     c = ctx.constants
-    if ctx.n_domains > 1:
-        return int(ctx.nics_used_per_domain * c["channels_per_nic"])
-    return int(c["max_channels"] // c["channels_per_nic"])
+    if ctx.n_domains > 1:  # NCCL_MAX_NCHANNELS below two per NIC: fewer channels on one NIC
+        return int(min(c["max_channels"], ctx.nics_used_per_domain * c["channels_per_nic"]))
+    return int(max(1, c["max_channels"] // c["channels_per_nic"]))
 
 
 def _tuner_ring_busbw_Bps(ctx: FabricContext) -> float:
@@ -238,8 +261,16 @@ def _protocol_terms(ctx: FabricContext, family: str) -> tuple[dict[str, float], 
 
 
 def _nvlink_ring_Bps(ctx: FabricContext) -> float:
-    """Return an SM-driven ring's NVLink side: NVLink rate x NCCL's per-link efficiency."""
-    return ctx.nvlink_Bps * ctx.nvlink_efficiency
+    """Return an SM-driven ring's NVLink side, bytes/s.
+
+    The NVLink rate x NCCL's per-link efficiency, at most channels x NCCL's fastest
+    intra-node channel (``intra_per_channel_max_GBps``; binds with few channels,
+    ``nccl.max_channels``).
+    """
+    c = ctx.constants
+    per_ch = c.get("intra_per_channel_max_GBps", {}).get(ctx.arch)
+    cap = math.inf if per_ch is None else ring_channels(ctx) * float(per_ch) * 1e9
+    return min(ctx.nvlink_Bps * ctx.nvlink_efficiency, cap)
 
 
 def _ring_pattern(ctx: FabricContext, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -334,7 +365,7 @@ def tree_model(ctx: FabricContext, op: str) -> AlgoModel:
     m, d = ctx.n_domains, ctx.domain
     c = ctx.constants
     protos = ("LL", "LL128", "Simple")
-    corr: dict[str, object] = dict(
+    corr: dict[str, Any] = dict(
         tree_correction=tuple(tuple(c["tree_correction"][p]) for p in protos),
         tree_correction_protocols=protos,
     )
@@ -352,12 +383,24 @@ def tree_model(ctx: FabricContext, op: str) -> AlgoModel:
     a = np.repeat(np.concatenate([edges[:, 0], edges[:, 1]]), k)
     b = np.repeat(np.concatenate([edges[:, 1], edges[:, 0]]), k)
     s = np.tile(slots, 2 * edges.shape[0])
-    res = ctx.solve(ctx.endpoint(a, s), ctx.endpoint(b, s))
+    src, dst = ctx.endpoint(a, s), ctx.endpoint(b, s)
+    res = ctx.solve(src, dst)
+    # an interior node: two children at line rate and its parent
+    fan = overload(src, dst) if ctx.models_incast else (1, 1.0)
     # each edge stream carries S / (2k); bus bandwidth = bus_factor x S / time
     scale = 2 * k * bus_factor(op, ctx.n_ranks)
     lat = _latencies(ctx, "tree", protos, 2 * (d - 1), 2 * math.log2(m), res.mean_switch_hops)
     model = _common(
-        ctx, op, "tree", intra, res, scale * c["tree_bw_factor"], lat, cap_Bps=cap, **corr
+        ctx,
+        op,
+        "tree",
+        intra,
+        res,
+        scale * c["tree_bw_factor"],
+        lat,
+        cap_Bps=cap,
+        fan=fan,
+        **corr,
     )
     return model
 
@@ -443,7 +486,9 @@ def nvls_model(ctx: FabricContext, op: str) -> AlgoModel:
     a = np.repeat(np.concatenate([edges[:, 0], edges[:, 1]]), slots.size)
     b = np.repeat(np.concatenate([edges[:, 1], edges[:, 0]]), slots.size)
     s = np.tile(slots, 2 * edges.shape[0])
-    res = ctx.solve(ctx.endpoint(a, s), ctx.endpoint(b, s))
+    src, dst = ctx.endpoint(a, s), ctx.endpoint(b, s)
+    res = ctx.solve(src, dst)
+    fan = overload(src, dst) if ctx.models_incast else (1, 1.0)
     # every tree edge carries half of a head's S / heads shard, both ways at once
     scale = bus_factor(op, n) * 2 * heads
     # tuning.cc: NVLS-Tree latency = base (0) + intraLat + 2 x log2i(nNodes) x interLat,
@@ -460,7 +505,7 @@ def nvls_model(ctx: FabricContext, op: str) -> AlgoModel:
     value = None if per_ch is None else per_ch[1 if m == 2 else 2]
     cap = math.inf if value is None else heads * float(value) * 1e9
     # across domains NCCL runs NVLS-Tree (NCCL_ALGO=NVLSTree), its own algorithm and label
-    return _common(ctx, op, "nvls-tree", intra, res, scale, lat, cap_Bps=cap)
+    return _common(ctx, op, "nvls-tree", intra, res, scale, lat, cap_Bps=cap, fan=fan)
 
 
 def nvls_heads(ctx: FabricContext) -> int:
@@ -667,6 +712,11 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
             all_gpu = np.arange(n, dtype=np.int64)
             for k in range(ctx.nics):
                 ep_w[ctx.rank_endpoint(all_gpu, k)] = gpu_w
+        # a uniform all-to-all has no incast (every sender's NIC spreads its rate over its
+        # destinations); with hot receivers, their senders have only them left at the end:
+        # each hot port then receives n / n_hot times its rate from its fan-in
+        n_hot = int((gpu_w >= gpu_w.max() * (1 - 1e-9)).sum())
+        fan = (int(m - 1 if rail_aligned else n - d), n / n_hot if skewed else 1.0)
         try:
             res, _ = ctx.solve_all_to_all(components, ep_w)
         except ValueError as exc:
@@ -702,6 +752,7 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
             for k in range(ctx.nics):
                 gpu_of_dst_ep[ctx.rank_endpoint(all_gpu, k)] = all_gpu
             demand = gpu_w[gpu_of_dst_ep[dst]]
+        fan = overload(src, dst, demand) if ctx.models_incast and skewed else (1, 1.0)
         res = ctx.solve(src, dst, demand)
     scale = bus_factor(op, n) / conn_bytes_fraction
     lat = {
@@ -710,7 +761,7 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
         + ctx.path_latency_us(res.mean_switch_hops)
         + (n - 1) * c["alltoall_per_peer_us"]
     }
-    return _common(ctx, op, name, intra, res, scale, lat)
+    return _common(ctx, op, name, intra, res, scale, lat, fan=fan, port_weight=float(gpu_w.max()))
 
 
 def hierarchical_or_pxn_model(ctx: FabricContext, op: str) -> AlgoModel:

@@ -59,6 +59,7 @@ from typing import Any
 from fabric_model.caching import Lru, Reads
 from fabric_model.catalog import Catalog, Gpu, Server, load_catalog
 from fabric_model.collectives.context import ECMP_SEEDS
+from fabric_model.collectives.model import AlgorithmUnavailableError
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.design import job_scenario
 from fabric_model.scenario import SECTIONS, Scenario, apply_overrides
@@ -242,6 +243,11 @@ class StepResult:
     offload_s: float = 0.0
     #: The optimizer step (memory-bound, exposed; with ``training.dp_overlap = auto``).
     optimizer_s: float = 0.0
+    #: Time a flapping NIC link stalls the rest of the step (``what_if.
+    #: flapping_link``): every rank waits while the link retrains and the QPs
+    #: time out, ``(step - exposed network) x f / (1 - f)`` for a stall share ``f`` (the
+    #: network collectives already take ``1 / (1 - f)`` as long).
+    stall_s: float = 0.0
     scale_out_dims: tuple[str, ...] = ()
     precision: str = "bf16"
     #: OCS reconfiguration per step (``ocs.reconfigure = phase``), in ``exposed_s["dp"]``.
@@ -322,6 +328,7 @@ class StepResult:
             "bubble_s": self.bubble_s,
             "offload_s": self.offload_s,
             "optimizer_s": self.optimizer_s,
+            "stall_s": self.stall_s,
             "ocs_reconfig_s": self.ocs_reconfig_s,
             "moe_overhead_s": self.moe_overhead_s,
             "offload_via": self.offload_via,
@@ -1038,7 +1045,38 @@ def training_step(
     design that cannot be built at all. With ``ecmp_seed`` every collective is timed at that
     one of the solver's ECMP hash seeds instead of their expectation (the tails' draws, see
     :mod:`fabric_model.training.tails`).
+
+    A forced ``nccl.algo`` or ``nccl.proto`` that cannot run one of the plan's collectives
+    makes the plan infeasible, naming the key: NCCL returns ``ncclInvalidUsage`` ("no
+    algorithm/protocol available for function ...", ``src/enqueue.cc``) when NCCL_ALGO or
+    NCCL_PROTO leave a collective nothing to run.
     """
+    try:
+        return _training_step(scenario, catalog, suggest=suggest, ecmp_seed=ecmp_seed)
+    except AlgorithmUnavailableError as exc:
+        forced = [k for k in ("algo", "proto") if getattr(scenario.nccl, k) != "auto"]
+        if not forced:
+            raise
+        return StepResult(
+            scenario.cluster.n_gpus,
+            False,
+            (
+                Problem(
+                    f"nccl.{forced[0]}",
+                    f"NCCL refuses this job (ncclInvalidUsage: no algorithm/protocol available "
+                    f"for one of its collectives): {exc}",
+                ),
+            ),
+        )
+
+
+def _training_step(
+    scenario: Scenario,
+    catalog: Catalog | None,
+    *,
+    suggest: bool,
+    ecmp_seed: int | None,
+) -> StepResult:
     s = scenario
     if s.fabric.topology == "hybrid":  # the job runs where hybrid.job puts it
         s = job_scenario(s)
@@ -1275,6 +1313,13 @@ def training_step(
     )
     exposed_total = sum(exposed.values())
     step = compute + imbalance + bubble + offload + optimizer + exposed_total
+    # a flapping link stalls every rank: the network collectives already stretch by
+    # 1 / (1 - f); the rest of the step waits as long in proportion
+    base = fab.base
+    f = base.stall_fraction if scale_out else 0.0
+    stall = (step - sum(exposed[d] for d in scale_out)) * f / (1.0 - f)
+    step += stall
+    warnings += [n.removeprefix("misconfiguration: ") for n in base.notes() if "misconfig" in n]
     tokens = float(plan.sequences_per_step * seq)  # the batch computed (warned when rounded)
     flops = counts.model_flops_per_token(seq) * tokens
     mfu = flops / (n * gpu.bf16_dense_tflops * 1e12 * step)
@@ -1314,6 +1359,7 @@ def training_step(
         precision=tr.precision,
         offload_s=offload,
         optimizer_s=optimizer,
+        stall_s=stall,
         ocs_reconfig_s=reconfig_s if dp_total > 0 else 0.0,
         moe_overhead_s=ct.moe_overhead_s,
         offload_via=f"{path.target}: {path.via}" if path else "",
