@@ -708,13 +708,14 @@ def _space(s: Scenario) -> _Space:
 
     variants = {mod: replace(s, training=replace(tr, recompute_modules=mod)) for _, mod in modes}
 
-    def traffic(t: int, k: int, e: int, b: int, r: int, et: int) -> float:
+    def traffic(t: int, k: int, b: int, r: int, et: int) -> float:
+        """Return the memory-bound kernels' bytes of a layer (they do not depend on EP)."""
         mode, modules = modes[r]
         stub = Plan(
             tp=t,
             pp=1,
-            dp=e,
-            ep=e,
+            dp=1,
+            ep=1,
             cp=k,
             vpp=1,
             zero_stage=0,
@@ -731,7 +732,7 @@ def _space(s: Scenario) -> _Space:
 
     t_mem = (
         lps
-        * _per_combo([tp, cp, ep, mb, c["rc"], etp], traffic)
+        * _per_combo([tp, cp, mb, c["rc"], etp], traffic)
         / (gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY)
     )
     per_flop = mb * seq / (tp * cp) / peak
