@@ -577,7 +577,7 @@ def _expert_tp(s: Scenario, dp: int) -> tuple[int, list[Problem]]:
                 f"MoE parallel folding"
                 + (
                     "; parallel.etp = 1 lets EP span the TP ranks too)"
-                    if etp > 1 and block % par.ep == 0
+                    if etp == par.tp > 1 and block % par.ep == 0
                     else ")"
                 ),
             )
