@@ -46,7 +46,12 @@ ON = {"tails.enabled": True}
 
 @pytest.fixture(scope="module")
 def roce() -> Scenario:
-    return apply_overrides(Scenario(), ECMP)
+    """The ECMP design with the tails off (they are on by default)."""
+    return apply_overrides(Scenario(), {**ECMP, "tails.enabled": False})
+
+
+def test_tails_are_on_by_default() -> None:
+    assert Scenario().tails.enabled
 
 
 # ------------------------------------------------------------- order statistics, closed forms

@@ -5,8 +5,9 @@ every collective row report their p50 and p99 over iterations: each rank's compu
 varies (``gpu_spread``: clock, thermal and power management), each rank's software delays
 its launches (``os_jitter``; ``call_jitter_us`` per collective call), one rank may be slow
 (``slow_rank_factor``), and static ECMP hashing is drawn again every iteration
-(``ecmp_redraw``) from the flow solver's hash seeds. Disabled (the default), p50 = p99 = the
-deterministic value. Every default comes from ``assets/tails.yaml`` with its source.
+(``ecmp_redraw``) from the flow solver's hash seeds. Disabled, p50 = p99 = the
+deterministic value. Enabled by default: the step's p50/p99 sit beside the deterministic
+figures, which do not move. Every default comes from ``assets/tails.yaml`` with its source.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class TailsSpec:
     """Stragglers and jitter: what makes the p99 of a step or a collective exceed its p50."""
 
     enabled: bool = _f(
-        False,
+        True,
         FieldSpec(
             "bool",
             "report p50/p99 over iterations from per-rank variability, a slow rank and ECMP "

@@ -723,7 +723,11 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
         held = _layers_in_flight(s, plan, rank, stage)
         if copies == 2:  # DualPipe's p + 1 micro-batches run through either of its stages
             held = in_flight * layers / 2
-        offloaded = offload_bytes_per_gpu(s, plan, per_layer, layers)
+        # a micro-batch can offload no more than it keeps (DualPipe runs each micro-batch
+        # through one of the rank's two stages: half its layers)
+        offloaded = min(
+            offload_bytes_per_gpu(s, plan, per_layer, layers), per_layer * held / max(in_flight, 1)
+        )
         # the offloaded layers of every micro-batch in flight sit in host memory; one layer
         # is in transit (the prefetch ahead of the backward pass)
         acts = per_layer * held - offloaded * in_flight + min(offloaded, per_layer)
