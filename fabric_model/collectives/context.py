@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from fabric_model._fastpaths import shortcuts
 from fabric_model.caching import register
 from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.collectives.model import link_tier
@@ -61,8 +62,6 @@ CLASS_FAMILIES = family_names(lambda f: f.class_solve)
 #: ``ROUTE_CACHE_BYTES`` (estimated from their arrays).
 ROUTE_CACHE_BYTES = 256 * 2**20
 ROUTE_CACHE_MIN_CONNECTIONS = 16_384
-#: Off: every ECMP seed is routed and solved even where no hash can move a path (tests).
-SEED_SHORTCUT = True
 _ROUTES: OrderedDict[tuple[Any, ...], tuple[Any, ...]] = OrderedDict()
 _ROUTES_LOCK = threading.Lock()
 
@@ -754,8 +753,9 @@ class FabricContext:
             # name only on the first seed
             fast = None if full else first_round.slowest_routed(rf, demand, name, not bottleneck)
             # a pattern no hash can move (every connection under one leaf) routes alike for
-            # every seed: the first seed's solve stands for all
-            alike = len(seeds) - 1 if SEED_SHORTCUT and getattr(rf, "seed_free", False) else 0
+            # every seed: the first seed's solve stands for all (``FastPaths.seed_shortcut``)
+            seed_free = getattr(rf, "seed_free", False) and shortcuts().seed_shortcut
+            alike = len(seeds) - 1 if seed_free else 0
             if fast is not None:
                 mins += [fast[0]] * (1 + alike)
                 if not bottleneck:
@@ -833,7 +833,7 @@ class FabricContext:
 
         A uniform pattern on a torus, hypercube or dragonfly+ is solved on one orbit
         representative's classes (:func:`fabric_model.collectives.symmetry.
-        solve_all_to_all_by_symmetry`, exact; off with ``symmetry.ENABLED = False``); where
+        solve_all_to_all_by_symmetry`, exact; off with ``fast_paths(symmetry=False)``); where
         the symmetry does not hold, every class is solved.
 
         With ``full`` the slowest class comes from the full max-min solve, not its first
