@@ -21,7 +21,13 @@ import numpy as np
 from fabric_model._fastpaths import shortcuts
 from fabric_model.caching import register
 from fabric_model.catalog import Catalog, load_catalog
-from fabric_model.collectives.model import link_tier
+from fabric_model.collectives import first_round, symmetry
+from fabric_model.collectives.model import (
+    MAX_CLASSES,
+    PatternResult,
+    link_class_name,
+    link_tier,
+)
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.families import family_names
 from fabric_model.flows import FlowSet, solve_maxmin
@@ -46,8 +52,6 @@ __all__ = [
 CONSTANTS_PATH = asset("nccl_constants.yaml")
 #: Seeds over which static ECMP hashing is averaged (the spread is reported too).
 ECMP_SEEDS = 5
-#: Most flow classes a class-aggregated solve takes.
-MAX_CLASSES = 1_500_000
 #: Patterns of at least this many connections are solved by classes where that is exact.
 CLASS_MIN_CONNECTIONS = 2048
 #: Families whose adaptive routes depend only on the two ends' first-hop switches (the
@@ -150,28 +154,6 @@ def nccl_constants() -> dict[str, Any]:
     return data
 
 
-def _link_name(rf: Any, link: int) -> str:
-    """Name of the class of link ``link`` of a routed pattern (``nic`` when it has none)."""
-    cls = int(rf.link_class[link]) if link >= 0 else -1
-    return str(rf.class_names[cls]) if 0 <= cls < len(rf.class_names) else "nic"
-
-
-def _slowest(
-    flows: FlowSet,
-    capacity_Bps: Any,
-    flow_fraction: np.ndarray,
-    name: Any,
-    need_name: bool = True,
-) -> tuple[float, str] | None:
-    """Return the slowest connection's rate and bottleneck name, or None (solve in full).
-
-    See :mod:`fabric_model.collectives.first_round` (imported here: it builds on this module).
-    """
-    from fabric_model.collectives.first_round import slowest
-
-    return slowest(flows, capacity_Bps, flow_fraction, name, need_name)
-
-
 def same_domain_group_pairs(group: np.ndarray, domain: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group ids of every ordered endpoint pair in one NVLink domain (self-pairs included).
 
@@ -198,36 +180,6 @@ def _same_domain_pairs(group: np.ndarray, domain: np.ndarray, n_groups: int) -> 
     a, b = same_domain_group_pairs(group, domain)
     flat = np.bincount(a * n_groups + b, minlength=n_groups * n_groups)
     return flat.reshape(n_groups, n_groups).astype(np.float64)
-
-
-@dataclass(frozen=True)
-class PatternResult:
-    """Rates of one traffic pattern's connections, over the ECMP seeds when hashing.
-
-    Attributes
-    ----------
-    min_rate_Bps : np.ndarray
-        Slowest connection's rate per seed (one entry when routing is deterministic).
-    mean_rate_Bps : float
-        Mean connection rate, averaged over seeds.
-    bottleneck : str
-        Link class that froze the slowest connection (first seed).
-    mean_switch_hops : float
-        Mean switches crossed by the pattern's connections.
-    max_switch_hops : int
-        Most switches crossed by any connection.
-    """
-
-    min_rate_Bps: np.ndarray
-    mean_rate_Bps: float
-    bottleneck: str
-    mean_switch_hops: float
-    max_switch_hops: int
-
-    @property
-    def rate_Bps(self) -> float:
-        """Expected slowest-connection rate (mean over seeds)."""
-        return float(self.min_rate_Bps.mean())
 
 
 @dataclass(frozen=True, eq=False)
@@ -585,8 +537,6 @@ class FabricContext:
         if demand is None and src.size >= CLASS_MIN_CONNECTIONS:
             result = self._solve_by_class(src, dst)
         if result is None and demand is None:  # k copies over NIC slots: one (symmetry.py)
-            from fabric_model.collectives import symmetry
-
             result = symmetry.solve_slot_copies(self, src, dst)
         if result is None:
             result = self._solve(src, dst, demand)
@@ -632,27 +582,23 @@ class FabricContext:
         n_cls = rep_s.size
         rf = route(topo, rep_s, rep_d, "adaptive", cap)
         n_base = rf.link_capacity_Bps.size
-        from fabric_model.collectives.first_round import Appended, class_flows
-
         # the fabric's links, then each class's aggregate NIC links (not copied: the first
         # round reads the few it crosses)
-        capacity = Appended(
+        capacity = first_round.Appended(
             rf.link_capacity_Bps,
             np.concatenate([members * cap[up[rep_s]], members * cap[down[rep_d]]]),
         )
 
         # each class's NIC links become its members' summed links, its weights x members
-        flows = class_flows(rf, up[rep_s], down[rep_d], members, capacity.size)
+        flows = first_round.class_flows(rf, up[rep_s], down[rep_d], members, capacity.size)
         hops = rf.switch_hops
 
         def name(link: int) -> str:
-            return "nic-leaf" if link >= n_base or link < 0 else _link_name(rf, link)
+            return "nic-leaf" if link >= n_base or link < 0 else link_class_name(rf, link)
 
-        fast = None if full else _slowest(flows, capacity, rf.flow_fraction, name)
+        fast = None if full else first_round.slowest(flows, capacity, rf.flow_fraction, name)
         if fast is not None:  # the slowest class from the first round (first_round.py)
-            from fabric_model.collectives.first_round import DeferredMean
-
-            return DeferredMean(
+            return first_round.DeferredMean(
                 np.array([fast[0]]),
                 fast[1],
                 float(np.average(hops, weights=members)),
@@ -699,8 +645,6 @@ class FabricContext:
         the utilisation (0-1), the flows crossing it and the flows it froze (the max-min
         bottleneck of); equally full links are listed binding ones first.
         """
-        from fabric_model.collectives import first_round
-
         qps = self.scenario.fabric.qps_per_connection
         rf = _route_cached(
             self.topology, src, dst, self.policy, self.capacity_Bps, qps, 0, keep=False
@@ -719,7 +663,7 @@ class FabricContext:
         counts = np.bincount(np.asarray(fl.flow_link_indices, np.int64), minlength=cap.size)
         rows = []
         for link in order:
-            name = _link_name(rf, int(link))
+            name = link_class_name(rf, int(link))
             rows.append(
                 {
                     "link": int(link),
@@ -737,8 +681,6 @@ class FabricContext:
     def _solve(
         self, src: np.ndarray, dst: np.ndarray, demand: np.ndarray | None, *, full: bool = False
     ) -> PatternResult:
-        from fabric_model.collectives import first_round  # it builds on this module
-
         policy = self.policy
         seeds = range(ECMP_SEEDS) if policy == "ecmp" else range(1)
         mins, means = [], []
@@ -748,7 +690,7 @@ class FabricContext:
         for seed in seeds:
             # a full solve builds the pattern's flow set: not kept (the cache counts no such)
             rf = _route_cached(self.topology, src, dst, policy, cap, qps, seed, keep=not full)
-            name = partial(_link_name, rf)
+            name = partial(link_class_name, rf)
             # the slowest connection from the first round (first_round.py); the bottleneck's
             # name only on the first seed
             fast = None if full else first_round.slowest_routed(rf, demand, name, not bottleneck)
@@ -848,8 +790,6 @@ class FabricContext:
     ) -> tuple[PatternResult, int]:
         """:meth:`solve_all_to_all`; with ``full`` the slowest class is found by a full solve."""
         if dst_weight is None:
-            from fabric_model.collectives import symmetry
-
             by_orbit = symmetry.solve_all_to_all_by_symmetry(self, components)
             if by_orbit is not None:
                 return by_orbit
@@ -918,13 +858,11 @@ class FabricContext:
         def name(link: int) -> str:
             if link >= n_base or link < 0:
                 return "nic-leaf" if self.topology.tiers else "nic"
-            return _link_name(rf, link)
+            return link_class_name(rf, link)
 
-        fast = None if full else _slowest(flows, capacity, np.ones(1), name)
+        fast = None if full else first_round.slowest(flows, capacity, np.ones(1), name)
         if fast is not None:  # the slowest class from the first round (first_round.py)
-            from fabric_model.collectives.first_round import DeferredMean
-
-            deferred = DeferredMean(
+            deferred = first_round.DeferredMean(
                 np.array([fast[0]]),
                 fast[1],
                 float(np.average(hops, weights=n_members)),

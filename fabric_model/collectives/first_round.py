@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from fabric_model._fastpaths import shortcuts
-from fabric_model.collectives.context import PatternResult
+from fabric_model.collectives.model import PatternResult
 from fabric_model.flows import FlowSet
 from fabric_model.flows._tolerance import REL_TOL
 from fabric_model.routing.base import ColumnRouted

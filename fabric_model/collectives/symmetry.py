@@ -92,14 +92,19 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from fabric_model._fastpaths import shortcuts
-from fabric_model.collectives.context import MAX_CLASSES, FabricContext, PatternResult
+from fabric_model.collectives.first_round import DeferredMean, slowest
+from fabric_model.collectives.model import MAX_CLASSES, PatternResult, link_class_name
 from fabric_model.families import family_names
 from fabric_model.flows import FlowSet, solve_maxmin
 from fabric_model.routing import route
+
+if TYPE_CHECKING:  # the context calls these solves with itself (it imports this module)
+    from fabric_model.collectives.context import FabricContext
 
 __all__ = [
     "SLOT_MIN_CONNECTIONS",
@@ -857,8 +862,6 @@ def solve_slot_copies(
         As :meth:`FabricContext.solve` (slowest and mean connection rate of every copy); None
         where the pattern or the fabric does not have this form (the caller solves it all).
     """
-    from fabric_model.collectives.context import _link_name, _slowest
-
     topo = ctx.topology
     k = int(ctx.nics_used_per_domain)
     w = ctx.scenario.what_if
@@ -950,12 +953,10 @@ def solve_slot_copies(
     hops = rf.switch_hops
 
     def name(link: int) -> str:
-        return _link_name(rf, link)
+        return link_class_name(rf, link)
 
-    fast = None if full else _slowest(rf.flows, capacity, rf.flow_fraction, name)
+    fast = None if full else slowest(rf.flows, capacity, rf.flow_fraction, name)
     if fast is not None:
-        from fabric_model.collectives.first_round import DeferredMean
-
         return DeferredMean(
             np.array([fast[0]]),
             fast[1],
