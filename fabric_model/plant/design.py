@@ -2,14 +2,15 @@
 
 This is the thin scenario layer: it looks up the GPU, server, switch and NIC in the catalog,
 checks that they fit together (a clear :class:`ScenarioError` naming the key otherwise), and
-hands plain numbers to the topology builders.
+hands plain numbers to the topology builders. ``fabric.switch = auto`` builds and prices the
+design on each candidate switch (:func:`priced`, through :mod:`fabric_model.plant.bill`,
+which prices resolved parts), so the whole bill's front door,
+:func:`fabric_model.plant.cost.bill_of_materials`, sits above this module.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-from dataclasses import dataclass
 from typing import Any
 
 from fabric_model.caching import lru_cached
@@ -21,6 +22,8 @@ from fabric_model.errors import (
     UnknownCatalogKeyError,
 )
 from fabric_model.families import family_names
+from fabric_model.plant.bill import BillOfMaterials, price_fabric
+from fabric_model.plant.hardware import Hardware
 from fabric_model.plant.hybrid import check_hybrid, partition_scenario
 from fabric_model.scenario import Scenario
 from fabric_model.topology import (
@@ -37,52 +40,13 @@ __all__ = [
     "build_topology",
     "hybrid_request",
     "job_scenario",
+    "priced",
     "resolve_hardware",
     "topology_request",
 ]
 
 #: Families without switches: their links run NIC to NIC (``Family.switchless``).
 SWITCHLESS = frozenset(family_names(lambda f: f.switchless))
-
-
-@dataclass(frozen=True)
-class Hardware:
-    """The concrete parts a scenario resolves to."""
-
-    gpu: Gpu
-    server: Server
-    vendor: Vendor
-    switch: Switch
-    nic: Nic
-    radix: int
-    routing: str
-    #: Independent network planes (``fabric.planes``); ``radix`` counts ports at the
-    #: per-plane speed ``fabric.link_gbps / planes``.
-    planes: int = 1
-    #: Why ``fabric.switch = auto`` chose this switch over the vendor's others (empty when
-    #: there was one candidate or the switch was given).
-    switch_choice: str = ""
-    #: Switch-port optics, ``"pluggable"`` or ``"cpo"`` (``fabric.optics`` resolved).
-    optics: str = "pluggable"
-
-    @property
-    def host_link_GBps(self) -> float:
-        """Payload bandwidth per direction of one GPU's PCIe path to its NICs, 10^9 bytes/s."""
-        return float(self.server.host_link_GBps)
-
-    @property
-    def nic_host_link_GBps(self) -> float:
-        """Payload bandwidth per direction of one NIC's own PCIe interface, 10^9 bytes/s."""
-        nic = self.nic.host_link_GBps
-        return float(nic) if nic is not None else math.inf
-
-    def nic_feed_GBps(self, nics_per_gpu: int) -> float:
-        """Most payload one NIC can move each way when a GPU drives ``nics_per_gpu`` of them.
-
-        The NIC's own host interface, and the GPU's host link shared evenly by its NICs
-        (NCCL spreads a GPU's channels evenly over its NICs).
-        """
-        return min(self.nic_host_link_GBps, self.host_link_GBps / nics_per_gpu)
 
 
 def _lookup(key: str, fn, value: str):  # type: ignore[no-untyped-def]
@@ -320,15 +284,13 @@ def _choose_switch(
     if cat is load_catalog() and key in _CHOICE_CACHE:
         chosen, note = _CHOICE_CACHE[key]
         return cat.switch(chosen), note
-    from fabric_model.plant.cost import bill_of_materials  # cost imports this module
-
     scored = []
     for rank, sw in enumerate(candidates):
         variant = dataclasses.replace(
             scenario, fabric=dataclasses.replace(scenario.fabric, switch=sw.key)
         )
         try:
-            bom = bill_of_materials(variant, cat)
+            bom = priced(variant, cat)
         except FabricModelError:
             continue
         scored.append((bom.topology.tiers, bom.capex_usd, rank, sw, bom))
@@ -486,6 +448,30 @@ def build_topology(scenario: Scenario, catalog: Catalog | None = None) -> Topolo
     """
     hw = resolve_hardware(scenario, catalog)
     return build_topology_from_request(scenario.fabric.topology, topology_request(scenario, hw))
+
+
+def priced(
+    scenario: Scenario,
+    catalog: Catalog | None = None,
+    *,
+    own_vendor: bool = True,
+    topology: Topology | None = None,
+) -> BillOfMaterials:
+    """Resolve the scenario's hardware, build its topology and price it.
+
+    What :func:`fabric_model.plant.cost.bill_of_materials` returns (a hybrid's partitions
+    on their own parts). ``topology``: the scenario's already built topology, to save
+    building it again.
+    """
+    cat = catalog or load_catalog()
+    hw = resolve_hardware(scenario, cat)
+    topo = topology or build_topology_from_request(
+        scenario.fabric.topology, topology_request(scenario, hw)
+    )
+    partitions: tuple[Hardware, ...] = ()
+    if topo.family == "hybrid":
+        partitions = tuple(resolve_hardware(partition_scenario(scenario, p), cat) for p in "ab")
+    return price_fabric(scenario, hw, topo, cat, own_vendor=own_vendor, partitions=partitions)
 
 
 def hybrid_request(scenario: Scenario, hardware: Hardware, base: TopologyRequest) -> HybridRequest:

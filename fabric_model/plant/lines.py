@@ -5,19 +5,20 @@ length, the twin-port rule on switch ends, breakout modules for planes) are appl
 link class or switch tier at a time, so the compute fabric, the storage and management
 networks (:mod:`fabric_model.plant.storage_mgmt`) and the floor plan's tallies
 (:mod:`fabric_model.plant.floorplan`) price their parts the same way; the whole bill is
-assembled in :mod:`fabric_model.plant.cost`.
+assembled in :mod:`fabric_model.plant.bill`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fabric_model.catalog import Cable, Catalog, Optic
 from fabric_model.errors import InfeasibleDesignError
-from fabric_model.plant.design import Hardware, resolve_hardware
+from fabric_model.plant.hardware import Hardware
 from fabric_model.plant.hybrid import partition_scenario, partition_view
 from fabric_model.scenario import CostSpec, Scenario
 from fabric_model.topology import LinkClass, Topology
@@ -28,10 +29,12 @@ __all__ = [
     "CPO_SUFFIX",
     "BomLine",
     "LinkMedia",
+    "fabric_lines",
     "hybrid_bom_lines",
     "is_cpo",
     "link_lines",
     "link_media",
+    "unit_price",
 ]
 
 #: Capex/power categories, in display order.
@@ -88,7 +91,8 @@ def _uses_cpo(hw: Hardware) -> bool:
     return hw.optics == "cpo" and hw.switch.has_cpo
 
 
-def _price(override: float | None, catalog_value: float) -> float:
+def unit_price(override: float | None, catalog_value: float) -> float:
+    """Return a part's unit price: the ``costs.*`` override if set, else the catalog's."""
     return float(catalog_value) if override is None else float(override)
 
 
@@ -179,13 +183,18 @@ def link_media(lc: LinkClass, hw: Hardware, cat: Catalog) -> LinkMedia:
     return LinkMedia(None, cat.fiber, nic_optic, switch_optic)
 
 
-def _bom_lines(
+def fabric_lines(
     topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec, own_vendor: bool
 ) -> list[BomLine]:
+    """Return the bill lines of one fabric: its switches per tier, NICs, and every link class.
+
+    ``own_vendor``: whether ``costs.switch_usd`` / ``costs.nic_usd`` apply (False for
+    another vendor's variant of the design).
+    """
     lines: list[BomLine] = []
     sw, nic = hw.switch, hw.nic
-    switch_price = _price(costs.switch_usd if own_vendor else None, sw.price_usd)
-    nic_price = _price(costs.nic_usd if own_vendor else None, nic.price_usd)
+    switch_price = unit_price(costs.switch_usd if own_vendor else None, sw.price_usd)
+    nic_price = unit_price(costs.nic_usd if own_vendor else None, nic.price_usd)
     for tier, count in topo.switches_by_tier.items():
         if count:
             lines.append(
@@ -235,7 +244,7 @@ def link_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec) -> l
                     copper.key,
                     lc.name,
                     math.ceil(lc.n_links / media.links_per_cable),
-                    _price(costs.copper_cable_usd, copper.price_usd),
+                    unit_price(costs.copper_cable_usd, copper.price_usd),
                     copper.power_w,
                     cat.source_note("cables", copper.key, "price_usd"),
                 )
@@ -249,7 +258,7 @@ def link_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec) -> l
                 fiber.key,
                 lc.name,
                 lc.n_links,
-                _price(costs.fiber_usd, fiber.price_usd),
+                unit_price(costs.fiber_usd, fiber.price_usd),
                 fiber.power_w,
                 cat.source_note("cables", fiber.key, "price_usd"),
             )
@@ -263,7 +272,7 @@ def link_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec) -> l
                     optic.key,
                     f"{lc.name} (NIC side)",
                     math.ceil(lc.n_nic_ends / lc.nic_breakout),
-                    _price(costs.optic_nic_usd, optic.price_usd),
+                    unit_price(costs.optic_nic_usd, optic.price_usd),
                     optic.power_w,
                     cat.source_note("optics", optic.key, "price_usd"),
                 )
@@ -286,7 +295,7 @@ def link_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec) -> l
                         optic.key,
                         f"{lc.name} ({tier} side)",
                         n_modules,
-                        _price(costs.optic_switch_usd, optic.price_usd),
+                        unit_price(costs.optic_switch_usd, optic.price_usd),
                         optic.power_w,
                         cat.source_note("optics", optic.key, "price_usd"),
                     )
@@ -329,6 +338,7 @@ def hybrid_bom_lines(
     hardware: Hardware,
     catalog: Catalog,
     own_vendor: bool,
+    partitions: Sequence[Hardware],
 ) -> list[BomLine]:
     """Bill lines of a hybrid: each partition priced with its vendor's parts, then the shared tier.
 
@@ -339,17 +349,16 @@ def hybrid_bom_lines(
     if not isinstance(topo, HybridTopology):
         raise InfeasibleDesignError("fabric.topology", "not a hybrid topology")
     lines: list[BomLine] = []
-    for part, p in zip(("a", "b"), topo.partitions, strict=True):
+    for part, p, hw in zip(("a", "b"), topo.partitions, partitions, strict=True):
         ps = partition_scenario(scenario, part)
-        hw = resolve_hardware(ps, catalog)
         own = own_vendor and ps.fabric.vendor == scenario.fabric.vendor
         view = partition_view(topo, p.name, p.topology, p.topology.request)
-        lines.extend(_bom_lines(view, hw, catalog, scenario.costs, own))
+        lines.extend(fabric_lines(view, hw, catalog, scenario.costs, own))
     shared_req = dataclasses.replace(topo.request, n_gpus=0)
     shared = partition_view(topo, "shared", topo.partitions[0].topology, shared_req)
     lines.extend(
         line
-        for line in _bom_lines(shared, hardware, catalog, scenario.costs, own_vendor)
+        for line in fabric_lines(shared, hardware, catalog, scenario.costs, own_vendor)
         if line.quantity
     )
     return lines
