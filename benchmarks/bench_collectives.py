@@ -42,8 +42,17 @@ CASES = (
         ("dragonfly-plus", "infiniband", 400, 131072),
         ("torus-3d", "infiniband", 400, 131072),
         ("hypercube", "infiniband", 400, 131072),
+        ("ocs", "infiniband", 400, 1024),  # 128 NVLink domains (HGX) on 4 R300 OCS
+        ("ocs-nvl72", "infiniband", 400, 9216),  # 128 GB200 NVL72 racks
+        ("ocs-pod", "spectrum-x", 400, 131072),  # 32 pods of 4,096 GPUs
     ]
 )
+#: The OCS rows' keys beside fabric.topology = ocs (uniform circuits).
+OCS_ROWS = {
+    "ocs": {},
+    "ocs-nvl72": {"cluster.gpu": "gb200", "cluster.gpus_per_node": 4, "cluster.nvlink_domain": 72},
+    "ocs-pod": {"ocs.block": "pod"},
+}
 
 
 #: 1,048,576-GPU designs that build (``python -m fabric_model bom`` finds them): B300 (PCIe
@@ -166,10 +175,11 @@ def main() -> None:
                 Scenario(),
                 {
                     "cluster.n_gpus": n,
-                    "fabric.topology": topo,
+                    "fabric.topology": "ocs" if topo in OCS_ROWS else topo,
                     "fabric.vendor": vendor,
                     "fabric.link_gbps": gbps,
                     **({"cluster.nics_per_gpu": 2} if topo == "hypercube" else {}),
+                    **OCS_ROWS.get(topo, {}),
                     # an H100's PCIe Gen5 link cannot feed 800G: that row runs on B300 (Gen6)
                     **({"cluster.gpu": "b300"} if gbps > 400 else {}),
                 },

@@ -29,6 +29,8 @@ FAMILY_OVERRIDES = {
     "dragonfly-plus": {},
     "torus-3d": {},
     "hypercube": {"cluster.nics_per_gpu": 2},
+    # 16,384 NVLink domains are more blocks than an OCS has ports: pods of a leaf-spine tier
+    "ocs": {"ocs.block": "pod"},
 }
 
 
@@ -48,8 +50,10 @@ def best_of(fn, repeat: int = 3) -> tuple[float, float]:
 def main() -> None:
     rows = []
     for family in BUILDERS:
-        # NDR (radix 64) tops out at 65,536 NICs in 3 tiers, so InfiniBand runs XDR 800G here
+        # NDR (radix 64) tops out at 65,536 NICs in 3 tiers, so InfiniBand runs XDR 800G here,
+        # on a GPU whose PCIe Gen6 host link feeds an 800G NIC (an H100's Gen5 cannot)
         for vendor, gbps in (("infiniband", 800), ("spectrum-x", 400)):
+            gpu = {"cluster.gpu": "b300"} if gbps > 400 else {}
             s: Scenario = apply_overrides(
                 Scenario(),
                 {
@@ -57,6 +61,7 @@ def main() -> None:
                     "fabric.topology": family,
                     "fabric.vendor": vendor,
                     "fabric.link_gbps": gbps,
+                    **gpu,
                     **FAMILY_OVERRIDES.get(family, {}),
                 },
             )

@@ -114,10 +114,16 @@ class Reads:
 
     >>> Reads("x", ("cluster", "model.routing_skew")).names
     ('cluster', 'model.routing_skew')
+
+    ``derived``, when given, adds what the result reads of other sections only in some
+    designs, as a function of the scenario (an OCS fabric's job circuits read the plan's
+    degrees; no other fabric does): its value joins the key, and is ``()`` for the designs
+    that read nothing more.
     """
 
     what: str
     names: tuple[str, ...]
+    derived: Callable[[Any], tuple[Hashable, ...]] | None = None
 
     @property
     def sections(self) -> frozenset[str]:
@@ -132,7 +138,10 @@ class Reads:
 
     def key(self, scenario: Any) -> tuple[Hashable, ...]:
         """Return the cache key of ``scenario``: each read section (frozen, hashable) or key."""
-        return (self.what, *self._get(scenario))  # type: ignore[attr-defined]
+        base: tuple[Hashable, ...] = (self.what, *self._get(scenario))  # type: ignore[attr-defined]
+        if self.derived is None:
+            return base
+        return (*base, self.derived(scenario))
 
 
 # ---------------------------------------------------------------------------------- LRU

@@ -56,6 +56,7 @@ OKABE_ITO = {
     "vermillion": "#D55E00",
     "purple": "#CC79A7",
     "grey": "#999999",
+    "black": "#000000",
 }
 
 
@@ -211,6 +212,17 @@ FAMILIES: dict[str, Family] = {
             color=OKABE_ITO["yellow"],
             marker="x",
             diagram="hypercube",
+        ),
+        Family(
+            "ocs",
+            "OCS (optical circuit switches)",
+            "fabric_model.topology.ocs:build_ocs",
+            "fabric_model.routing.ocs:route_ocs",
+            ("adaptive", "ecmp"),
+            color=OKABE_ITO["green"],
+            marker="hexagon",
+            diagram="ocs",
+            floor_row_tiers=("leaf", "spine"),
         ),
         Family(
             "hybrid",

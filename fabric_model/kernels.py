@@ -22,6 +22,7 @@ KERNEL_MODULES = (
     "fabric_model.collectives._heap_order",
     "fabric_model.routing._kernels",
     "fabric_model.routing.hypercube",
+    "fabric_model.routing.ocs",
     "fabric_model.routing.torus3d",
     "fabric_model.topology._kernels",
     "fabric_model.training._kernels",

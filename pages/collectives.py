@@ -152,6 +152,13 @@ def curves_view() -> None:
                     "busbw range (GB/s)", help="slowest to fastest ECMP seed"
                 ),
                 "time_us": st.column_config.NumberColumn(format="%.1f"),
+                "time_us_p50": st.column_config.NumberColumn(
+                    "p50 (us)",
+                    format="%.1f",
+                    help="median over iterations (tails.*): ECMP hash draws and the "
+                    "slowest rank's launch",
+                ),
+                "time_us_p99": st.column_config.NumberColumn("p99 (us)", format="%.1f"),
                 "latency_us": st.column_config.NumberColumn(format="%.1f"),
                 "bandwidth_us": st.column_config.NumberColumn(format="%.1f"),
                 "busbw_GBps": st.column_config.NumberColumn(format="%.2f"),

@@ -12,6 +12,7 @@ from ui.cost_figures import (
     vendor_summary_frame,
     vendor_tco_figure,
 )
+from ui.family_compare import family_compare_section
 from ui.floorplan import site_section
 from ui.page_common import current_scenario, show_model_error
 from ui.state import cost_controls
@@ -59,6 +60,13 @@ if scenario.fabric.topology == "hybrid":
         "tier cost and give up (bisection, hops); both with the fabric.*_m cable lengths."
     )
     st.dataframe(facade.hybrid_comparison(scenario), hide_index=True, width="stretch")
+
+if scenario.fabric.topology == "ocs":
+    st.subheader("Optical circuit switches")
+    st.dataframe(facade.ocs_frame(scenario), hide_index=True, width="stretch")
+
+st.subheader("Fat-tree, rail-only and OCS")
+family_compare_section(scenario, key="cost")
 
 comparisons = facade.vendor_comparison(scenario)
 

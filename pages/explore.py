@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import explore, facade
+from ui.family_compare import family_compare_section
 from ui.page_common import current_scenario, require_buildable
 from ui.widgets import chart, csv_download
 
@@ -48,6 +49,9 @@ else:
             "Each assumption alone at each end of its stated range, the rest as the sidebar "
             "says." + "".join(f" {n}." for n in notes)
         )
+
+st.subheader("Fat-tree, rail-only and OCS")
+family_compare_section(scenario, key="explore")
 
 st.subheader("Design space")
 st.caption(

@@ -86,6 +86,12 @@ if step.feasible and step.plan is not None:
             f"Exposed communication is {head.exposed_comm_share:.0%} "
             f"of the step: see the Scaling page and the plan in the sidebar."
         )
+    if head is not None and head.tail_sentence:  # tails.enabled (URL or scenario file)
+        st.caption(
+            "Stragglers and jitter (tails.*): step "
+            + head.tail_sentence
+            + "; the What-if page's health section names the failure modes that cost most."
+        )
     for warning in step.warnings:  # e.g. memory within the estimate's error of the HBM
         st.warning(warning[0].upper() + warning[1:])
     if step.memory is not None:

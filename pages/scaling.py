@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import streamlit as st
 
 from fabric_model.presets import DEFAULT_PRESET
-from fabric_model.report.summaries import step_headline
+from fabric_model.report.summaries import step_headline, tail_scaling_efficiency
 from fabric_model.scenario import field_spec
 from ui import facade
 from ui.page_common import current_scenario, require_buildable
@@ -19,6 +20,7 @@ from ui.training_figures import (
     scaling_figure,
     scaling_frame,
     step_breakdown_figure,
+    tail_scaling_figure,
 )
 from ui.versus_best import (
     METRIC_LABELS,
@@ -142,6 +144,27 @@ def scaling_view() -> None:
         )
     with right:
         chart(scaling_figure(lines, "mfu", scaling), key="scaling_mfu", name="scaling mfu")
+    st.caption(
+        "These curves put every rank at its mean speed: an upper bound. A synchronous step "
+        "waits for its slowest rank, and the slowest of N ranks is later the larger N (order "
+        "statistics: about sigma x sqrt(2 ln N) for a normal spread), so with stragglers and "
+        "jitter (tails.*) the weak-scaling curve bends; below, this design's curve with the "
+        "step at its p50 (GPU spread, software jitter and a slow rank from the scenario's "
+        "tails.* values; ECMP hash draws are on the Overview and What-if pages)."
+    )
+    current_line = lines[0]
+    chart(
+        tail_scaling_figure(
+            current_line,
+            tail_scaling_efficiency(
+                current_line.points,
+                dataclasses.replace(scenario.tails, enabled=True),
+            ),
+            scaling,
+        ),
+        key="scaling_tail",
+        name="scaling with stragglers",
+    )
 
     st.subheader("Versus the best fabric")
     st.markdown(f"**{scaling_gap_sentence(lines, model_name)}**")

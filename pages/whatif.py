@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import whatif
+from fabric_model.errors import FabricModelError
+from ui import facade, whatif
 from ui.compare_figures import (
     WHATIF_COLUMNS,
     whatif_busbw_figure,
@@ -13,7 +14,9 @@ from ui.compare_figures import (
     whatif_frame,
     whatif_step_figure,
 )
+from ui.health_figures import health_figure, health_frame, skipped_frame
 from ui.page_common import current_scenario, require_buildable
+from ui.tables import display_frame
 from ui.widgets import chart, csv_download, number_or_text_column
 
 scenario = current_scenario()
@@ -97,3 +100,59 @@ def whatif_view() -> None:
 
 
 whatif_view()
+
+
+def health_view() -> None:
+    """The sidebar's design: its step's p50/p99 and the failure modes that cost it most."""
+    st.subheader("Health: the step's tail and what would cost it most")
+    try:
+        with st.spinner("Modelling each failure mode ..."):
+            health = facade.health(scenario)
+    except FabricModelError as exc:  # the design itself: the page's other sections say so too
+        st.warning(f"No health view: {exc}")
+        return
+    if health is None:
+        st.warning(
+            "No step to put a tail on: this parallel plan cannot run: "
+            + facade.training_step(scenario).reason
+        )
+        return
+    c1, c2, c3 = st.columns(3)
+    c1.metric(
+        "Step p50",
+        f"{health.step_time_p50_s:,.3g} s",
+        help="median step over iterations: every rank's compute spread, software jitter and "
+        "(under static ECMP) the hash draws; the step waits for its slowest rank (tails.*)",
+    )
+    c2.metric("Step p99", f"{health.step_time_p99_s:,.3g} s", help="99th percentile step")
+    c3.metric(
+        "Every rank at its mean",
+        f"{health.step_time_s:,.3g} s",
+        help="the deterministic step the other pages show (tails.enabled = false)",
+    )
+    top = health.top(3)
+    if top:
+        st.markdown(
+            "**Costliest failure modes:** "
+            + "; ".join(
+                f"{c.mode.label}: p50 {c.step_time_p50_s:,.3g} s "
+                f"({c.delta_s:+,.3g} s, {health.delta_pct(c):+.1%})"
+                for c in top
+            )
+        )
+    chart(health_figure(health), key="health_modes", name="health failure modes")
+    frame = health_frame(health)
+    st.dataframe(display_frame(frame), hide_index=True, width="stretch")
+    skipped = skipped_frame(health)
+    if len(skipped):
+        with st.expander(f"{len(skipped)} failure mode(s) that do not apply to this design"):
+            st.dataframe(display_frame(skipped), hide_index=True, width="stretch")
+    st.caption(
+        "Each failure mode is the sidebar's design with its overrides "
+        "(assets/failure_modes.yaml) modelled with tails on; Δ is its step p50 minus the "
+        "healthy p50."
+    )
+    csv_download(frame, label="Download health table (CSV)", name="health", key="dl_health")
+
+
+health_view()

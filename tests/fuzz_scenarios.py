@@ -258,11 +258,14 @@ def _gpu_count(rng: random.Random, per_node: int, domain: int, max_gpus: int, to
     """A GPU count that stresses the builders: partial racks, odd node counts, edges.
 
     A torus or hypercube node is a whole NVLink domain (a hypercube has ``2^d`` of them), so
-    those families mostly get whole domains.
+    those families mostly get whole domains; so does an OCS fabric, mostly no more blocks than
+    an OCS has ports (136 or more in the catalog).
     """
     nodes_max = max(1, max_gpus // per_node)
     kind = rng.random()
-    if topology in ("torus-3d", "hypercube") and kind < 0.7:
+    if topology == "ocs" and kind < 0.7:
+        n = _log_int(rng, 1, max(1, min(128, max_gpus // max(domain, 1)))) * domain
+    elif topology in ("torus-3d", "hypercube") and kind < 0.7:
         most = max(1, max_gpus // max(domain, 1))
         n_nodes = (
             2 ** rng.randint(0, int(math.log2(most)))

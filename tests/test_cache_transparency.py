@@ -91,7 +91,7 @@ DESIGN = st.fixed_dictionaries(
     {
         "cluster.n_gpus": st.sampled_from(_GPUS),
         "fabric.topology": st.sampled_from(
-            ["fat-tree", "rail-only", "dragonfly-plus", "hybrid", "hybrid"]
+            ["fat-tree", "rail-only", "dragonfly-plus", "hybrid", "hybrid", "ocs"]
         ),
         "fabric.vendor": st.sampled_from(["infiniband", "spectrum-x", "roce"]),
         "model.name": st.sampled_from(["llama3-8b", "mixtral-8x7b"]),
@@ -99,10 +99,12 @@ DESIGN = st.fixed_dictionaries(
     optional={
         "hybrid.a_topology": st.sampled_from(["fat-tree", "rail-only", "dragonfly-plus"]),
         "hybrid.job": st.sampled_from(["a", "b", "both"]),
+        "ocs.circuits": st.sampled_from(["uniform", "ring", "job"]),
         "parallel.tp": st.sampled_from([1, 2, 8]),
         "parallel.ep": st.sampled_from([1, 2, 8]),
         "what_if.degraded_link_factor": st.sampled_from([0.5, 1.0]),
         "storage.enabled": st.booleans(),
+        "tails.enabled": st.booleans(),
     },
 )
 
@@ -287,6 +289,26 @@ def test_sweep_price_sees_every_section_it_reads(over: dict[str, Any]) -> None:
     clear_caches()
     assert alone != first  # the key changes the price, so a stale price would show
     assert after == alone
+
+
+def test_tails_quantiles_follow_the_tails_section() -> None:
+    """The p50/p99 caches are keyed by the tails section: B after A is B alone.
+
+    The deterministic step does not read ``tails`` (no fabric or step cache declares it);
+    the quantiles (``training.tails.step_quantiles_s``, ``collectives.tails.
+    collective_quantiles_us``) take the section as an argument.
+    """
+    a = _scenario({"cluster.n_gpus": 64, "model.name": "llama3-8b", "tails.enabled": True})
+    assert a is not None
+    b = apply_overrides(a, {"tails.slow_rank_factor": 0.5})
+    cold = _cold(b)
+    clear_caches()
+    _facade_clear()
+    _results(a)
+    warm = _results(b)
+    assert _equal(warm, cold)
+    assert warm["step"]["step_time_p50_s"] > _results(a)["step"]["step_time_p50_s"]
+    assert warm["step"]["step_time_s"] == _results(a)["step"]["step_time_s"]
 
 
 # ------------------------------------------------------------- declared dependencies

@@ -39,7 +39,7 @@ def test_ring_equals_textbook_on_nonblocking_adaptive_fat_tree():
     c = nccl_constants()
     n, domains, k = 1024, 128, 8
     nic_Bps = 400e9 / 8
-    nvl_Bps = 450e9 * c["nvlink_efficiency"]
+    nvl_Bps = 450e9 * c["nvlink_nccl_link_GBps"]["hopper"] / c["nvlink_line_link_GBps"]["hopper"]
     expected_bw = min(nvl_Bps, k * nic_Bps * c["net_efficiency"])
     assert m.busbw_Bps == pytest.approx(expected_bw, rel=1e-9)
     for proto in ("LL", "LL128", "Simple"):
@@ -379,7 +379,11 @@ def test_torus_falls_behind_a_fat_tree_past_a_few_thousand_gpus():
 
 def test_nvls_allgather_inside_a_node_and_nvls_tree_latency_across():
     one = collective(sc(cluster__n_gpus=8), "allgather", "nvls", [16 * GIB])[0]
-    assert 360 < one.busbw_GBps < 450  # NVLink-bound, NCCL's nvlsEff
+    # NVLink-bound at NCCL's nvlsEff on the receive side, which carries the whole buffer: busbw
+    # = 450 x 0.85 x 7/8 = 334.7, below the ring's (NVIDIA/nccl #1506: NVLS 300, ring 350)
+    assert one.busbw_GBps == pytest.approx(450 * 0.85 * 7 / 8, rel=1e-3)
+    ring = collective(sc(cluster__n_gpus=8), "allgather", "ring", [16 * GIB])[0]
+    assert one.busbw_GBps < ring.busbw_GBps
     with pytest.raises(AlgorithmUnavailableError, match="inside one NVLink domain"):
         collective(sc(cluster__n_gpus=64), "allgather", "nvls", [GIB])
     small = [

@@ -335,7 +335,11 @@ def test_unavailable_text_names_each_algorithm_and_reason() -> None:
 
 
 def test_op_algorithms_table_matches_the_model() -> None:
-    scenario = apply_overrides(load_preset(DEFAULT_PRESET), {"cluster.n_gpus": 64})
+    # registered buffers: SHARP all-gather / reduce-scatter (NVLS + IB SHARP) runs on them
+    scenario = apply_overrides(
+        load_preset(DEFAULT_PRESET),
+        {"cluster.n_gpus": 64, "nccl.registered_buffers": True},
+    )
     for op, listed in facade.OP_ALGORITHMS.items():
         assert set(facade.DEFAULT_ALGORITHMS[op]) <= set(listed)
         for algo in ALGOS:
@@ -352,8 +356,9 @@ def test_op_algorithms_table_matches_the_model() -> None:
     ("preset", "op", "unavailable"),
     [
         (DEFAULT_PRESET, "allreduce", set()),
-        # the page also tries NVLS all-gather, which runs inside one NVLink domain only
-        (DEFAULT_PRESET, "allgather", {"nvls"}),
+        # the page also tries NVLS all-gather, which runs inside one NVLink domain only, and
+        # SHARP's (NVLS + IB SHARP), which needs registered buffers
+        (DEFAULT_PRESET, "allgather", {"nvls", "sharp"}),
         ("dgx-h100-roce-ecmp", "allreduce", {"sharp"}),  # no in-network reduction on RoCE
     ],
 )

@@ -34,6 +34,25 @@ PROBES = {
         "cluster.nvlink_domain": 1,
     },
     "one-node-registered": {"cluster.n_gpus": 8, "nccl.registered_buffers": True},
+    # 2 HGX H100 nodes on SHARP switches with registered buffers (NVLS + IB SHARP from 2.27)
+    "two-nodes-sharp": {
+        "cluster.n_gpus": 16,
+        "fabric.sharp": True,
+        "nccl.registered_buffers": True,
+    },
+    # one HGX H100 node, registered buffers, NCCL_CTA_POLICY_ZERO (copy engines from 2.28)
+    "one-node-zero-cta": {
+        "cluster.n_gpus": 8,
+        "nccl.registered_buffers": True,
+        "nccl.cta_policy": "zero",
+    },
+    # one HGX B200 node, registered buffers (symmetric kernels from 2.27, their 16-CTA cap
+    # from 2.28, large all-gathers on the copy engines from 2.29)
+    "one-node-blackwell-registered": {
+        "cluster.n_gpus": 8,
+        "cluster.gpu": "b200",
+        "nccl.registered_buffers": True,
+    },
 }
 OPS = ("allreduce", "allgather", "reducescatter", "alltoall")
 
@@ -98,14 +117,20 @@ def test_pat_with_several_gpus_per_domain_needs_2_31_and_nvls():
         collective(sc("2.31", "two-nodes", **{"fabric.nvls": False}), "allgather", "pat", [8])
 
 
+#: Result names that are another algorithm's (its aliases), and the feature a result needs
+#: beyond its algorithm's (SHARP all-reduce runs in every release, its all-gather from 2.27).
+RESULT_ALGORITHM = {alias: a.name for a in ALGORITHMS.values() for alias, _ in a.aliases}
+RESULT_FEATURE = {"nvls-sharp": "nvls_sharp_allgather_reducescatter"}
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("probe", PROBES)
 def test_auto_never_picks_an_algorithm_the_release_lacks(version, probe):
     s = sc(version, probe)
     for op, rows in outcome(version, probe):
         for algo, _, _ in rows:
-            name = "nvls" if algo == "nvls-tree" else algo
-            since = ALGORITHMS[name].since
+            name = RESULT_ALGORITHM.get(algo, algo)
+            since = RESULT_FEATURE.get(algo, ALGORITHMS[name].since)
             assert not since or has(version, since), (op, algo)
         assert set(auto_candidates(s.fabric, op, s.nccl)) <= {
             n for n, a in ALGORITHMS.items() if not a.since or has(version, a.since)
@@ -116,8 +141,20 @@ def test_auto_never_picks_an_algorithm_the_release_lacks(version, probe):
 #: that the model expresses); every other pair is equal to the microsecond.
 CHANGES = {
     "2.23": {"one-gpu-domains"},  # PAT, one rank per node
-    "2.27": {"one-node-registered"},  # symmetric-memory kernels on registered buffers
-    "2.31": {"two-nodes"},  # PAT across nodes with NVLS inside
+    # symmetric-memory kernels on registered buffers; NVLS + IB SHARP all-gather and
+    # reduce-scatter on registered buffers
+    "2.27": {
+        "one-node-registered",
+        "one-node-zero-cta",
+        "one-node-blackwell-registered",
+        "two-nodes-sharp",
+    },
+    # copy-engine collectives (NCCL_CTA_POLICY_ZERO); Blackwell's 16-CTA cap leaves the
+    # symmetric kernels at their peak bandwidth (16 x 55 GiB/s > 600), so 2.28 shows there only
+    # in the tuner CSV's channels (test_blackwell_cta_cap_is_16_from_2_28)
+    "2.28": {"one-node-zero-cta"},
+    "2.29": {"one-node-blackwell-registered"},  # large all-gathers on the copy engines
+    "2.31": {"two-nodes", "two-nodes-sharp"},  # PAT across nodes with NVLS inside
 }
 
 
@@ -145,6 +182,18 @@ def test_the_changes_are_the_features_own():
     # ring keeps the largest
     rows = dict(outcome("2.31", "two-nodes"))["allgather"]
     assert rows[2][0] == "pat" and rows[-1][0] == "ring"
+    # 2.27: NVLS + IB SHARP takes the 1 MiB all-gather and reduce-scatter across 2 nodes
+    for op in ("allgather", "reducescatter"):
+        assert dict(outcome("2.27", "two-nodes-sharp"))[op][2][0] == "nvls-sharp", op
+        assert dict(outcome("2.26", "two-nodes-sharp"))[op][2][0] == "ring", op
+    # 2.28: NCCL_CTA_POLICY_ZERO puts every all-gather and all-to-all on the copy engines
+    for op in ("allgather", "alltoall"):
+        assert {r[0] for r in dict(outcome("2.28", "one-node-zero-cta"))[op]} == {"ce"}, op
+        assert "ce" not in {r[0] for r in dict(outcome("2.27", "one-node-zero-cta"))[op]}, op
+    # 2.29: a 1 GiB all-gather on B200 moves to the copy engines, 1 MiB stays symmetric
+    rows = dict(outcome("2.29", "one-node-blackwell-registered"))["allgather"]
+    assert (rows[2][0], rows[-1][0]) == ("symmetric", "ce")
+    assert dict(outcome("2.28", "one-node-blackwell-registered"))["allgather"][-1][0] == "symmetric"
 
 
 def test_symmetric_kernels_beat_the_legacy_latency_as_the_release_note_says():
@@ -261,7 +310,8 @@ def test_symmetric_kernels_never_beat_the_nvlink_line_rate(gpu, op):
         {"cluster.gpu": gpu, "cluster.n_gpus": 8, "nccl.registered_buffers": True},
     )
     ctx = FabricContext.from_scenario(s)
-    (row,) = collective(s, op, "auto", [2**33])
+    # by name: from 2.29 NCCL runs an 8 GiB all-gather on Blackwell on the copy engines
+    (row,) = collective(s, op, "symmetric", [2**33])
     assert row.algo == "symmetric"
     # every GPU receives at least S (multicast all-reduce) or (n-1)/n S
     least = 1.0 if op == "allreduce" else 7 / 8

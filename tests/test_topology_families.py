@@ -25,6 +25,7 @@ from fabric_model.topology.dragonfly_plus import (
     max_dragonfly_plus_endpoints,
 )
 from fabric_model.topology.hypercube import build_hypercube
+from fabric_model.topology.ocs import build_ocs
 from fabric_model.topology.rail_only import build_rail_only
 from fabric_model.topology.torus3d import INTERNAL_LINK_CLASS, build_torus3d, torus_dims
 
@@ -33,7 +34,11 @@ BUILD = {
     "dragonfly-plus": build_dragonfly_plus,
     "torus-3d": build_torus3d,
     "hypercube": build_hypercube,
+    "ocs": build_ocs,
 }
+#: Most blocks an OCS fabric of the default request has (one port per block on each of its
+#: 136-port OCSes).
+OCS_MAX_BLOCKS = 136
 RATE_GBPS = 400 / 8  # 400G link, GB/s one direction
 H100 = {"gpus_per_node": 8, "nvlink_domain": 8}
 GB200 = {"gpus_per_node": 4, "nvlink_domain": 72}
@@ -335,8 +340,9 @@ def designs(draw: st.DrawFn, max_gpus: int = 16384) -> tuple[str, dict[str, obje
         d = draw(st.integers(0, top - 1))
         n, n_bigger = dom * 2**d, dom * 2 ** (d + 1)
     else:
-        units = draw(st.integers(1, max_gpus // dom - 1))
-        n, n_bigger = dom * units, dom * draw(st.integers(units + 1, max_gpus // dom))
+        top = max_gpus // dom if family != "ocs" else min(max_gpus // dom, OCS_MAX_BLOCKS)
+        units = draw(st.integers(1, top - 1))
+        n, n_bigger = dom * units, dom * draw(st.integers(units + 1, top))
     kw = {
         **shape,
         "nics_per_gpu": nics,
@@ -369,15 +375,30 @@ def _check_invariants(t: Topology) -> None:
 
 def _check_graph(t: Topology) -> None:
     g = t.graph
-    internal = t.n_endpoints if t.family in SWITCHLESS else 0
-    # every cable is 2 directed links; switchless: + 1 internal link per endpoint (2 directed)
-    assert g.n_links == 2 * (t.n_links + internal)
+    # switchless and OCS graphs join each endpoint to its domain's (block's) node
+    internal = int(t.params.get("n_internal_links", 0))
+    assert internal == (t.n_endpoints if t.family in (*SWITCHLESS, "ocs") else 0)
+    # an OCS fabric's blocks' own cables (a pod's, a cube's) are counted, not graph links
+    in_graph = np.array(
+        [lc.n_links if t.family != "ocs" or lc.name == "block-ocs" else 0 for lc in t.links],
+        dtype=np.int64,
+    )
+    # every cable is 2 directed links; + 1 internal link per endpoint (2 directed)
+    assert g.n_links == 2 * (int(in_graph.sum()) + internal)
     assert int((g.link_class == INTERNAL_LINK_CLASS).sum()) == 2 * internal
     per_class = np.bincount(g.link_class[g.link_class >= 0], minlength=len(t.links))
-    assert (per_class == 2 * np.array([lc.n_links for lc in t.links], dtype=np.int64)).all()
-    assert g.n_nodes == t.n_endpoints + (t.params["n_nodes"] if internal else t.n_switches)
+    assert (per_class == 2 * in_graph).all()
     cable = g.link_class >= 0
     degree = np.bincount(g.link_src[cable], minlength=g.n_nodes)[t.n_endpoints :]
+    if t.family == "ocs":  # blocks, then the OCSes: no block over its uplinks, no OCS over ports
+        p = t.params
+        built = int(p["n_blocks_built"])
+        assert g.n_nodes == t.n_endpoints + built + t.switches_by_tier["ocs"]
+        assert degree[:built].max(initial=0) <= p["uplinks_per_block"]
+        per_port = int(p["fibers_per_uplink"])
+        assert degree[built:].max(initial=0) * per_port <= p["ocs_ports"]
+        return
+    assert g.n_nodes == t.n_endpoints + (t.params["n_nodes"] if internal else t.n_switches)
     limit = t.params["ports_per_node"] if internal else t.request.radix
     assert degree.max(initial=0) <= limit  # no switch (domain) over its ports
 

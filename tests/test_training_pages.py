@@ -23,6 +23,11 @@ def test_scaling_page_draws_lines_per_design_and_mode_changes_them() -> None:
     weak = figure(at, 0)
     assert "weak" in weak["layout"]["title"]["text"]
     assert weak["data"][0]["y"] != strong_y
+    # beside the mean curve, the step at its p50 (the slowest rank): never above, and the
+    # gap grows with the cluster (order statistics of N ranks)
+    mean, tail = (t["y"] for t in figure_titled(at, "Scaling efficiency with stragglers")["data"])
+    gaps = [m - t for m, t in zip(mean, tail, strict=True) if m is not None and t is not None]
+    assert all(g >= -1e-12 for g in gaps) and gaps[-1] > gaps[1]
     # the breakdown stacks to 100% at every size
     bars = figure_titled(at, "Where the step goes")["data"]
     totals = [sum(t["y"][i] for t in bars) for i in range(len(bars[0]["y"]))]

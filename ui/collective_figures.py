@@ -281,7 +281,8 @@ def collective_breakdown_frame(
 
     ``regime`` (latency when the latency term exceeds the bandwidth term), ``ceiling`` (the
     resource whose bound is the algorithm's bandwidth ceiling) and ``pct_of_ceiling`` (the
-    row's busbw as a % of it) say why each row is where it is.
+    row's busbw as a % of it) say why each row is where it is. With ``tails.enabled`` the
+    rows' p50 and p99 over iterations follow (``time_us_p50``, ``time_us_p99``).
 
     ``nvlink_busbw_GBps`` / ``network_busbw_GBps`` are the model's large-message bus
     bandwidths on each side (``AlgoModel.intra_Bps`` / ``inter_Bps``); network is empty when
@@ -309,9 +310,16 @@ def collective_breakdown_frame(
                 "pct_of_ceiling": r.pct_of_ceiling,
                 "nvlink_busbw_GBps": m.intra_Bps / 1e9 if m is not None else None,
                 "network_busbw_GBps": inter,
+                # tails.enabled: p50 / p99 over iterations (dropped below when none differs)
+                "time_us_p50": r.time_us_p50,
+                "time_us_p99": r.time_us_p99,
             }
         )
-    return pd.DataFrame(out)
+    frame = pd.DataFrame(out)
+    spread = any(
+        row["time_us_p50"] != row["time_us"] or row["time_us_p99"] != row["time_us"] for row in out
+    )
+    return frame if spread else frame.drop(columns=["time_us_p50", "time_us_p99"], errors="ignore")
 
 
 def collective_curve_frame(

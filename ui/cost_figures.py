@@ -7,6 +7,7 @@ same rows).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,9 +18,11 @@ from fabric_model.plant.cost import CATEGORIES, BillOfMaterials, VendorCompariso
 from fabric_model.report.summaries import vendor_rows
 from ui.figure_base import figure_layout
 from ui.floorplan import NETWORK_COLORS, NETWORK_LABELS
-from ui.theme import CATEGORY_COLORS, VENDOR_LABELS
+from ui.theme import CATEGORY_COLORS, TOPOLOGY_COLORS, TOPOLOGY_LABELS, VENDOR_LABELS
 
 __all__ = [
+    "FAMILY_FIGURES",
+    "family_compare_figure",
     "vendor_capex_figure",
     "vendor_power_figure",
     "vendor_summary_frame",
@@ -204,3 +207,49 @@ def vendor_summary_frame(comparisons: Sequence[VendorComparison]) -> pd.DataFram
             }
         )
     return pd.DataFrame(rows)
+
+
+#: The compared figures: column -> (label, unit, higher is better).
+FAMILY_FIGURES: dict[str, tuple[str, str, bool]] = {
+    "capex_usd": ("network capex", "USD", False),
+    "power_w": ("network power", "W", False),
+    "allreduce_busbw_GBps": ("all-reduce busbw, 1 GiB", "GB/s", True),
+    "alltoall_busbw_GBps": ("all-to-all busbw, 1 GiB", "GB/s", True),
+    "dense_tokens_per_s_per_musd": ("dense tokens/s per $M of cluster", "", True),
+    "moe_tokens_per_s_per_musd": ("MoE tokens/s per $M of cluster", "", True),
+}
+
+
+def family_compare_figure(frame: pd.DataFrame) -> go.Figure:
+    """Bars per figure, one per family, each relative to the fat-tree's (1 = the fat-tree)."""
+    fig = go.Figure()
+    base = frame.set_index("family")
+    ref = base.loc["fat-tree"] if "fat-tree" in base.index else base.iloc[0]
+    labels = [FAMILY_FIGURES[c][0] for c in FAMILY_FIGURES]
+    for fam, row in base.iterrows():
+        ys, texts = [], []
+        for col in FAMILY_FIGURES:
+            value, against = float(row[col]), float(ref[col])
+            ok = math.isfinite(value) and math.isfinite(against) and against > 0
+            ys.append(value / against if ok else None)
+            texts.append(f"{value:,.4g}" if math.isfinite(value) else "cannot")
+        fig.add_trace(
+            go.Bar(
+                name=TOPOLOGY_LABELS.get(str(fam), str(fam)),
+                x=labels,
+                y=ys,
+                marker_color=TOPOLOGY_COLORS.get(str(fam)),
+                customdata=texts,
+                hovertemplate="%{x}: %{y:.2f} x the fat-tree (%{customdata})<extra>%{fullData.name}"
+                "</extra>",
+            )
+        )
+    fig.add_hline(y=1.0, line_dash="dot", line_color="rgba(127,127,127,0.8)")
+    figure_layout(
+        fig,
+        title="The same GPUs on each fabric, relative to the fat-tree",
+        xaxis_title="",
+        yaxis_title="relative to the fat-tree (x)",
+    )
+    fig.update_layout(barmode="group")
+    return fig

@@ -24,6 +24,7 @@ from fabric_model.collectives import (
     auto_candidates,
     registry,
     times_from_models,
+    with_tails,
 )
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.cost import (
@@ -33,7 +34,10 @@ from fabric_model.plant.cost import (
     compare_vendors,
 )
 from fabric_model.plant.design import build_topology
+from fabric_model.plant.ocs import ocs_summary
+from fabric_model.report import health as _health
 from fabric_model.report import summaries
+from fabric_model.report.family_compare import compare_families
 from fabric_model.report.summaries import (
     CURVE_SIZES,
     SUMMARY_SIZES,
@@ -72,10 +76,13 @@ __all__ = [
     "collective_summary",
     "default_algorithms",
     "fabric_effects",
+    "family_comparison",
+    "health",
     "hybrid_comparison",
     "log_comparison",
     "moe_points",
     "nccl_log",
+    "ocs_frame",
     "replica_scaling_efficiency",
     "scaling_line",
     "scaling_variant",
@@ -110,6 +117,52 @@ def hybrid_comparison(scenario: Scenario) -> pd.DataFrame:
     from fabric_model.plant.cost import compare_with_fat_tree
 
     return pd.DataFrame(compare_with_fat_tree(scenario))
+
+
+@scenario_cache(16)
+def family_comparison(scenario: Scenario) -> pd.DataFrame:
+    """Return one row per compared family on the scenario's GPUs (numbers; NaN = cannot)."""
+    return pd.DataFrame([r.to_dict() for r in compare_families(scenario)])
+
+
+@scenario_cache(16)
+def ocs_frame(scenario: Scenario) -> pd.DataFrame:
+    """Return an OCS design's blocks, circuits, optics, shares and availability as rows."""
+    o = ocs_summary(scenario, bom(scenario))
+    spare = o["n_blocks_built"] - o["n_blocks"]
+    rows = [
+        (
+            "blocks",
+            f"{o['n_blocks']:,} {o['block']} blocks of {o['block_gpus']:,} GPUs"
+            + (f" + {spare} spare" if spare else "")
+            + f", {o['uplinks_per_block']:,} uplinks each",
+        ),
+        (
+            "optical circuit switches",
+            f"{o['n_ocs']:,} x {o['ocs_switch']}: {o['ocs_ports_used']:,} of "
+            f"{o['n_ocs'] * o['ocs_ports']:,} ports ({o['fibers_per_uplink']} per uplink)",
+        ),
+        ("uplink transceiver", str(o["uplink_transceiver"])),
+        (
+            "circuits",
+            f"{o['n_circuits']:,} {o['circuits']}; reconfigure {o['reconfigure']}, "
+            f"{o['reconfig_ms']:g} ms",
+        ),
+        (
+            "OCS + uplink optics",
+            f"${o['ocs_and_optics_capex_usd'] / 1e6:,.2f} M "
+            f"({o['ocs_and_optics_share_of_cluster_capex']:.2%} of cluster capex), "
+            f"{o['ocs_and_optics_power_w'] / 1e3:,.1f} kW "
+            f"({o['ocs_and_optics_share_of_cluster_power']:.2%} of cluster power)",
+        ),
+        (
+            "availability",
+            f"a block {o['block_availability']:.3%}; the job can run "
+            f"{o['job_availability_with_ocs']:.2%} of the time with the OCS, "
+            f"{o['job_availability_fixed_wiring']:.2%} with fixed wiring",
+        ),
+    ]
+    return pd.DataFrame(rows, columns=["what", "value"])
 
 
 # --------------------------------------------------------------------------- collectives
@@ -231,11 +284,15 @@ def collective_curves(scenario: Scenario, op: str, algos: tuple[str, ...]) -> Co
     built = {a: _algo_model(scenario, op, a) for a in considered}
     models = {a: m for a, m in built.items() if isinstance(m, AlgoModel)}
     unavailable = {a: m for a, m in built.items() if isinstance(m, str)}
-    curves = {
-        a: tuple(times_from_models([models[a]], COLLECTIVE_SIZES, a)) for a in wanted if a in models
-    }
+    tails = scenario.tails
+
+    def timed(ms: list[AlgoModel], algo: str) -> tuple[CollectiveTime, ...]:
+        rows = times_from_models(ms, COLLECTIVE_SIZES, algo)
+        return tuple(with_tails(r, tails) for r in rows) if tails.enabled else tuple(rows)
+
+    curves = {a: timed([models[a]], a) for a in wanted if a in models}
     auto_models = [models[a] for a in candidates if a in models]
-    auto = tuple(times_from_models(auto_models, COLLECTIVE_SIZES, "auto")) if auto_models else ()
+    auto = timed(auto_models, "auto") if auto_models else ()
     return CollectiveCurves(
         op=op,
         routing=ctx.policy,
@@ -325,6 +382,16 @@ MOE_SWEEP_MAX_GPUS = 131_072
 def training_step(scenario: Scenario) -> StepResult:
     """One training step of the scenario (never raises for an infeasible plan)."""
     return _training_step(scenario)
+
+
+@scenario_cache(32)
+def health(scenario: Scenario) -> _health.Health | None:
+    """Return the step's p50/p99 and each failure mode's cost (``report.health``).
+
+    Each step goes through :func:`training_step`'s cache, so a mode the What-if table also
+    models is solved once.
+    """
+    return _health.health(scenario, training_step)
 
 
 def _variant(scenario: Scenario, **over: Any) -> Scenario:

@@ -88,9 +88,15 @@ SIDEBAR_KEYS = (
     "parallel.ep",
     "training.recompute",
     "model.routing_skew",
+    # an OCS fabric's blocks and circuits (their own expander, shown for fabric.topology = ocs)
+    "ocs.block",
+    "ocs.switch",
+    "ocs.circuits",
+    "ocs.reconfigure",
 )
-#: How many of SIDEBAR_KEYS are drawn at the top, and where the model section starts.
-_N_TOP, _N_FABRIC = 8, 12
+#: How many of SIDEBAR_KEYS are drawn at the top, where the model section starts, and
+#: where the OCS section starts.
+_N_TOP, _N_FABRIC, _N_OCS = 8, 12, 20
 #: Parallel degrees offered (the current value is always added).
 _DEGREES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -439,6 +445,10 @@ _LABELS = {
     "parallel.ep": "Expert parallel (EP)",
     "training.recompute": "Activation recomputation",
     "model.routing_skew": "MoE routing skew (hot experts)",
+    "ocs.block": "Block",
+    "ocs.switch": "Optical circuit switch",
+    "ocs.circuits": "Circuits",
+    "ocs.reconfigure": "Reconfigure",
 }
 
 
@@ -466,8 +476,12 @@ def sidebar_scenario() -> ScenarioState:
             for key in SIDEBAR_KEYS[_N_TOP:_N_FABRIC]:
                 _widget(key, _LABELS[key], catalog_gpus)
         with st.popover("Model and parallelism", width="stretch"):
-            for key in SIDEBAR_KEYS[_N_FABRIC:]:
+            for key in SIDEBAR_KEYS[_N_FABRIC:_N_OCS]:
                 _widget(key, _LABELS[key], catalog_gpus)
+        if st.session_state[_VALUES]["fabric.topology"] == "ocs":
+            with st.popover("Optical circuit switches", width="stretch"):
+                for key in SIDEBAR_KEYS[_N_OCS:]:
+                    _widget(key, _LABELS[key], catalog_gpus)
     for message in st.session_state.pop("url_errors", []):
         st.error(message)
     preset = st.session_state[_PRESET_VALUE]

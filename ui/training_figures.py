@@ -165,6 +165,45 @@ def scaling_figure(lines: Sequence[ScalingLine], metric: str, scaling: str) -> g
     )
 
 
+def tail_scaling_figure(
+    line: ScalingLine, tail_efficiency: Sequence[float], scaling: str
+) -> go.Figure:
+    """One design's scaling efficiency: every rank at its mean, and the step at its p50.
+
+    ``tail_efficiency`` is :func:`fabric_model.report.summaries.tail_scaling_efficiency` of
+    ``line.points`` (the slowest rank's order statistics): the gap between the two lines is
+    the wait for the slowest of ``N`` ranks, which grows with ``N``.
+    """
+    xs = [p.n_gpus for p in line.points]
+    mean = [p.scaling_efficiency if p.feasible else None for p in line.points]
+    tail = [None if math.isnan(v) else v for v in tail_efficiency]
+    color = TOPOLOGY_COLORS.get(line.topology, "#777")
+    fig = go.Figure()
+    for name, ys, dash in (
+        ("every rank at its mean", mean, "solid"),
+        ("step p50: the slowest rank", tail, "dot"),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                name=name,
+                mode="lines+markers",
+                line={"color": color, "dash": dash, "width": 3},
+                hovertemplate="%{x:,} GPUs: %{y:.1%}<extra>" + name + "</extra>",
+            )
+        )
+    return _layout(
+        fig,
+        f"Scaling efficiency with stragglers ({scaling} scaling): {line.label}",
+        xaxis=_gpu_axis(xs),
+        yaxis={"title": "scaling efficiency", "tickformat": ".0%"},
+        legend={"orientation": "h", "y": -0.3},
+        height=420,
+        margin={"l": 60, "r": 20, "t": 60, "b": 40},
+    )
+
+
 def step_breakdown_figure(points: Sequence[SweepPoint], title: str) -> go.Figure:
     """Share of the step per term at each size (stacked to 100%): where the time goes."""
     ok = [p for p in points if p.feasible]

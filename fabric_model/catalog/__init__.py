@@ -1,10 +1,10 @@
 """Hardware catalog: typed, validated access to ``assets/catalog.yaml``.
 
-The data file lists GPUs, servers, NICs, switches, optics, cables and fabric vendors, with a
-source note on every number. This package turns it into frozen dataclasses and answers the
-questions the topology and cost layers ask: which switch and NIC a vendor uses at a link speed,
-how many ports a switch has at that speed, which transceiver or copper cable serves a link of a
-given length.
+The data file lists GPUs, servers, NICs, switches, optics, cables, fabric vendors and optical
+circuit switches, with a source note on every number. This package turns it into frozen
+dataclasses and answers the questions the topology and cost layers ask: which switch and NIC a
+vendor uses at a link speed, how many ports a switch has at that speed, which transceiver or
+copper cable serves a link of a given length (or through an optical circuit switch).
 
 Validation is strict and happens once, at load time: unknown or missing fields, wrong types,
 non-positive numbers, a numeric field without a source note, a note citing an unknown source
@@ -35,7 +35,7 @@ from fabric_model.catalog.compatibility import compatibility, vendor_colors
 from fabric_model.catalog.compute import Gpu, Server
 from fabric_model.catalog.entries import SECTIONS, FrozenMap, Source
 from fabric_model.catalog.load import DEFAULT_CATALOG_PATH, load_catalog
-from fabric_model.catalog.network import Cable, Nic, Optic, Switch
+from fabric_model.catalog.network import Cable, Nic, OcsSwitch, Optic, Switch
 from fabric_model.catalog.store import Catalog
 from fabric_model.catalog.vendors import Vendor
 
@@ -47,6 +47,7 @@ __all__ = [
     "FrozenMap",
     "Gpu",
     "Nic",
+    "OcsSwitch",
     "Optic",
     "Server",
     "Source",

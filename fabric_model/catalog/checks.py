@@ -135,6 +135,17 @@ def _check_vendors(cat: Catalog, where: str) -> None:
                 raise CatalogError(f"{here}.nic_by_gbps: {nkey} is not a Spectrum-X endpoint")
 
 
+def _check_ocs(cat: Catalog, where: str) -> None:
+    for o in cat.ocs.values():
+        if o.n_ports < 2:
+            raise CatalogError(f"{where}: ocs.{o.key}.n_ports: a circuit needs two ports")
+    for opt in cat.optics.values():
+        if (opt.n_fibers is None) != (opt.channel_loss_db is None):
+            raise CatalogError(
+                f"{where}: optics.{opt.key}.n_fibers: give n_fibers and channel_loss_db together"
+            )
+
+
 _HEX_COLOR: Final = re.compile(r"#[0-9A-Fa-f]{6}")
 
 
@@ -146,4 +157,5 @@ _CROSS_CHECKS: Final[tuple[Callable[[Catalog, str], None], ...]] = (
     _check_optics,
     _check_cables,
     _check_vendors,
+    _check_ocs,
 )

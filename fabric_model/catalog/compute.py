@@ -87,6 +87,9 @@ class Server(_Entry):
     cpu_gpu_GBps
         Payload bandwidth per direction between one GPU and host memory, 10^9 bytes/s
         (PCIe on x86 servers, NVLink-C2C on Grace); ``None`` when not published.
+    cpu_gpu_link
+        What joins a GPU to host memory: ``pcie`` (an x86 host behind PCIe) or
+        ``nvlink-c2c`` (a Grace CPU's LPDDR5X over NVLink-C2C).
     """
 
     gpus_per_server: int
@@ -96,3 +99,4 @@ class Server(_Entry):
     host_link_GBps: float
     host_memory_gb: float | None = None
     cpu_gpu_GBps: float | None = None
+    cpu_gpu_link: str = "pcie"

@@ -19,6 +19,7 @@ SECTIONS: Final[tuple[str, ...]] = (
     "optics",
     "cables",
     "vendors",
+    "ocs",
 )
 
 _K = TypeVar("_K")

@@ -147,6 +147,7 @@ def _build(doc: object, path: Path) -> Catalog:
         optics=parsed["optics"],
         cables=parsed["cables"],
         vendors=parsed["vendors"],
+        ocs=parsed["ocs"],
     )
     for check in _CROSS_CHECKS:
         check(catalog, where)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from fabric_model.catalog.entries import _Entry, _speeds_text
 from fabric_model.errors import InfeasibleDesignError
 
-__all__ = ["Cable", "Nic", "Optic", "Switch"]
+__all__ = ["Cable", "Nic", "OcsSwitch", "Optic", "Switch"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,6 +194,17 @@ class Optic(_Entry):
         "Compatible" (validated third-party) planning price, USD.
     price_oem_usd
         NVIDIA/OEM-branded price, USD.
+    n_fibers
+        Fibers the whole module lands on (a duplex-LC module 2 per port, a circulator module
+        1 per port, parallel MPO optics 8 per port), count; ``None`` when not given. Through
+        an optical circuit switch every fiber takes one OCS port.
+    channel_loss_db
+        Largest channel insertion loss the module's link budget allows between its two ends
+        (fiber, connectors and anything in between, such as an OCS), dB; ``None`` when not
+        given: such a module is not offered for OCS links.
+    ocs_only
+        Offered for links through an optical circuit switch only (a circulator module);
+        :meth:`Catalog.optic_for` skips it, so other designs keep their media.
     """
 
     side: str
@@ -206,6 +217,31 @@ class Optic(_Entry):
     power_w: float
     price_usd: float
     price_oem_usd: float
+    n_fibers: int | None = None
+    channel_loss_db: float | None = None
+    ocs_only: bool = False
+
+    @property
+    def ocs_capable(self) -> bool:
+        """Whether the module can run through an OCS: single-mode, at most 2 fibers a port."""
+        return (
+            self.media == "smf"
+            and self.channel_loss_db is not None
+            and self.n_fibers is not None
+            and self.n_fibers <= 2 * (self.module_gbps // self.port_speeds_gbps[0])
+        )
+
+    def fibers_per_link(self, link_gbps: int) -> int:
+        """Return the fibers (OCS ports) one link of ``link_gbps`` takes, count.
+
+        ``n_fibers / ports_per_module``: a twin 2 x FR4 module runs two 400G links on a duplex
+        pair each (2 fibers per link) or one 800G link on both pairs (4).
+        """
+        if self.n_fibers is None:
+            raise InfeasibleDesignError(
+                "ocs.switch", f"transceiver {self.key} has no fiber count in the catalog"
+            )
+        return max(1, self.n_fibers // self.ports_per_module(link_gbps))
 
     def ports_per_module(self, link_gbps: int) -> int:
         """Return the links of ``link_gbps`` one module serves (``module_gbps // link_gbps``).
@@ -271,3 +307,42 @@ class Cable(_Entry):
     def carries(self, link_gbps: int, length_m: float) -> bool:
         """Return whether the cable carries ``link_gbps`` (Gb/s) over ``length_m`` (m)."""
         return link_gbps in self.port_speeds_gbps and length_m <= self.reach_m
+
+
+@dataclass(frozen=True, kw_only=True)
+class OcsSwitch(_Entry):
+    """One optical circuit switch (OCS): a passive, reconfigurable fiber cross-connect.
+
+    Parameters
+    ----------
+    technology
+        ``"mems"`` (tilting micro-mirrors) or ``"piezo"`` (piezo-steered collimators).
+    n_ports
+        Fiber ports; a circuit joins two of them (light in either direction), count.
+    insertion_loss_db
+        Largest port-to-port insertion loss, its two connectors included, dB.
+    reconfig_ms
+        Time to set up a new set of circuits (all ports), ms.
+    power_w
+        Power of the box (mirror drive, control, monitoring), W.
+    price_usd
+        Price of the box, USD.
+    rack_units
+        Height, U.
+    in_house
+        Built by its operator for its own use (not sold): the price is an estimate of cost.
+    """
+
+    technology: str
+    n_ports: int
+    insertion_loss_db: float
+    reconfig_ms: float
+    power_w: float
+    price_usd: float
+    rack_units: int
+    in_house: bool = False
+
+    @property
+    def port_price_usd(self) -> float:
+        """Price per port, USD."""
+        return self.price_usd / self.n_ports

@@ -7,7 +7,7 @@ from typing import Final
 
 from fabric_model.catalog.compute import Gpu, Server
 from fabric_model.catalog.entries import _Entry
-from fabric_model.catalog.network import Cable, Nic, Optic, Switch
+from fabric_model.catalog.network import Cable, Nic, OcsSwitch, Optic, Switch
 from fabric_model.catalog.vendors import Vendor
 
 # ---------------------------------------------------------------------------------------------
@@ -70,6 +70,7 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "host_link_GBps": _FieldSpec("float"),
             "host_memory_gb": _FieldSpec("float", nullable=True, default=None),
             "cpu_gpu_GBps": _FieldSpec("float", nullable=True, default=None),
+            "cpu_gpu_link": _FieldSpec("choice", ("pcie", "nvlink-c2c"), default="pcie"),
         },
     ),
     "nics": (
@@ -125,6 +126,9 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "power_w": _FieldSpec("float", zero_ok=True),
             "price_usd": _FieldSpec("float"),
             "price_oem_usd": _FieldSpec("float"),
+            "n_fibers": _FieldSpec("int", nullable=True, default=None),
+            "channel_loss_db": _FieldSpec("float", nullable=True, default=None),
+            "ocs_only": _FieldSpec("bool", default=False),
         },
     ),
     "cables": (
@@ -155,6 +159,19 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "color": _FieldSpec("str", default=""),
             "compared": _FieldSpec("bool", default=True),
             "switches": _FieldSpec("keys", default=()),
+        },
+    ),
+    "ocs": (
+        OcsSwitch,
+        {
+            "technology": _FieldSpec("choice", ("mems", "piezo")),
+            "n_ports": _FieldSpec("int"),
+            "insertion_loss_db": _FieldSpec("float"),
+            "reconfig_ms": _FieldSpec("float"),
+            "power_w": _FieldSpec("float"),
+            "price_usd": _FieldSpec("float"),
+            "rack_units": _FieldSpec("int"),
+            "in_house": _FieldSpec("bool", default=False),
         },
     ),
 }

@@ -16,7 +16,7 @@ from fabric_model.catalog.entries import (
     _Entry,
     _speeds_text,
 )
-from fabric_model.catalog.network import Cable, Nic, Optic, Switch
+from fabric_model.catalog.network import Cable, Nic, OcsSwitch, Optic, Switch
 from fabric_model.catalog.vendors import Vendor
 from fabric_model.errors import InfeasibleDesignError, UnknownCatalogKeyError
 
@@ -41,6 +41,7 @@ _KIND_LABEL: Final[dict[str, str]] = {
     "optics": "optic",
     "cables": "cable",
     "vendors": "vendor",
+    "ocs": "optical circuit switch",
 }
 
 
@@ -56,7 +57,7 @@ class Catalog:
         File it was read from.
     sources
         Source key (``"S40"``) -> :class:`Source`.
-    gpus, servers, nics, switches, optics, cables, vendors
+    gpus, servers, nics, switches, optics, cables, vendors, ocs
         Entry key -> entry, in file order.
     """
 
@@ -70,6 +71,7 @@ class Catalog:
     optics: FrozenMap[str, Optic]
     cables: FrozenMap[str, Cable]
     vendors: FrozenMap[str, Vendor]
+    ocs: FrozenMap[str, OcsSwitch]
 
     # --- lookups ------------------------------------------------------------------------
 
@@ -113,6 +115,10 @@ class Catalog:
     def vendor(self, key: str) -> Vendor:
         """Return the vendor ``key``; raise :class:`UnknownCatalogKeyError` if unknown."""
         return _lookup(self.vendors, "vendors", key)
+
+    def ocs_switch(self, key: str) -> OcsSwitch:
+        """Return the optical circuit switch ``key``; raise if unknown."""
+        return _lookup(self.ocs, "ocs", key)
 
     # --- selection ------------------------------------------------------------------------
 
@@ -213,6 +219,7 @@ class Catalog:
             o
             for o in self.optics.values()
             if o.side == side
+            and not o.ocs_only
             and link_gbps in o.port_speeds_gbps
             and (cage_gbps is None or o.module_gbps == cage_gbps)
             and (protocol is None or protocol in o.protocols)
@@ -237,6 +244,103 @@ class Catalog:
                 f"{longest.reach_m:g} m ({longest.key})",
             )
         return min(fits, key=lambda o: _per_port(o, link_gbps))
+
+    def ocs_optic_for(
+        self,
+        side: str,
+        link_gbps: int,
+        length_m: float,
+        loss_db: float,
+        *,
+        cage_gbps: int | None = None,
+        protocol: str | None = None,
+        port_usd: float = 0.0,
+        loss_text: str = "",
+    ) -> Optic:
+        """Return the cheapest transceiver that closes a link through an optical circuit switch.
+
+        Parameters
+        ----------
+        side, link_gbps, cage_gbps, protocol
+            As :meth:`optic_for`.
+        length_m
+            Fiber from one end to the other, through the OCS, m.
+        loss_db
+            The channel's insertion loss: the OCS, the fiber and the connectors, dB.
+        port_usd
+            Price of one OCS port, USD: a module with more fibers per link takes more ports,
+            so the choice minimises ``module price per link + fibers per link x port_usd``.
+        loss_text
+            How ``loss_db`` is made up, for the refusal.
+
+        Returns
+        -------
+        Optic
+            Among single-mode modules with a channel loss budget (:attr:`Optic.ocs_capable`)
+            of that side and speed that reach ``length_m``, the cheapest whose
+            ``channel_loss_db >= loss_db``.
+
+        Raises
+        ------
+        InfeasibleDesignError
+            On ``fabric.link_gbps`` when no OCS-capable module runs the speed; on
+            ``ocs.switch`` when none closes the budget through this OCS's insertion loss
+            (naming the loss and the best budget).
+        """
+        at_speed = [
+            o
+            for o in self.optics.values()
+            if o.side == side
+            and o.ocs_capable
+            and link_gbps in o.port_speeds_gbps
+            and (cage_gbps is None or o.module_gbps == cage_gbps)
+            and (protocol is None or protocol in o.protocols)
+        ]
+        cage_text = "" if cage_gbps is None else f" in a {cage_gbps} Gb/s cage"
+        if not at_speed:
+            speeds = sorted(
+                {
+                    s
+                    for o in self.optics.values()
+                    if o.side == side and o.ocs_capable
+                    for s in o.port_speeds_gbps
+                    if cage_gbps is None or o.module_gbps == cage_gbps
+                }
+            )
+            raise InfeasibleDesignError(
+                "fabric.link_gbps",
+                f"no {side}-side transceiver in this catalog runs {link_gbps} Gb/s through an "
+                f"optical circuit switch{cage_text} (single-mode, duplex or circulator fiber); "
+                f"allowed: {_speeds_text(speeds) or 'none'} Gb/s",
+            )
+        fits = [o for o in at_speed if o.reach_m >= length_m]
+        if not fits:
+            longest = max(at_speed, key=lambda o: o.reach_m)
+            raise InfeasibleDesignError(
+                "fabric.direct_link_m",
+                f"no OCS-capable {side}-side transceiver carries {link_gbps} Gb/s over "
+                f"{length_m:g} m; the longest reach is {longest.reach_m:g} m ({longest.key})",
+            )
+        closes = [o for o in fits if float(o.channel_loss_db or 0.0) >= loss_db - 1e-9]
+        if not closes:
+            best = max(fits, key=lambda o: float(o.channel_loss_db or 0.0))
+            raise InfeasibleDesignError(
+                "ocs.switch",
+                f"the link budget does not close: the channel through the OCS loses "
+                f"{loss_db:.2f} dB{loss_text}, and the best {link_gbps} Gb/s {side}-side "
+                f"transceiver ({best.key}) allows {best.channel_loss_db:g} dB; choose an OCS "
+                f"with a lower insertion loss or shorter runs",
+            )
+
+        def cost(o: Optic) -> tuple[float, float, str]:
+            per = o.ports_per_module(link_gbps)
+            return (
+                o.price_usd / per + o.fibers_per_link(link_gbps) * port_usd,
+                o.power_w / per,
+                o.key,
+            )
+
+        return min(closes, key=cost)
 
     def cable_for(
         self,

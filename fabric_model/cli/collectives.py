@@ -60,7 +60,12 @@ def _parse_sizes(text: str) -> list[int]:
     add_arguments=_collective_args,
 )
 def _collective(args: argparse.Namespace) -> int:
-    from fabric_model.collectives import FabricContext, algo_models, times_from_models
+    from fabric_model.collectives import (
+        FabricContext,
+        algo_models,
+        times_from_models,
+        with_tails,
+    )
     from fabric_model.collectives.model import AlgorithmUnavailableError
     from fabric_model.units import format_size_bytes
 
@@ -72,6 +77,9 @@ def _collective(args: argparse.Namespace) -> int:
     if not 0 <= args.links <= 10_000:
         raise FabricModelError(f"--links = {args.links}: must be 0 (off) to 10,000")
     rows = times_from_models(models, _parse_sizes(args.sizes), args.algo)
+    tails = scenario.tails.enabled
+    if tails:  # p50 / p99 over iterations (tails.*): ECMP draws and the slowest rank's launch
+        rows = [with_tails(r, scenario.tails) for r in rows]
     payload: Any = [r.to_dict() for r in rows]
     links: list[dict[str, Any]] = []
     link_algo = ""
@@ -89,6 +97,11 @@ def _collective(args: argparse.Namespace) -> int:
             "size": format_size_bytes(r.size_bytes),
             "bytes": r.size_bytes,
             "time_us": round(r.time_us, 2),
+            **(
+                {"p50_us": round(r.time_us_p50, 2), "p99_us": round(r.time_us_p99, 2)}
+                if tails
+                else {}
+            ),
             "algbw_GBps": round(r.algbw_GBps, 2),
             "busbw_GBps": round(r.busbw_GBps, 2),
             "algo": r.algo,

@@ -10,10 +10,15 @@ from fabric_model.cli.registry import _emit, format_table, scenario_from_args, v
 
 def _bom_text(bom: Any) -> str:
     d = bom.to_dict()
+    electrical = d["n_switches"] - d["switches_by_tier"].get("ocs", 0)
     switch = (
-        f"{bom.hardware.switch.name} radix {d['radix']}, " if d["n_switches"] else "switchless, "
+        f"{bom.hardware.switch.name} radix {d['radix']}, "
+        if electrical
+        else ("no packet switch, " if d["topology"] == "ocs" else "switchless, ")
     )
     tiers = f"{d['tiers']} tiers" if d["tiers"] else "direct links"
+    if d["topology"] == "ocs":
+        tiers = (f"{d['tiers']}-tier pods, " if d["tiers"] else "") + "optical circuits"
     if d.get("planes", 1) > 1:
         tiers += f" per plane, {d['planes']} planes of {bom.topology.request.link_gbps}G"
     head = [
@@ -62,6 +67,34 @@ def _bom_text(bom: Any) -> str:
         "(the figures above are the compute fabric's)",
     ]
     return "\n".join(head) + lines + "\n".join(totals) + _site_text(bom)
+
+
+def _ocs_text(o: dict[str, Any]) -> str:
+    """Describe the OCS design's circuits, optics and availability, after its bill."""
+    spare = (
+        f" + {o['n_blocks_built'] - o['n_blocks']} spare"
+        if o["n_blocks_built"] > o["n_blocks"]
+        else ""
+    )
+    return "\n".join(
+        [
+            "",
+            f"ocs: {o['n_blocks']:,}{spare} {o['block']} blocks of {o['block_gpus']:,} GPUs, "
+            f"{o['uplinks_per_block']:,} uplinks each on {o['n_ocs']:,} x {o['ocs_switch']} "
+            f"({o['ocs_ports_used']:,} of {o['n_ocs'] * o['ocs_ports']:,} ports, "
+            f"{o['fibers_per_uplink']} per uplink, {o['uplink_transceiver']}); "
+            f"{o['n_circuits']:,} {o['circuits']} circuits, reconfigure {o['reconfigure']} "
+            f"({o['reconfig_ms']:g} ms)",
+            f"ocs: OCS + uplink optics ${o['ocs_and_optics_capex_usd'] / 1e6:,.2f} M "
+            f"({o['ocs_and_optics_share_of_cluster_capex']:.2%} of cluster capex), "
+            f"{o['ocs_and_optics_power_w'] / 1e3:,.1f} kW "
+            f"({o['ocs_and_optics_share_of_cluster_power']:.2%} of cluster power)",
+            f"ocs: availability of a block {o['block_availability']:.4%} "
+            f"({o['block_failures_per_year']:.2f} failures/year); the job's "
+            f"{o['n_blocks']:,} blocks can run {o['job_availability_with_ocs']:.2%} of the time "
+            f"with the OCS, {o['job_availability_fixed_wiring']:.2%} with fixed wiring",
+        ]
+    )
 
 
 def _site_text(bom: Any) -> str:
@@ -135,10 +168,16 @@ def _bom(args: argparse.Namespace) -> int:
     scenario = scenario_from_args(args)
     if not args.compare:
         bom = bill_of_materials(scenario)
-        _emit(args, bom.to_dict(), _bom_text(bom))
+        payload, text = bom.to_dict(), _bom_text(bom)
+        if bom.topology.family == "ocs":  # circuits, optics, their share, availability
+            from fabric_model.plant.ocs import ocs_summary
+
+            payload["ocs"] = ocs_summary(scenario, bom)
+            text += _ocs_text(payload["ocs"])
+        _emit(args, payload, text)
         return 0
     results = compare_vendors(scenario)
-    payload = [
+    vendors = [
         {"vendor": r.vendor, **(r.bom.to_dict() if r.bom else {"error": r.error})} for r in results
     ]
     rows: list[dict[str, Any]] = []
@@ -173,5 +212,5 @@ def _bom(args: argparse.Namespace) -> int:
                 "note": v.limit,
             }
         )
-    _emit(args, payload, format_table(rows))
+    _emit(args, vendors, format_table(rows))
     return 0

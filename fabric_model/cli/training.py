@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -37,6 +39,33 @@ def _step_text(d: dict[str, Any], plan_label: str, comm: Sequence[Any] = ()) -> 
                     "step_time_ideal_network_s",
                 )
             ]
+        ),
+        *(
+            [
+                f"MoE router, token permutation and their small kernels: "
+                f"{d['moe_overhead_s']:.3f} s of compute_s"
+            ]
+            if d.get("moe_overhead_s")
+            else []
+        ),
+        *(
+            [
+                f"activation offload to {d['offload_via']} at {d['offload_GBps']:.1f} GB/s per "
+                f"GPU: {(d.get('memory') or {}).get('offloaded_gib', 0.0):.1f} GiB per GPU out "
+                f"of HBM, {d['offload_s']:.3f} s of the step not hidden"
+            ]
+            if d.get("offload_via")
+            else []
+        ),
+        *(
+            [
+                f"tails: step p50 {d['step_time_p50_s']:,.4g} s, p99 "
+                f"{d['step_time_p99_s']:,.4g} s over iterations (the slowest of "
+                f"{d['n_gpus']:,} ranks; tails.*), {d['step_time_s']:,.4g} s with every rank "
+                "at its mean"
+            ]
+            if d["step_time_p99_s"] != d["step_time_s"] or d["step_time_p50_s"] != d["step_time_s"]
+            else []
         ),
         f"scale-out fabric {d['scale_out_share_of_step']:.1%}, NVLink "
         f"{d['scale_up_share_of_step']:.1%} of the step (exposed communication "
@@ -159,6 +188,7 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
     add_arguments=_sweep_args,
 )
 def _sweep(args: argparse.Namespace) -> int:
+    from fabric_model.report.summaries import tail_scaling_efficiency
     from fabric_model.training import sweep
 
     scenario = scenario_from_args(args)
@@ -170,22 +200,30 @@ def _sweep(args: argparse.Namespace) -> int:
             map_fn=map_fn,
             progress=_progress(args, "sweep"),
         )
-    payload = [p.to_dict() for p in points]
+    # the same curve with the step at its p50: the slowest rank (tails.*, closed form)
+    tail = tail_scaling_efficiency(points, dataclasses.replace(scenario.tails, enabled=True))
+    payload = [
+        {**p.to_dict(), "scaling_efficiency_p50": t if p.feasible else math.nan}
+        for p, t in zip(points, tail, strict=True)
+    ]
     table = [
         {
             "n_gpus": p.n_gpus,
             "step_time_s": p.step.step_time_s if p.feasible else "-",
             "mfu": p.step.mfu if p.feasible else "-",
             "scaling_eff": p.scaling_efficiency if p.feasible else "-",
+            "scaling_eff_p50": t if p.feasible else "-",
             "network_capex_usd": p.network_capex_usd if p.feasible else "-",
             "plan": p.step.plan.label() if p.feasible and p.step.plan else "",
             "note": "" if p.feasible else p.reason[:90],
         }
-        for p in points
+        for p, t in zip(points, tail, strict=True)
     ]
     head = (
         f"# {args.scaling} scaling of {scenario.model.name} on {scenario.fabric.topology}, "
         f"{scenario.fabric.vendor} {scenario.fabric.link_gbps}G\n"
+        "# scaling_eff puts every rank at its mean (an upper bound); scaling_eff_p50 waits "
+        "for the slowest rank every step (tails.*: GPU spread, software jitter, a slow rank)\n"
     )
     _emit(args, payload, head + format_table(table))
     return 0

@@ -32,7 +32,9 @@ from fabric_model.collectives.registry import (
     auto_candidates,
     check_op,
     check_version,
+    forced_models,
 )
+from fabric_model.collectives.tails import with_tails
 from fabric_model.errors import ScenarioError
 from fabric_model.scenario import NcclSpec, Scenario
 
@@ -53,6 +55,7 @@ __all__ = [
     "nccl_constants",
     "times_from_models",
     "unavailable_message",
+    "with_tails",
 ]
 
 
@@ -87,7 +90,7 @@ def algo_models(ctx: FabricContext, op: str, algo: str) -> list[AlgoModel]:
     if algo != "auto":
         check_op(algo, op)
         check_version(algo, nccl)
-        if forced and NCCL_ALGO_MODELS[nccl.algo] != algo:
+        if forced and algo not in forced_models(nccl.algo, op):
             raise AlgorithmUnavailableError(
                 f"{algo} is not what nccl.algo = {nccl.algo} forces (NCCL_ALGO="
                 f"{nccl.algo}); use --algo auto or {NCCL_ALGO_MODELS[nccl.algo]}"
@@ -140,6 +143,12 @@ def _nccl_knobs(model: AlgoModel, nccl: NcclSpec, op: str) -> AlgoModel:
             "SHARP: nccl.algo = collnetdirect with fabric.sharp); NVLS-Tree is nccl.algo = "
             "nvlstree"
         )
+    if nccl.algo == "collnetdirect" and model.algo == "nvls-sharp":
+        raise AlgorithmUnavailableError(
+            "nccl.algo = collnetdirect: across NVLink domains the model's SHARP all-gather and "
+            "reduce-scatter is NCCL's NVLS + IB SHARP (nccl.algo = nvls); CollNet Direct's "
+            "all-gather / reduce-scatter is not modelled"
+        )
     if nccl.algo == "nvlstree" and model.algo == "nvls":
         raise AlgorithmUnavailableError(
             "nccl.algo = nvlstree runs across NVLink domains (NCCL has no NVLS-Tree on one "
@@ -188,10 +197,14 @@ def times_from_models(
     fastest (NCCL's miss when they differ, e.g. NVIDIA/nccl issue 1801).
     """
     rows = []
-    # NCCL runs its symmetric kernels on registered buffers without its tuner's table
-    models = [m for m in models if m.bypasses_tuner] or list(models)
-    candidates = [(m, p) for m in models for p in m.protocols]
+    # the candidates change only where a size passes a bypassing model's threshold
+    bypassing = [m for m in models if m.bypasses_tuner]
+    pools: dict[tuple[bool, ...], list[tuple[AlgoModel, str]]] = {}
     for size in sizes:
+        key = tuple(size >= m.bypass_from_bytes for m in bypassing)
+        candidates = pools.get(key)
+        if candidates is None:
+            candidates = pools[key] = _candidates(models, size, requested)
         # NCCL picks by its tuner's table (tuning.cc); the fabric then delivers what it does
         m, proto = min(candidates, key=lambda mp: mp[0].tuner_time_us(size, mp[1]))
         fast_m, fast_p = min(candidates, key=lambda mp: mp[0].time_us(size, mp[1]))
@@ -205,8 +218,7 @@ def times_from_models(
         # the ECMP seed range: the same latency, the bandwidth term at each seed's bandwidth
         band = []
         for seed_bw in m.busbw_range_Bps:
-            scale = seed_bw / m.busbw_Bps if m.busbw_Bps else 1.0
-            t_seed = lat + (t - lat) / scale if scale > 0 else math.inf
+            t_seed = _seed_time_us(m, t, lat, seed_bw)
             band.append(size / t_seed / 1e3 * factor if t_seed > 0 else 0.0)
         rows.append(
             CollectiveTime(
@@ -229,9 +241,43 @@ def times_from_models(
                 fastest_time_us=fast_m.time_us(size, fast_p),
                 ceiling=m.ceiling,
                 ceiling_GBps=m.ceiling_Bps / 1e9,
+                seed_scales=m.seed_time_scales,
+                time_us_p50=t,
+                time_us_p99=t,
             )
         )
     return rows
+
+
+def _candidates(
+    models: Sequence[AlgoModel], size: float, requested: str
+) -> list[tuple[AlgoModel, str]]:
+    """Return the (model, protocol) pairs NCCL chooses among for a call of ``size`` bytes.
+
+    NCCL runs what bypasses its tuner whenever it can (the symmetric kernels on registered
+    buffers; the copy engines under NCCL_CTA_POLICY_ZERO, or above their size threshold on
+    Blackwell from 2.29), the highest ``bypass_priority`` first; otherwise its tuner's
+    table decides among the rest. An algorithm asked for by name runs at every size.
+    """
+    bypass = [m for m in models if m.bypasses_tuner and size >= m.bypass_from_bytes]
+    if bypass:
+        top = max(m.bypass_priority for m in bypass)
+        pool = [m for m in bypass if m.bypass_priority == top]
+    else:
+        pool = [m for m in models if not m.bypasses_tuner]
+        if not pool or requested != "auto":
+            pool = list(models)
+    return [(m, p) for m in pool for p in m.protocols]
+
+
+def _seed_time_us(m: AlgoModel, t: float, lat: float, seed_bw: float) -> float:
+    """Return a call's time at one ECMP seed's bus bandwidth, microseconds.
+
+    The same latency, the bandwidth term scaled by ``busbw / seed busbw`` (``inf`` for a seed
+    that delivers nothing).
+    """
+    scale = seed_bw / m.busbw_Bps if m.busbw_Bps else 1.0
+    return lat + (t - lat) / scale if scale > 0 else math.inf
 
 
 def collective(
@@ -246,4 +292,7 @@ def collective(
     models = algo_models(ctx, op, algo)
     if not models:
         raise AlgorithmUnavailableError(f"no algorithm can run {op} on this design")
-    return times_from_models(models, sizes, algo)
+    rows = times_from_models(models, sizes, algo)
+    if not scenario.tails.enabled:
+        return rows
+    return [with_tails(row, scenario.tails) for row in rows]

@@ -284,7 +284,8 @@ def nvls_model(ctx: FabricContext, op: str) -> AlgoModel:
     the NVLink rate); across domains NCCL's NVLS-Tree: each GPU's reduced ``S / D`` shard is
     all-reduced over NCCL's double binary tree of domains on its own NIC(s), latency
     ``intraLat + 2 log2(m) interLat``. All-gather and reduce-scatter: multicast or in-switch
-    reduction inside one domain at NCCL's ``nvlsEff`` of the NVLink rate.
+    reduction inside one domain at NCCL's ``nvlsEff`` of the NVLink rate on the side that
+    carries the whole buffer (busbw = that rate x (n - 1) / n).
     """
     c = ctx.constants
     frac = c["nvls_algbw_fraction"].get(ctx.arch)
@@ -299,7 +300,11 @@ def nvls_model(ctx: FabricContext, op: str) -> AlgoModel:
             raise AlgorithmUnavailableError(
                 f"nvls {op} runs inside one NVLink domain; this job spans {m} domains (use ring)"
             )
-        intra = ctx.nvlink_Bps * c["nvls_efficiency"][ctx.arch]
+        # multicast moves the whole buffer S through each GPU's busier NVLink side (all-gather
+        # receives S, reduce-scatter sends S; the ring moves (n - 1) S / n each way), so the
+        # bus bandwidth is that side's rate times (n - 1) / n (NVIDIA/nccl issues #1083 and
+        # #1506, the maintainer: NVLS "does not promise a bandwidth improvement" for them)
+        intra = ctx.nvlink_Bps * c["nvls_efficiency"][ctx.arch] * bus_factor(op, n)
         lat = latencies(ctx, "nvls", ("Simple",), 1, 0, 0, base=False)
         return assemble(ctx, op, "nvls", intra, None, 0, lat)
     if op != "allreduce":
@@ -377,6 +382,12 @@ def sharp_model(ctx: FabricContext, op: str) -> AlgoModel:
     if op != "allreduce":
         raise AlgorithmUnavailableError(f"sharp is modelled for allreduce only, not {op}")
     sw = ctx.hardware.switch
+    if ctx.topology.family == "ocs":
+        raise AlgorithmUnavailableError(
+            "sharp reduces in electrical switches, and an optical circuit switch passes light "
+            "without reducing it (a pod's spines reduce only their own pod). Use ring, tree "
+            "or nvls"
+        )
     if not getattr(sw, "sharp", False) or ctx.topology.tiers == 0:
         raise AlgorithmUnavailableError(
             f"sharp needs InfiniBand switches with SHARP; {sw.name} "

@@ -45,8 +45,10 @@ __all__ = [
     "MAX_CLASSES",
     "FabricContext",
     "PatternResult",
+    "ce_efficiency",
     "link_tier",
     "nccl_constants",
+    "nvlink_efficiency",
 ]
 
 CONSTANTS_PATH = asset("nccl_constants.yaml")
@@ -152,6 +154,43 @@ def nccl_constants() -> dict[str, Any]:
     """Load the versioned NCCL-like constants (``assets/nccl_constants.yaml``)."""
     data: dict[str, Any] = load_yaml(CONSTANTS_PATH)
     return data
+
+
+def nvlink_efficiency(constants: dict[str, Any], arch: str) -> float:
+    """Fraction of a GPU's NVLink rate an SM-driven transfer reaches on ``arch``.
+
+    NCCL's own figure for one NVLink over the link's line rate, per direction
+    (``nvlink_nccl_link_GBps / nvlink_line_link_GBps``, ``src/graph/topo.h``): SMs move 128 B
+    payloads per NVLink packet. An architecture without those entries takes
+    ``nvlink_efficiency``.
+
+    >>> c = nccl_constants()
+    >>> round(nvlink_efficiency(c, "hopper"), 3), round(nvlink_efficiency(c, "blackwell"), 3)
+    (0.824, 0.802)
+    """
+    nccl = constants.get("nvlink_nccl_link_GBps", {}).get(arch)
+    line = constants.get("nvlink_line_link_GBps", {}).get(arch)
+    if nccl is None or line is None:
+        return float(constants["nvlink_efficiency"])
+    return float(nccl) / float(line)
+
+
+def ce_efficiency(constants: dict[str, Any], arch: str) -> float:
+    """Fraction of a GPU's NVLink rate a copy engine reaches on ``arch``.
+
+    A copy engine sends 256 B payloads per NVLink packet where an SM sends 128 B (the NCCL
+    maintainer, nccl-tests issue 149); the per-packet overhead is what NCCL's SM figure
+    leaves of the line rate, ``128 x (1 / nvlink_efficiency - 1)`` bytes, so
+    ``ce = 256 / (256 + overhead)``.
+
+    >>> c = nccl_constants()
+    >>> round(ce_efficiency(c, "hopper"), 3), round(ce_efficiency(c, "blackwell"), 3)
+    (0.904, 0.89)
+    """
+    sm = float(constants["nvlink_sm_payload_bytes"])
+    ce = float(constants["nvlink_ce_payload_bytes"])
+    overhead = sm * (1.0 / nvlink_efficiency(constants, arch) - 1.0)
+    return ce / (ce + overhead)
 
 
 def same_domain_group_pairs(group: np.ndarray, domain: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -265,7 +304,7 @@ class FabricContext:
         path to the NIC(s) (``Hardware.host_link_GBps``). NCCL spreads a GPU's channels
         evenly over its NICs, so with ``nics`` NICs each carries at most ``host / nics``;
         the cap is set on the NIC links in line-rate units (``/ net_efficiency``, which
-        ``_common`` applies to every network rate), so the achievable payload per GPU is the
+        ``terms.assemble`` applies to every network rate), so the achievable payload per GPU is the
         host link's. A single NIC slower than the host link (400G behind PCIe Gen5 x16) is
         unaffected. Switchless fabrics (torus, hypercube) forward through NICs and are left
         as they are.
@@ -428,6 +467,11 @@ class FabricContext:
     def nvlink_Bps(self) -> float:
         """Per-direction NVLink bandwidth of one GPU, bytes/s."""
         return float(self.hardware.gpu.nvlink_GBps) * 1e9
+
+    @property
+    def nvlink_efficiency(self) -> float:
+        """Fraction of the NVLink rate an SM-driven transfer reaches (:func:`nvlink_efficiency`)."""
+        return nvlink_efficiency(self.constants, self.arch)
 
     @property
     def nics_used_per_domain(self) -> int:

@@ -114,7 +114,7 @@ def ceiling_name(algo: str, bottleneck: str) -> str:
     switch tier keeps its link-class name (``leaf-spine``, ``spine-core``, ``global``, ...).
     """
     if bottleneck == "nvlink":
-        return "nvls" if algo in ("nvls", "nvls-tree") else "nvlink"
+        return "nvls" if algo in ("nvls", "nvls-tree", "nvls-sharp") else "nvlink"
     if bottleneck in ("nic-leaf", "nic", "nic-nic") or bottleneck.startswith("nic"):
         return "nic"
     if "PCIe" in bottleneck:
@@ -152,6 +152,9 @@ class AlgoModel:
         over ECMP seeds).
     busbw_range_Bps : tuple[float, float]
         Lowest and highest over the ECMP seeds (equal when routing is deterministic).
+    busbw_seeds_Bps : tuple[float, ...]
+        The bus bandwidth at each ECMP seed the solver hashed (one entry, or empty, when
+        routing is deterministic): the draws a tail (``tails.ecmp_redraw``) samples from.
     intra_Bps, inter_Bps : float
         The NVLink-side and network-side bus bandwidths the minimum was taken over (inter is
         ``inf`` inside one NVLink domain).
@@ -170,8 +173,16 @@ class AlgoModel:
         delivers, so ``auto`` chooses with this figure and reports the delivered time.
     bypasses_tuner : bool
         NCCL runs this algorithm whenever it can, without consulting its tuner's table (the
-        symmetric-memory kernels on registered buffers, ``symmetric_sched.cc``): ``auto``
-        then chooses only among such models.
+        symmetric-memory kernels on registered buffers, ``symmetric_sched.cc``; the copy
+        engines under ``NCCL_CTA_POLICY_ZERO``, ``enqueue.cc``): ``auto`` then chooses only
+        among such models.
+    bypass_from_bytes : float
+        With ``bypasses_tuner``, the smallest call NCCL runs it for (bytes, the nccl-tests
+        size): below it ``auto`` leaves the model out (``inf``: ``auto`` never runs it;
+        the model answers when asked for by name).
+    bypass_priority : int
+        Among models that bypass the tuner at a size, NCCL runs those of the highest priority
+        (``taskAppend`` tries the copy engines before the symmetric kernels).
     """
 
     op: str
@@ -193,9 +204,12 @@ class AlgoModel:
     notes: tuple[str, ...] = field(default=())
     tuner_busbw_Bps: float | None = None
     bypasses_tuner: bool = False
+    bypass_from_bytes: float = 0.0
+    bypass_priority: int = 0
     #: the network pattern solved for this algorithm, ``(src, dst, demand)`` NIC endpoints
     #: (``None``: NVLink only, or solved by flow classes); ``collective --links`` re-solves it
     pattern: Any = field(default=None, repr=False, compare=False)
+    busbw_seeds_Bps: tuple[float, ...] = ()
 
     @cached_property
     def ceiling(self) -> str:
@@ -213,6 +227,19 @@ class AlgoModel:
         scale x ``net_efficiency``), before protocol factors and latency.
         """
         return self.busbw_Bps
+
+    @cached_property
+    def seed_time_scales(self) -> tuple[float, ...]:
+        """Per ECMP seed, ``busbw / seed busbw``: the factor on a call's bandwidth term.
+
+        ``inf`` for a seed that delivers nothing; empty when routing is deterministic.
+        """
+        if len(self.busbw_seeds_Bps) <= 1:
+            return ()
+        return tuple(
+            (self.busbw_Bps / b if self.busbw_Bps else 1.0) if b > 0 else math.inf
+            for b in self.busbw_seeds_Bps
+        )
 
     @property
     def protocols(self) -> tuple[str, ...]:
@@ -281,6 +308,19 @@ class CollectiveTime:
     fastest_time_us: float
     ceiling: str = ""
     ceiling_GBps: float = 0.0
+    #: per ECMP seed the solver hashed, the factor on the bandwidth term
+    #: (``AlgoModel.seed_time_scales``; empty when routing is deterministic)
+    seed_scales: tuple[float, ...] = ()
+    #: p50 and p99 over iterations (``tails.*``); the deterministic ``time_us`` when disabled
+    time_us_p50: float = math.nan
+    time_us_p99: float = math.nan
+
+    @property
+    def time_us_seeds(self) -> tuple[float, ...]:
+        """The time at each ECMP seed the solver hashed (``(time_us,)`` when deterministic)."""
+        if not self.seed_scales:
+            return (self.time_us,)
+        return tuple(self.latency_us + self.bandwidth_us * k for k in self.seed_scales)
 
     @property
     def regime(self) -> str:
@@ -306,6 +346,8 @@ class CollectiveTime:
             "algo": self.algo,
             "bytes": self.size_bytes,
             "time_us": self.time_us,
+            "time_us_p50": self.time_us if math.isnan(self.time_us_p50) else self.time_us_p50,
+            "time_us_p99": self.time_us if math.isnan(self.time_us_p99) else self.time_us_p99,
             "algbw_GBps": self.algbw_GBps,
             "busbw_GBps": self.busbw_GBps,
             "proto": self.proto,

@@ -24,8 +24,10 @@ from dataclasses import dataclass
 
 from fabric_model.collectives import algorithms as _a
 from fabric_model.collectives.context import FabricContext
+from fabric_model.collectives.copy_engine import ce_model
 from fabric_model.collectives.model import OPS, AlgoModel, AlgorithmUnavailableError
 from fabric_model.collectives.pat import pat_model
+from fabric_model.collectives.sharp_gather import sharp_any_model
 from fabric_model.collectives.symmetric_kernels import symmetric_model
 from fabric_model.collectives.versions import FEATURES, has
 from fabric_model.families import OKABE_ITO
@@ -43,6 +45,7 @@ __all__ = [
     "auto_candidates",
     "check_op",
     "check_version",
+    "forced_models",
 ]
 
 
@@ -148,13 +151,18 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm(
             "sharp",
             "SHARP",
-            _a.sharp_model,
-            ("allreduce",),
-            auto_ops=("allreduce",),
+            sharp_any_model,
+            _RING_OPS,
+            auto_ops=_RING_OPS,
             auto_flag="sharp",
-            valid="switches with SHARP (InfiniBand); auto considers it with fabric.sharp on",
-            nccl="NCCL_ALGO=CollNetDirect (NCCL_COLLNET_ENABLE=1 with the SHARP plugin)",
+            valid="switches with SHARP (InfiniBand); auto considers it with fabric.sharp on; "
+            "all-gather and reduce-scatter as NVLS + IB SHARP across NVLink domains of at most "
+            "one GPU per NIC head, with registered buffers (NCCL 2.27+)",
+            nccl="NCCL_ALGO=CollNetDirect (NCCL_COLLNET_ENABLE=1 with the SHARP plugin); "
+            "all-gather / reduce-scatter: NCCL_ALGO=NVLS with NCCL_COLLNET_ENABLE=1 and "
+            "registered buffers",
             color=OKABE_ITO["purple"],
+            aliases=(("nvls-sharp", "NVLS + IB SHARP (NVLS in the domain, SHARP across)"),),
         ),
         Algorithm(
             "hierarchical",
@@ -204,6 +212,22 @@ ALGORITHMS: dict[str, Algorithm] = {
             since="symmetric_kernels",
             needs_registered=True,
         ),
+        Algorithm(
+            "ce",
+            "copy engines (zero SMs)",
+            ce_model,
+            (),
+            one_domain_ops=("allgather", "alltoall"),
+            auto_ops=("allgather", "alltoall"),
+            valid="inside one NVLink domain of Hopper or newer GPUs with NVLS, registered "
+            "buffers (nccl.registered_buffers); NCCL 2.28+ with nccl.cta_policy = zero, and "
+            "large all-gathers on Blackwell from 2.29",
+            nccl="NCCL_CTA_POLICY_ZERO in ncclConfig_t and buffers registered with "
+            "ncclCommWindowRegister (NCCL_WIN_COLL_SYMMETRIC)",
+            color=OKABE_ITO["black"],
+            since="ce_collectives",
+            needs_registered=True,
+        ),
     )
 }
 
@@ -218,6 +242,24 @@ NCCL_ALGO_MODELS: dict[str, str] = {
     "collnetdirect": "sharp",
     "pat": "pat",
 }
+
+
+def forced_models(nccl_algo: str, op: str) -> tuple[str, ...]:
+    """Return the model algorithms ``nccl.algo`` (NCCL_ALGO) lets NCCL run for ``op``.
+
+    NCCL's NVLS all-gather and reduce-scatter across nodes is NVLS + IB SHARP (``tuning.cc``),
+    the model's ``sharp`` for those operations; everywhere else one model algorithm.
+
+    >>> forced_models("nvls", "allgather"), forced_models("nvls", "allreduce")
+    (('nvls', 'sharp'), ('nvls',))
+    """
+    model = NCCL_ALGO_MODELS.get(nccl_algo)
+    if model is None:
+        return ()
+    if nccl_algo == "nvls" and op in ("allgather", "reducescatter"):
+        return ("nvls", "sharp")
+    return (model,)
+
 
 #: ``--algo`` values: every algorithm, then ``auto`` (NCCL-like choice).
 ALGOS: tuple[str, ...] = (*ALGORITHMS, "auto")
@@ -271,8 +313,8 @@ def auto_candidates(fabric: FabricSpec, op: str, nccl: NcclSpec | None = None) -
         and (not ALGORITHMS[n].needs_registered or nccl.registered_buffers)
     ]
     if nccl.algo != "auto" and op != "alltoall":
-        forced = NCCL_ALGO_MODELS.get(nccl.algo)
-        names = [n for n in names if n == forced]
+        forced = forced_models(nccl.algo, op)
+        names = [n for n in names if n in forced]
     return tuple(names)
 
 

@@ -87,6 +87,7 @@ def assemble(
         n_ranks=ctx.n_ranks,
         busbw_Bps=busbw,
         busbw_range_Bps=(lo, hi),
+        busbw_seeds_Bps=tuple(float(min(intra, b)) for b in seeds) if inter is not None else (),
         intra_Bps=intra,
         inter_Bps=inter_bw,
         bottleneck=bottleneck,
@@ -138,5 +139,5 @@ def protocol_terms(ctx: FabricContext, family: str) -> tuple[dict[str, float], d
 
 
 def nvlink_ring_Bps(ctx: FabricContext) -> float:
-    """Return a GPU's NVLink rate as a ring over its domain uses it (NCCL's efficiency), B/s."""
-    return ctx.nvlink_Bps * ctx.constants["nvlink_efficiency"]
+    """Return an SM-driven ring's NVLink side: NVLink rate x NCCL's per-link efficiency."""
+    return ctx.nvlink_Bps * ctx.nvlink_efficiency

@@ -57,6 +57,7 @@ TUNER_ALGORITHMS: dict[str, str] = {
     "nvls": "nvls",
     "nvls-tree": "nvls_tree",
     "sharp": "collnet_direct",
+    "nvls-sharp": "nvls",
     "pat": "pat",
 }
 #: The model's protocol -> the plugin's name.
@@ -159,8 +160,8 @@ def tuner_rows(
                 rows.append(row)
         if skipped:
             notes.append(
-                f"{op}: {skipped} of {len(sizes)} sizes run NCCL's symmetric-memory kernels, "
-                f"which do not read the tuner's table (no row)"
+                f"{op}: {skipped} of {len(sizes)} sizes run NCCL's symmetric-memory kernels "
+                f"or copy engines, which do not read the tuner's table (no row)"
             )
     return rows, notes
 

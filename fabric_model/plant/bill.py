@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabric_model.catalog import Catalog
-from fabric_model.plant.floorplan import FloorPlan, plan_site
+from fabric_model.plant.floorplan import FloorPlan, built_gpus, plan_site
 from fabric_model.plant.hardware import Hardware
 from fabric_model.plant.lines import (
     CATEGORIES,
@@ -23,6 +23,7 @@ from fabric_model.plant.lines import (
     fabric_lines,
     hybrid_bom_lines,
     is_cpo,
+    ocs_bom_lines,
     unit_price,
 )
 from fabric_model.plant.storage_mgmt import NetworkBill
@@ -242,6 +243,19 @@ def fabric_shape(topo: Topology, hw: Hardware) -> dict[str, Any]:
     """
     k, gbps, p = hw.radix, topo.request.link_gbps, topo.params
     per_plane = topo.n_endpoints  # every NIC port has one link into each plane
+    if topo.family == "ocs":  # blocks on optical circuit switches (a pod's own leaf-spine)
+        pod = p["block"] == "pod"
+        return {
+            "switch": hw.switch.key if pod else "",
+            "switch_radix": k if pod else 0,
+            "pod_nics": int(p["block_gpus"]) * topo.request.nics_per_gpu if pod else 0,
+            "limit": (
+                f"ocs: {p['n_blocks_built']} blocks x {p['fibers_per_uplink']} port(s) per "
+                f"uplink on {p['ocs_ports']}-port OCS ({p['ocs_key']}): "
+                f"{p['ocs_uplinks_per_block']} uplink(s) of every block per OCS"
+            ),
+            "switch_choice": hw.switch_choice if pod else "",
+        }
     if not topo.tiers:
         return {
             "switch": "",
@@ -299,11 +313,13 @@ def price_fabric(
     topo = site.topology
     if topo.family == "hybrid":  # each partition on its vendor's parts (fabric_model.plant.hybrid)
         lines = hybrid_bom_lines(scenario, topo, hw, cat, own_vendor, partitions)
+    elif topo.family == "ocs":  # blocks, OCSes and their uplinks (fabric_model.plant.lines)
+        lines = ocs_bom_lines(scenario, topo, hw, cat, own_vendor)
     else:
         lines = fabric_lines(topo, hw, cat, scenario.costs, own_vendor)
     networks, floorplan = site.finish(lines, cat, scenario.costs)
     server = hw.server
-    n_servers = -(-scenario.cluster.n_gpus // server.gpus_per_server)
+    n_servers = -(-built_gpus(scenario, topo) // server.gpus_per_server)
     return BillOfMaterials(
         scenario_name=scenario.name,
         vendor=scenario.fabric.vendor,

@@ -37,6 +37,7 @@ from fabric_model.catalog import Catalog, load_catalog
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.bill import BillOfMaterials, fabric_shape
 from fabric_model.plant.design import priced
+from fabric_model.plant.floorplan import built_gpus
 from fabric_model.plant.hybrid import single_fat_tree_scenario
 from fabric_model.plant.lines import CATEGORIES, BomLine, LinkMedia, link_lines, link_media
 from fabric_model.scenario import Scenario
@@ -49,6 +50,7 @@ __all__ = [
     "LinkMedia",
     "VendorComparison",
     "bill_of_materials",
+    "built_gpus",
     "compare_vendors",
     "compare_with_fat_tree",
     "fabric_shape",

@@ -25,7 +25,9 @@ from fabric_model.families import family_names
 from fabric_model.plant.bill import BillOfMaterials, price_fabric
 from fabric_model.plant.hardware import Hardware
 from fabric_model.plant.hybrid import check_hybrid, partition_scenario
+from fabric_model.plant.lines import ocs_channel
 from fabric_model.scenario import Scenario
+from fabric_model.scenario.ocs import ocs_plan_key
 from fabric_model.topology import (
     PLANE_FAMILIES,
     Topology,
@@ -33,6 +35,7 @@ from fabric_model.topology import (
     build_topology_from_request,
 )
 from fabric_model.topology.hybrid import HybridRequest
+from fabric_model.topology.ocs import OcsRequest
 
 __all__ = [
     "SWITCHLESS",
@@ -40,6 +43,8 @@ __all__ = [
     "build_topology",
     "hybrid_request",
     "job_scenario",
+    "ocs_channel",
+    "ocs_request",
     "priced",
     "resolve_hardware",
     "topology_request",
@@ -110,7 +115,9 @@ def resolve_hardware(scenario: Scenario, catalog: Catalog | None = None) -> Hard
                 f"{nic.name} runs at {', '.join(map(str, nic.speeds_gbps))} Gb/s, "
                 f"not {f.link_gbps}",
             )
-    if f.switch == "auto" and f.topology not in SWITCHLESS:
+    # an OCS fabric of NVLink domains or cubes has no electrical switch to choose
+    electrical = f.topology != "ocs" or scenario.ocs.block == "pod"
+    if f.switch == "auto" and f.topology not in SWITCHLESS and electrical:
         switch, choice = _choose_switch(scenario, cat, vendor, switch, nic, gpu)
     optics = _optics(scenario, cat, vendor, switch)
     if f.planes == 1:
@@ -173,6 +180,12 @@ def _optics(scenario: Scenario, cat: Catalog, vendor: Vendor, switch: Switch) ->
         ``pluggable`` for one sold only with CPO.
     """
     f = scenario.fabric
+    if f.topology == "ocs" and f.optics == "cpo":
+        raise InfeasibleDesignError(
+            "fabric.optics",
+            "cpo: an OCS fabric's block uplinks take pluggable duplex or circulator optics "
+            "(the light crosses the OCS); allowed: auto, pluggable",
+        )
     if f.topology in SWITCHLESS:
         if f.optics == "cpo":
             raise InfeasibleDesignError(
@@ -280,6 +293,8 @@ def _choose_switch(
         scenario.storage,
         scenario.management,
         scenario.hybrid,
+        scenario.ocs,
+        ocs_plan_key(scenario),
     )
     if cat is load_catalog() and key in _CHOICE_CACHE:
         chosen, note = _CHOICE_CACHE[key]
@@ -435,6 +450,8 @@ def topology_request(scenario: Scenario, hardware: Hardware) -> TopologyRequest:
     )
     if f.topology == "hybrid":  # two partitions and a shared tier (fabric_model.plant.hybrid)
         return hybrid_request(scenario, hardware, req)
+    if f.topology == "ocs":  # blocks, optical circuit switches and circuits
+        return ocs_request(scenario, hardware, req)
     return req
 
 
@@ -507,6 +524,46 @@ def hybrid_request(scenario: Scenario, hardware: Hardware, base: TopologyRequest
         core_radix=hardware.radix,
         core_switch_key=hardware.switch.key,
         shared_oversubscription=float(scenario.hybrid.shared_oversubscription),
+    )
+
+
+def ocs_request(scenario: Scenario, hardware: Hardware, base: TopologyRequest) -> OcsRequest:
+    """Return the :class:`OcsRequest` of an OCS scenario (``base``: the cluster's request).
+
+    The uplinks' transceiver is chosen for a circuit of two ``fabric.direct_link_m`` runs
+    (the bill re-checks it at the floor plan's length); its fibers are the OCS ports an
+    uplink takes.
+
+    Raises
+    ------
+    InfeasibleDesignError
+        On ``ocs.switch`` or ``fabric.link_gbps`` (:func:`ocs_channel`).
+    """
+    if scenario.fabric.planes > 1:
+        raise InfeasibleDesignError(
+            "fabric.planes", "an OCS fabric is built in one plane; allowed: 1"
+        )
+    o, pl = scenario.ocs, scenario.parallel
+    sw = load_catalog().ocs_switch(o.switch)
+    channel = ocs_channel(scenario, hardware, float(scenario.fabric.direct_link_m))
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(TopologyRequest)}
+    return OcsRequest(
+        **fields,
+        block=o.block,
+        block_gpus=0 if o.block_gpus == "auto" else int(o.block_gpus),
+        ocs_ports=sw.n_ports,
+        ocs_key=sw.key,
+        fibers_per_uplink=channel.optic.fibers_per_link(scenario.fabric.link_gbps),
+        optic_key=channel.optic.key,
+        circuits=o.circuits,
+        reconfigure=o.reconfigure,
+        spare_blocks=o.spare_blocks,
+        failed_blocks=o.failed_blocks,
+        job_tp=pl.tp,
+        job_cp=pl.cp,
+        job_ep=pl.ep,
+        job_pp=pl.pp,
+        ocs_rack_units=sw.rack_units,
     )
 
 

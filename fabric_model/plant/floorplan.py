@@ -69,6 +69,7 @@ __all__ = [
     "FloorPlan",
     "Layout",
     "Site",
+    "built_gpus",
     "class_lengths_m",
     "facility_value",
     "halls_text",
@@ -84,8 +85,16 @@ CLASS_KEYS: Mapping[str, str] = {
     "spine-core": "spine_core_m",
     "core-super": "spine_core_m",  # a 4-tier fat-tree's top class: centre rows to centre rows
     "global": "spine_core_m",
+    "block-ocs": "direct_link_m",  # an OCS fabric's block-to-OCS runs: the centre rows
 }
 _DEFAULT_M = {f.name: f.default for f in dataclasses.fields(FabricSpec) if f.name.endswith("_m")}
+
+
+def built_gpus(scenario: Scenario, topo: Topology) -> int:
+    """GPUs the design builds: the job's, plus an OCS fabric's spare blocks."""
+    if topo.family == "ocs":
+        return int(topo.params["n_blocks_built"]) * int(topo.params["block_gpus"])
+    return int(scenario.cluster.n_gpus)
 
 
 def facility_value(*path: str) -> float:
@@ -379,7 +388,7 @@ def _layout(
     in_rack = facility_value("cabling", "in_rack_m")
     notes: list[str] = []
 
-    n_servers = max(1, -(-scenario.cluster.n_gpus // scenario.cluster.gpus_per_node))
+    n_servers = max(1, -(-built_gpus(scenario, topo) // scenario.cluster.gpus_per_node))
     spr = servers_per_rack(scenario, hw.server.key, hw.server.name)
     n_cracks = -(-n_servers // spr)
     group = _leaf_group(topo)
@@ -416,9 +425,12 @@ def _layout(
     slots = row + n_net
     left = -(-row // 2)
 
-    # the centre rows: upper tiers, storage spines, management aggregation
+    # the centre rows: upper tiers (an OCS fabric's OCSes), storage spines, management
     center_switches = sum(n for t, n in by_tier.items() if t not in row_tiers)
-    center_u = sum(n for t, n in by_tier.items() if t not in row_tiers) * ru
+    ocs_ru = int(topo.params.get("ocs_rack_units", ru))
+    center_u = sum(
+        n * (ocs_ru if t == "ocs" else ru) for t, n in by_tier.items() if t not in row_tiers
+    )
     if storage:
         s_up = sum(n for t, n in storage.topology.switches_by_tier.items() if t != "leaf")
         center_switches += s_up
@@ -499,6 +511,8 @@ def _layout(
             lengths[lc.name] = to_center
         elif lc.name in ("spine-core", "core-super"):
             lengths[lc.name] = across_center
+        elif lc.name == "block-ocs":  # a block's uplinks run to the OCS racks at the centre
+            lengths[lc.name] = to_center
         elif lc.name == "global":  # block to block, the whole hall across and deep
             lengths[lc.name] = (
                 (inner - width if cols > 1 else max(0, n_net - 1) * width)
@@ -513,7 +527,7 @@ def _layout(
             f"{f.hall_max_m2:,.0f} m2 each): the {top} links cross between halls to the middle "
             f"hall, {inter_hall:,.1f} m more than inside one"
         )
-    if topo.tiers == 0:
+    if topo.tiers == 0 and topo.family != "ocs":
         notes.append(
             "a switchless family: its direct links keep fabric.direct_link_m (the floor plan "
             "does not place wrap-around links)"
@@ -909,7 +923,7 @@ def plan_site(scenario: Scenario, hw: Hardware, topo: Topology, cat: Catalog) ->
     FabricModelError
         On a ``facility.*``, ``storage.*`` or ``management.*`` key the design cannot have.
     """
-    n_servers = max(1, -(-scenario.cluster.n_gpus // scenario.cluster.gpus_per_node))
+    n_servers = max(1, -(-built_gpus(scenario, topo) // scenario.cluster.gpus_per_node))
     storage = storage_design(scenario, hw, cat, n_servers)
     layout = _layout(scenario, hw, topo, storage, cat)
     lengths = class_lengths_m(scenario, layout)

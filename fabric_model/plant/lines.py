@@ -16,24 +16,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fabric_model.catalog import Cable, Catalog, Optic
+from fabric_model.catalog import Cable, Catalog, Optic, load_catalog
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.plant.hardware import Hardware
 from fabric_model.plant.hybrid import partition_scenario, partition_view
 from fabric_model.scenario import CostSpec, Scenario
 from fabric_model.topology import LinkClass, Topology
 from fabric_model.topology.hybrid import HybridTopology
+from fabric_model.topology.ocs import OCS_DATA
 
 __all__ = [
     "CATEGORIES",
     "CPO_SUFFIX",
     "BomLine",
     "LinkMedia",
+    "OcsChannel",
     "fabric_lines",
     "hybrid_bom_lines",
     "is_cpo",
     "link_lines",
     "link_media",
+    "ocs_bom_lines",
+    "ocs_channel",
     "unit_price",
 ]
 
@@ -362,3 +366,209 @@ def hybrid_bom_lines(
         if line.quantity
     )
     return lines
+
+
+def ocs_bom_lines(
+    scenario: Scenario,
+    topo: Topology,
+    hardware: Hardware,
+    catalog: Catalog,
+    own_vendor: bool,
+) -> list[BomLine]:
+    """Bill lines of an OCS fabric: every built block's parts, the OCSes and the uplinks.
+
+    A pod's leaves and spines take the vendor's switch; the OCSes their catalog entry
+    (``ocs.switch``); every built block (spares included) its NICs and internal links
+    (:func:`link_lines`: a pod's NIC-leaf and leaf-spine cables, a cube's copper mesh). Each
+    uplink is one fiber run to an OCS port with one transceiver at the block end (NIC side
+    for NVLink domains and cubes; switch side, by the twin-port rule, on a pod's spines or
+    leaf) and none at the OCS, which is passive. The transceiver's budget is checked again at
+    the floor plan's run length (:func:`ocs_channel`).
+
+    Raises
+    ------
+    InfeasibleDesignError
+        On ``ocs.switch`` when the budget does not close at the laid-out length.
+    """
+    costs = scenario.costs
+    p = topo.params
+    ocs = catalog.ocs_switch(str(p["ocs_key"]))
+    sw, nic = hardware.switch, hardware.nic
+    switch_price = unit_price(costs.switch_usd if own_vendor else None, sw.price_usd)
+    lines: list[BomLine] = []
+    for tier, count in topo.switches_by_tier.items():
+        if not count:
+            continue
+        if tier == "ocs":
+            lines.append(
+                BomLine(
+                    "switches",
+                    ocs.name,
+                    ocs.key,
+                    "ocs",
+                    count,
+                    ocs.price_usd,
+                    ocs.power_w,
+                    catalog.source_note("ocs", ocs.key, "price_usd"),
+                )
+            )
+            continue
+        lines.append(
+            BomLine(
+                "switches",
+                sw.name,
+                sw.key,
+                f"pod {tier}",
+                count,
+                switch_price,
+                sw.power_w,
+                catalog.source_note("switches", sw.key, "price_usd"),
+            )
+        )
+    built_gpus = int(p["n_blocks_built"]) * int(p["block_gpus"])
+    lines.append(
+        BomLine(
+            "nics",
+            nic.name,
+            nic.key,
+            "servers",
+            built_gpus * topo.request.nics_per_gpu,
+            unit_price(costs.nic_usd if own_vendor else None, nic.price_usd),
+            nic.power_w,
+            catalog.source_note("nics", nic.key, "price_usd"),
+        )
+    )
+    inner = [lc for lc in topo.links if lc.name != "block-ocs"]
+    up = next(lc for lc in topo.links if lc.name == "block-ocs")
+    lines.extend(
+        link_lines(dataclasses.replace(topo, links=tuple(inner)), hardware, catalog, costs)
+    )
+    channel = ocs_channel(
+        scenario, hardware, float(up.length_m), catalog, optic_key=str(p["optic_key"])
+    )
+    optic = channel.optic
+    fiber = catalog.fiber
+    lines.append(
+        BomLine(
+            "cables",
+            fiber.name,
+            fiber.key,
+            up.name,
+            up.n_links,
+            unit_price(costs.fiber_usd, fiber.price_usd),
+            fiber.power_w,
+            catalog.source_note("cables", fiber.key, "price_usd"),
+        )
+    )
+    if channel.side == "nic":
+        n_modules, where = up.n_nic_ends, f"{up.name} (NIC side)"
+        price = unit_price(costs.optic_nic_usd, optic.price_usd)
+    else:
+        per = optic.ports_per_module(up.link_gbps)
+        n_modules = sum(
+            g.n_switches * math.ceil(g.ports_per_switch / per)
+            for g in up.port_groups
+            if g.tier != "ocs"
+        )
+        where = f"{up.name} ({up.ends[0]} side)"
+        price = unit_price(costs.optic_switch_usd, optic.price_usd)
+    lines.append(
+        BomLine(
+            "optics",
+            optic.name,
+            optic.key,
+            where,
+            n_modules,
+            price,
+            optic.power_w,
+            catalog.source_note("optics", optic.key, "price_usd"),
+        )
+    )
+    return lines
+
+
+@dataclass(frozen=True)
+class OcsChannel:
+    """The optical channel of one circuit: what it loses and the transceiver that closes it.
+
+    Attributes
+    ----------
+    length_m
+        Fiber from one block through the OCS to the other (two runs), m.
+    loss_db
+        The OCS's insertion loss, the fiber's attenuation and the patch connections, dB.
+    text
+        How ``loss_db`` is made up, in words.
+    optic
+        The transceiver at each block end (:meth:`Catalog.ocs_optic_for`).
+    side
+        ``"nic"`` (NVLink-domain and cube blocks) or ``"switch"`` (a pod's uplinks).
+    """
+
+    length_m: float
+    loss_db: float
+    text: str
+    optic: Any
+    side: str
+
+
+def ocs_channel(
+    scenario: Scenario,
+    hardware: Hardware,
+    run_m: float,
+    catalog: Catalog | None = None,
+    *,
+    optic_key: str = "",
+) -> OcsChannel:
+    """Return the channel of a circuit whose two block-to-OCS runs are ``run_m`` each.
+
+    ``loss = OCS insertion loss + 2 run x fiber dB/km + patch connections x connector dB``
+    (``assets/ocs.yaml``); the transceiver is the cheapest whose channel budget covers it,
+    counting the OCS ports its fibers take, or ``optic_key`` checked against it.
+
+    Raises
+    ------
+    InfeasibleDesignError
+        On ``ocs.switch`` when no transceiver's budget closes through the OCS (or
+        ``optic_key``'s does not), on ``fabric.link_gbps`` when none runs the speed through
+        an OCS, on ``fabric.direct_link_m`` when the run is beyond its reach.
+    """
+    cat = catalog or load_catalog()
+    sw = cat.ocs_switch(scenario.ocs.switch)
+    budget = OCS_DATA["link_budget"]
+    per_km = float(budget["fiber_db_per_km"]["value"])
+    n_conn = int(budget["patch_connections"]["value"])
+    conn_db = float(budget["connector_db"]["value"])
+    length = 2.0 * run_m
+    loss = sw.insertion_loss_db + per_km * length / 1000.0 + n_conn * conn_db
+    text = (
+        f" ({sw.key} {sw.insertion_loss_db:g} dB + {length:g} m of fiber at {per_km:g} dB/km "
+        f"+ {n_conn} patch connections at {conn_db:g} dB)"
+    )
+    pod = scenario.ocs.block == "pod"
+    side = "switch" if pod else "nic"
+    if optic_key:
+        fixed = cat.optic(optic_key)
+        if fixed.reach_m < length:
+            raise InfeasibleDesignError(
+                "fabric.direct_link_m",
+                f"{fixed.key} reaches {fixed.reach_m:g} m; a circuit here runs {length:g} m",
+            )
+        if float(fixed.channel_loss_db or 0.0) < loss - 1e-9:
+            raise InfeasibleDesignError(
+                "ocs.switch",
+                f"the link budget does not close: the channel through the OCS loses "
+                f"{loss:.2f} dB{text}, and {fixed.key} allows {fixed.channel_loss_db:g} dB",
+            )
+        return OcsChannel(length, loss, text, fixed, side)
+    optic = cat.ocs_optic_for(
+        side,
+        scenario.fabric.link_gbps,
+        length,
+        loss,
+        cage_gbps=hardware.switch.cage_gbps if pod else None,
+        protocol=hardware.vendor.protocol,
+        port_usd=sw.port_price_usd,
+        loss_text=text,
+    )
+    return OcsChannel(length, loss, text, optic, side)

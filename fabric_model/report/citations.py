@@ -67,7 +67,7 @@ _SOURCE_KEY = re.compile(r"\[(S[A-Za-z0-9]+)\]")
 #: BOM line category -> catalog section.
 _BOM_SECTION = {"switches": "switches", "nics": "nics", "optics": "optics", "cables": "cables"}
 #: Catalog sections in the order a design's parts are listed.
-_CATALOG_ORDER = ("gpus", "servers", "vendors", "switches", "nics", "optics", "cables")
+_CATALOG_ORDER = ("gpus", "servers", "vendors", "switches", "ocs", "nics", "optics", "cables")
 #: The formulas the report cites, with their code and sources.
 FORMULAS_PATH: Path = asset("formulas.yaml")
 #: The text fields every formula entry must give.
@@ -233,10 +233,15 @@ def bom_catalog_entries(bom: BillOfMaterials) -> tuple[tuple[str, str], ...]:
     """
     hw = bom.hardware
     used = [("gpus", hw.gpu.key), ("servers", hw.server.key), ("vendors", hw.vendor.key)]
-    if bom.topology.n_switches:
+    electrical = bom.topology.n_switches - bom.topology.switches_by_tier.get("ocs", 0)
+    if electrical:
         used.append(("switches", hw.switch.key))
     used.append(("nics", hw.nic.key))
-    used += [(_BOM_SECTION[line.category], line.key) for line in bom.lines]
+    # an OCS fabric's optical circuit switches are the catalog's section ``ocs``
+    used += [
+        ("ocs" if line.where == "ocs" else _BOM_SECTION[line.category], line.key)
+        for line in bom.lines
+    ]
     order = {s: i for i, s in enumerate(_CATALOG_ORDER)}
     return tuple(sorted(dict.fromkeys(used), key=lambda e: order.get(e[0], len(order))))
 

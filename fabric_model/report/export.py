@@ -179,6 +179,14 @@ class DeploymentPlan:
     b_port: np.ndarray
     a_nic: np.ndarray
     b_nic: np.ndarray
+    #: Devices with no transceiver at their ports (an OCS: the light passes through); None
+    #: when every switch port takes one.
+    device_passive: np.ndarray | None = None
+    #: An OCS fabric's circuits: ``(ocs device, port a, port b, block a, block b)`` rows
+    #: (0-based ports); None for other families.
+    circuits: np.ndarray | None = None
+    #: Built block of each server (an OCS fabric), for Slurm blocks and Kueue levels.
+    server_block: np.ndarray | None = None
 
     @property
     def n_links(self) -> int:
@@ -256,6 +264,8 @@ def deployment_plan(scenario: Scenario, catalog: Catalog | None = None) -> Deplo
         )
     if topo.family == "hybrid":
         raise InfeasibleDesignError("fabric.topology", HYBRID_EXPORT)
+    if topo.family == "ocs":
+        return _ocs_plan(bom, cat)
     media = tuple(link_media(lc, bom.hardware, cat) for lc in topo.links)
     g = topo.graph
     cls_all = g.link_class[0::2].astype(np.int64)
@@ -341,6 +351,170 @@ def deployment_plan(scenario: Scenario, catalog: Catalog | None = None) -> Deplo
         b_port=b_port,
         a_nic=a_nic,
         b_nic=b_nic,
+    )
+
+
+def _ocs_plan(bom: BillOfMaterials, cat: Catalog) -> DeploymentPlan:
+    """Lay out an OCS fabric's cables: each block's own, and its uplink fibers to OCS ports.
+
+    Devices: every built server (spares too), a pod's leaves and spines (``leaf<k>``,
+    ``spine<k>``, numbered over the pods), the OCSes (``ocs<k>``, passive: no transceiver
+    at their ports). Uplink ``u`` of block ``b`` lands on OCS ``u // p`` at port ``(b p +
+    u mod p) f + 1`` (and the ``f - 1`` ports after it for a duplex uplink, ``f`` fibers
+    per uplink). A block's uplinks leave from: its NICs in uplink order (an NVLink domain);
+    the face domains' outward NIC ports (a cube: port ``(2 dim + side) c + j`` of a domain,
+    the mesh cables taking the others); its spines round-robin (a pod; the leaf of a
+    one-leaf pod). The circuits are the plan's ``circuits`` rows.
+    """
+    topo = bom.topology
+    req, p = topo.request, topo.params
+    kind = str(p["block"])
+    built, U = int(p["n_blocks_built"]), int(p["uplinks_per_block"])
+    bg, gpn, nics = int(p["block_gpus"]), req.gpus_per_node, req.nics_per_gpu
+    per_ocs, f = int(p["ocs_uplinks_per_block"]), int(p["fibers_per_uplink"])
+    n_servers = built * bg // gpn
+    names: list[str] = [f"node{i}" for i in range(n_servers)]
+    tiers: list[str] = ["server"] * n_servers
+
+    def nic_end(block: np.ndarray, port_in_block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Server and rail of NIC port ``port_in_block`` of ``block``."""
+        gpu = block * bg + port_in_block // nics
+        return gpu // gpn, (gpu % gpn) * nics + port_in_block % nics
+
+    links = {lc.name: i for i, lc in enumerate(topo.links)}
+    cls: list[np.ndarray] = []
+    a_dev: list[np.ndarray] = []
+    a_port: list[np.ndarray] = []
+    a_nic: list[np.ndarray] = []
+    b_dev: list[np.ndarray] = []
+    b_port: list[np.ndarray] = []
+    b_nic: list[np.ndarray] = []
+
+    def add(c: str, ad, ap, an, bd, bp, bn) -> None:  # type: ignore[no-untyped-def]
+        cls.append(np.full(np.size(ad), links[c], dtype=np.int64))
+        for store, v in zip(
+            (a_dev, a_port, a_nic, b_dev, b_port, b_nic), (ad, ap, an, bd, bp, bn), strict=True
+        ):
+            store.append(np.broadcast_to(np.asarray(v), np.shape(ad)).astype(np.asarray(v).dtype))
+
+    b_id = np.repeat(np.arange(built, dtype=np.int64), U)
+    u_id = np.tile(np.arange(U, dtype=np.int64), built)
+    up_dev: np.ndarray
+    up_port: np.ndarray
+    up_nic = kind != "pod"
+    if kind == "pod":
+        ports = bg * nics
+        half = req.radix // 2
+        n_leaves, n_spines = int(p["pod_leaves"]), int(p["pod_spines"])
+        per_leaf = -(-ports // n_leaves)
+        first_leaf = len(names)
+        names += [f"leaf{k}" for k in range(built * n_leaves)]
+        tiers += ["leaf"] * (built * n_leaves)
+        first_spine = len(names)
+        names += [f"spine{k}" for k in range(built * n_spines)]
+        tiers += ["spine"] * (built * n_spines)
+        i = np.tile(np.arange(ports, dtype=np.int64), built)
+        blk = np.repeat(np.arange(built, dtype=np.int64), ports)
+        srv, rail = nic_end(blk, i)
+        leaf = first_leaf + blk * n_leaves + i // per_leaf
+        add("nic-leaf", srv, rail, True, leaf, i % per_leaf, False)
+        if n_spines:
+            spine = first_spine + blk * n_spines + i % n_spines
+            # a leaf's ports: its NICs first, then its uplinks; a spine's: leaves, then OCS
+            add("leaf-spine", leaf, per_leaf + i % per_leaf, False, spine, i // n_spines, False)
+            up_dev = first_spine + b_id * n_spines + u_id % n_spines
+            up_port = -(-ports // n_spines) + u_id // n_spines
+        else:
+            up_dev = first_leaf + b_id * n_leaves
+            up_port = ports + u_id
+        del half
+    elif kind == "cube":
+        side, c = 4, int(topo.links[links["cube-mesh"]].n_links // max(1, built) // 144)
+        dom, per = req.nvlink_domain, side**3
+        face, rest = np.divmod(u_id, side * side * c)
+        k, j = np.divmod(rest, c)
+        dim, outer = face // 2, face % 2
+        coord = np.where(outer == 1, side - 1, 0)
+        o1, o2 = k % side, k // side
+        xyz = np.zeros((3, u_id.size), dtype=np.int64)
+        for d in range(3):
+            others = [e for e in range(3) if e != d]
+            on = dim == d
+            xyz[d, on] = coord[on]
+            xyz[others[0], on] = o1[on]
+            xyz[others[1], on] = o2[on]
+        d_in_cube = xyz[0] + side * (xyz[1] + side * xyz[2])
+        port = (2 * dim + outer) * c + j
+        up_dev, up_port = nic_end(b_id, d_in_cube * dom * nics + port)
+        # the mesh: domain to its +1 neighbour in each dimension, c cables each
+        cube_ids = np.arange(built, dtype=np.int64)
+        mesh_a, mesh_b, pa, pb = [], [], [], []
+        for d in range(3):
+            stride = side**d
+            node = np.arange(per, dtype=np.int64)
+            low = node[(node // stride) % side < side - 1]
+            for jj in range(c):
+                mesh_a.append(low)
+                mesh_b.append(low + stride)
+                pa.append(np.full(low.size, 2 * d * c + jj))
+                pb.append(np.full(low.size, (2 * d + 1) * c + jj))
+        ma, mb = np.concatenate(mesh_a), np.concatenate(mesh_b)
+        qa, qb = np.concatenate(pa), np.concatenate(pb)
+        blk = np.repeat(cube_ids, ma.size)
+        sa, ra = nic_end(blk, np.tile(ma, built) * dom * nics + np.tile(qa, built))
+        sb, rb = nic_end(blk, np.tile(mb, built) * dom * nics + np.tile(qb, built))
+        add("cube-mesh", sa, ra, True, sb, rb, True)
+    else:
+        up_dev, up_port = nic_end(b_id, u_id)
+    first_ocs = len(names)
+    n_ocs = int(p["n_ocs"])
+    names += [f"ocs{k}" for k in range(n_ocs)]
+    tiers += ["ocs"] * n_ocs
+    ocs_dev = first_ocs + u_id // per_ocs
+    ocs_port = (b_id * per_ocs + u_id % per_ocs) * f
+    add("block-ocs", up_dev, up_port, up_nic, ocs_dev, ocs_port, False)
+
+    media = []
+    optic = cat.optic(str(p["optic_key"]))
+    for lc in topo.links:
+        if lc.name == "block-ocs":
+            media.append(
+                LinkMedia(None, cat.fiber, optic if up_nic else None, None if up_nic else optic)
+            )
+        else:
+            media.append(link_media(lc, bom.hardware, cat))
+    circ = p["circuits_data"]
+    circuits = np.stack(
+        [
+            first_ocs + circ.slot // per_ocs,
+            (circ.a * per_ocs + circ.slot % per_ocs) * f,
+            (circ.b * per_ocs + circ.slot % per_ocs) * f,
+            circ.a,
+            circ.b,
+        ],
+        axis=1,
+    ).astype(np.int64)
+    passive = np.zeros(len(names), dtype=bool)
+    passive[first_ocs:] = True
+    n_links = sum(x.size for x in cls)
+    return DeploymentPlan(
+        bom=bom,
+        media=tuple(media),
+        n_servers=n_servers,
+        device_names=np.array(names, dtype=object),
+        device_tier=np.array(tiers, dtype=object),
+        device_plane=np.zeros(len(names), dtype=np.int64),
+        link_class=np.concatenate(cls),
+        link_plane=np.zeros(n_links, dtype=np.int64),
+        a_dev=np.concatenate(a_dev).astype(np.int64),
+        b_dev=np.concatenate(b_dev).astype(np.int64),
+        a_port=np.concatenate(a_port).astype(np.int64),
+        b_port=np.concatenate(b_port).astype(np.int64),
+        a_nic=np.concatenate(a_nic).astype(bool),
+        b_nic=np.concatenate(b_nic).astype(bool),
+        device_passive=passive,
+        circuits=circuits,
+        server_block=np.arange(n_servers, dtype=np.int64) // max(1, bg // gpn),
     )
 
 
@@ -453,6 +627,9 @@ def cabling_columns(plan: DeploymentPlan) -> dict[str, np.ndarray]:
             )
             a_tr = keys[plan.a_nic[idx][0::k].astype(np.int64)]
             b_tr = keys[plan.b_nic[idx][0::k].astype(np.int64)]
+            if plan.device_passive is not None:  # an OCS port takes no transceiver
+                a_tr = np.where(plan.device_passive[plan.a_dev[idx][0::k]], "", a_tr)
+                b_tr = np.where(plan.device_passive[plan.b_dev[idx][0::k]], "", b_tr)
         parts.append(
             {
                 "plane": plan.link_plane[idx][0::k],
@@ -600,16 +777,31 @@ def node_link_data(plan: DeploymentPlan) -> dict[str, Any]:
         for i in range(plan.n_servers)
     ]
     switch_key = plan.bom.hardware.switch.key
+    ocs_key = str(topo.params.get("ocs_key", ""))
     nodes += [
         {
-            "kind": "switch",
+            "kind": "ocs" if plan.device_tier[d] == "ocs" else "switch",
             "tier": str(plan.device_tier[d]),
-            "switch": switch_key,
+            "switch": ocs_key if plan.device_tier[d] == "ocs" else switch_key,
             "plane": int(plan.device_plane[d]),
             "id": names[d],
         }
         for d in range(plan.n_servers, n_dev)
     ]
+    extra: dict[str, Any] = {}
+    if plan.circuits is not None:  # the light paths the OCSes set: not cables, not edges
+        c = plan.circuits
+        extra = {
+            "circuits": {
+                "ocs": names[c[:, 0]].tolist(),
+                "port_a": (c[:, 1] + 1).tolist(),
+                "port_b": (c[:, 2] + 1).tolist(),
+                "block_a": c[:, 3].tolist(),
+                "block_b": c[:, 4].tolist(),
+            },
+            "n_circuits": int(c.shape[0]),
+            "circuit_pattern": str(topo.params["circuits"]),
+        }
     return {
         "directed": False,
         "multigraph": multigraph,
@@ -622,6 +814,7 @@ def node_link_data(plan: DeploymentPlan) -> dict[str, Any]:
             "n_cables": plan.bom.n_cables,
             "planes": plan.planes,
             "generator": f"fabric_model {__version__}",
+            **extra,
         },
         "nodes": nodes,
         "edges": edges,
@@ -675,6 +868,11 @@ class SlurmSwitch:
 def slurm_tree(plan: DeploymentPlan) -> tuple[list[SlurmSwitch], list[str], list[str]]:
     """Slurm tree switches bottom-up, how the fabric was mapped, and what to warn about."""
     topo = plan.bom.topology
+    if topo.tiers == 0 and topo.family == "ocs":
+        raise FabricModelError(
+            "slurm-topology: an OCS fabric of NVLink domains or cubes has no electrical switch "
+            "tree (its blocks meet on circuits); --format slurm-topology-yaml writes its blocks"
+        )
     if topo.tiers == 0:
         raise FabricModelError(
             f"slurm-topology: Slurm's tree plugin needs switches; {topo.family} is "
@@ -830,7 +1028,19 @@ def _servers_per_domain(plan: DeploymentPlan) -> int:
 
 
 def _blocks(plan: DeploymentPlan) -> list[tuple[str, tuple[int, ...]]]:
-    """NVLink domains of several servers as Slurm blocks: ``(name, servers)``."""
+    """NVLink domains of several servers as Slurm blocks: ``(name, servers)``.
+
+    An OCS fabric's blocks (NVL72 racks, cubes, pods) are its Slurm blocks: a job inside
+    one needs no circuit.
+    """
+    if plan.server_block is not None:
+        per = int(np.bincount(plan.server_block).max())
+        if per <= 1:
+            return []
+        return [
+            (f"ocsblock{b}", tuple(np.flatnonzero(plan.server_block == b).tolist()))
+            for b in range(int(plan.server_block.max()) + 1)
+        ]
     per = _servers_per_domain(plan)
     if per <= 1:
         return []
@@ -945,10 +1155,13 @@ def slurm_topology_yaml(plan: DeploymentPlan) -> Export:
             else:
                 lines.append(f"        children: {_name_list(s.children)}")
     if blocks:
-        per = _servers_per_domain(plan)
+        per = max(len(servers) for _, servers in blocks)
         short = [name for name, servers in blocks if len(servers) < per]
         lines += [
-            f"# nvlink: one block per NVLink domain of {topo.request.nvlink_domain} GPUs "
+            f"# ocs: one block per OCS block of {topo.params['block_gpus']:,} GPUs ({per} "
+            "servers); a job across blocks runs on the circuits the OCS sets between them"
+            if plan.server_block is not None
+            else f"# nvlink: one block per NVLink domain of {topo.request.nvlink_domain} GPUs "
             f"({per} servers)",
         ]
         if short:
@@ -956,7 +1169,7 @@ def slurm_topology_yaml(plan: DeploymentPlan) -> Export:
                 f"# {', '.join(short)}: a partial domain, fewer servers than the block size"
             )
         lines += [
-            "- topology: nvlink",
+            f"- topology: {'ocs' if plan.server_block is not None else 'nvlink'}",
             "  cluster_default: true",
             "  block:",
             "    block_sizes:",
@@ -1004,7 +1217,17 @@ def kueue_topology(plan: DeploymentPlan) -> Export:
     rack: list[str] = [""] * ns
     block: list[str] = [""] * ns
     warnings: list[str] = []
-    if topo.tiers:
+    if plan.server_block is not None and topo.tiers == 0:
+        # an OCS fabric of NVLink domains or cubes: blocks are its OCS blocks, racks its
+        # NVLink domains (or the blocks, when a domain is one server)
+        if int(np.bincount(plan.server_block).max()) <= 1:
+            raise FabricModelError(
+                "kueue-topology: the OCS blocks are single servers: no block or rack level"
+            )
+        for n in range(ns):
+            block[n] = f"ocsblock{int(plan.server_block[n])}"
+            rack[n] = f"nvl{n // per}" if per > 1 else block[n]
+    elif topo.tiers:
         switches, _, warnings = slurm_tree(plan)
         leaf_of: dict[int, str] = {}
         for sw in switches:
@@ -1029,7 +1252,7 @@ def kueue_topology(plan: DeploymentPlan) -> Export:
             f"kueue-topology: {topo.family} is switchless and its NVLink domains of "
             f"{topo.request.nvlink_domain} GPUs are single servers: no block or rack level"
         )
-    levels = KUEUE_LEVELS if topo.tiers else KUEUE_LEVELS[1:]
+    levels = KUEUE_LEVELS if topo.tiers or plan.server_block is not None else KUEUE_LEVELS[1:]
     lines = [
         f"# Kueue Topology-Aware Scheduling ({KUEUE_TAS_DOC})",
         f"# scenario {plan.bom.scenario_name!r}: {topo.n_gpus:,} GPUs on {ns:,} servers "
@@ -1144,6 +1367,13 @@ def export_unavailable_reason(topo: Topology, fmt: str) -> str | None:
         return HYBRID_EXPORT
     req = topo.request
     multi_server_domains = req.nvlink_domain > req.gpus_per_node
+    if topo.family == "ocs":
+        block_servers = int(topo.params["block_gpus"]) // req.gpus_per_node
+        if fmt == "slurm-topology" and topo.tiers == 0:
+            return "an OCS fabric of NVLink domains or cubes has no electrical switch tree"
+        if fmt in ("slurm-topology-yaml", "kueue-topology") and block_servers <= 1:
+            return "its OCS blocks are single servers: no tree and no blocks"
+        return None
     if fmt == "slurm-topology" and topo.tiers == 0:
         return f"Slurm's tree plugin needs switches; {topo.family} is switchless"
     if (

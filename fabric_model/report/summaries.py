@@ -35,8 +35,9 @@ if TYPE_CHECKING:  # the collectives and training models load numba: imported wh
     # so ``python -m fabric_model bom`` (vendor rows only) starts as fast as before
     from fabric_model.collectives import AlgoModel, CollectiveTime, FabricContext
     from fabric_model.plant.cost import BillOfMaterials, VendorComparison
+    from fabric_model.scenario.tails import TailsSpec
     from fabric_model.topology import Topology
-    from fabric_model.training import StepResult
+    from fabric_model.training import StepResult, SweepPoint
 
 __all__ = [
     "CURVE_SIZES",
@@ -64,6 +65,7 @@ __all__ = [
     "scaling_variant",
     "scenario_metrics",
     "step_headline",
+    "tail_scaling_efficiency",
     "vendor_rows",
     "vendor_variant",
     "versus_best",
@@ -112,6 +114,21 @@ class StepHeadline:
     offload_s: float = 0.0  # activation offload not hidden by compute
     scale_out_share: float = math.nan
     scale_up_share: float = math.nan
+    #: p50 and p99 over iterations (``tails.*``); ``step_time_s`` when tails are disabled
+    step_time_p50_s: float = math.nan
+    step_time_p99_s: float = math.nan
+
+    @property
+    def tail_sentence(self) -> str:
+        """``p50 X s, p99 Y s (+Z % over the deterministic step)`` ('' without a spread)."""
+        spread = self.step_time_p99_s > self.step_time_s
+        if not (spread or self.step_time_p50_s != self.step_time_s):
+            return ""
+        return (
+            f"p50 {self.step_time_p50_s:,.3g} s, p99 {self.step_time_p99_s:,.3g} s "
+            f"(+{self.step_time_p99_s / self.step_time_s - 1:.1%} over the "
+            f"{self.step_time_s:,.3g} s of every rank at its mean)"
+        )
 
     @property
     def fabric_split(self) -> str:
@@ -147,6 +164,8 @@ def step_headline(step: StepResult | None) -> StepHeadline | None:
         scale_up_share=step.scale_up_share_of_step,
         optimizer_s=step.optimizer_s,
         offload_s=step.offload_s,
+        step_time_p50_s=step.step_time_p50_s,
+        step_time_p99_s=step.step_time_p99_s,
     )
 
 
@@ -304,12 +323,23 @@ def collective_summary(
         Never raises for an algorithm that cannot run: the reasons are in
         ``allreduce_error`` / ``alltoall_error`` (one line naming each candidate's reason).
     """
-    from fabric_model.collectives import AlgoModel, times_from_models, unavailable_message
+    from fabric_model.collectives import (
+        AlgoModel,
+        times_from_models,
+        unavailable_message,
+        with_tails,
+    )
+
+    def timed(models: list[AlgoModel], at: Sequence[int], algo: str) -> tuple[Any, ...]:
+        rows = times_from_models(models, list(at), algo)
+        if scenario.tails.enabled:  # p50 / p99 over iterations (tails.*)
+            rows = [with_tails(r, scenario.tails) for r in rows]
+        return tuple(rows)
 
     ar_models, ar_reasons = auto_models(scenario, "allreduce", model_of)
     if ar_models:
-        allreduce = tuple(times_from_models(ar_models, list(sizes), "auto"))
-        curve = tuple(times_from_models(ar_models, list(curve_sizes), "auto"))
+        allreduce = timed(ar_models, sizes, "auto")
+        curve = timed(ar_models, curve_sizes, "auto")
         ar_error = ""
     else:
         allreduce, curve = (), ()
@@ -331,7 +361,7 @@ def collective_summary(
     except FabricModelError as exc:
         a2a_models, error = [], str(exc)
     if a2a_models:
-        a2a = tuple(times_from_models(a2a_models, list(sizes), a2a_algo))
+        a2a = timed(a2a_models, sizes, a2a_algo)
     return CollectiveSummary(allreduce, a2a, error, curve, ar_error)
 
 
@@ -756,6 +786,34 @@ def versus_best(values: dict[str, dict[int, float]], metric: str) -> list[GapRow
 def _pct(gap: float) -> str:
     """Return a gap as the sentence prints it: to 0.1 % (below that, "0.1 %": still true)."""
     return f"{max(gap, 0.1):.1f} %" if gap < 10 else f"{gap:.0f} %"
+
+
+def tail_scaling_efficiency(
+    points: Sequence[SweepPoint], tails: TailsSpec | None = None
+) -> list[float]:
+    """Scaling efficiency with every size's step at its p50 over iterations (NaN: infeasible).
+
+    ``tokens per GPU per second at the p50 / the same at the first feasible size``, the p50
+    from the slowest rank's order statistics (:func:`fabric_model.training.tails.
+    step_quantiles_s`, closed form: the ranks' compute spread and software jitter, a slow
+    rank if ``tails`` has one; ECMP hash draws are left out, so no size is solved again).
+    ``tails`` defaults to the ``tails.*`` defaults, enabled. The slowest of ``N`` ranks is
+    later the larger ``N``, so the curve bends where the mean one stays flat.
+    """
+    from fabric_model.scenario.tails import TailsSpec as _Tails
+    from fabric_model.training.tails import step_quantiles_s
+
+    spec = tails or _Tails(enabled=True)
+    rates: list[float] = []
+    for p in points:
+        st = p.step
+        if not p.feasible:
+            rates.append(NAN)
+            continue
+        p50, _ = step_quantiles_s(st.step_time_s, st.compute_s + st.imbalance_s, p.n_gpus, (), spec)
+        rates.append(st.tokens_per_step / p50 / p.n_gpus)
+    base = next((r for r in rates if not math.isnan(r)), NAN)
+    return [r / base for r in rates]
 
 
 def fabric_gap_sentence(

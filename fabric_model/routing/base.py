@@ -254,6 +254,8 @@ def degraded_capacities(
             f"this {topo.family} design of {topo.request.n_gpus:,} GPUs (one NVLink domain) "
             f"has no cable to degrade; set what_if.degraded_link_factor = 1",
         )
+    if topo.family == "ocs":
+        return _ocs_degraded(topo, cap, which, factor, endpoint)
     wanted = DEGRADED_CLASS[which]
     if topo.family == "hybrid":  # the class of the partition holding the endpoint (A if none)
         n_a = topo.partitions[0].topology.n_endpoints  # type: ignore[attr-defined]
@@ -272,6 +274,32 @@ def degraded_capacities(
         in_class &= g.link_src == endpoint
     first = int(np.flatnonzero(in_class)[0])
     first -= first % 2
+    cap[first : first + 2] *= factor
+    return cap
+
+
+def _ocs_degraded(
+    topo: Topology, cap: np.ndarray, which: str, factor: float, endpoint: int | None
+) -> np.ndarray:
+    """Degrade an OCS fabric's link: a pod NIC's cable, else its block's first OCS fiber.
+
+    A pod's NIC cable is the endpoint's link into the pod (the graph's internal link); an
+    NVLink domain's or a cube's NIC port is an uplink, so the first fiber of the endpoint's
+    block to the OCS (one circuit) runs at ``factor``.
+    """
+    if which != "nic":
+        raise InfeasibleDesignError(
+            "what_if.degraded_link",
+            f"{which}: an OCS fabric has NIC cables and block-to-OCS fibers; allowed: nic",
+        )
+    p = topo.params
+    e = 0 if endpoint is None else int(endpoint)
+    if p["block"] == "pod":
+        first = 2 * (int(p["n_blocks_built"]) * int(p["uplinks_per_block"]) + e)
+    else:
+        block_gpus = int(p["block_gpus"])
+        block = int(p["circuits_data"].job_blocks[(e // topo.request.nics_per_gpu) // block_gpus])
+        first = 2 * block * int(p["uplinks_per_block"])
     cap[first : first + 2] *= factor
     return cap
 

@@ -477,7 +477,7 @@ class _Sim:
 
         A job that fits one NVLink domain sends nothing on the network when contiguous: its
         step's communication ran on NVLink, so a placement over several domains moves those
-        bytes from NVLink (``nvlink_GBps x nvlink_efficiency``) to the network, whose rates
+        bytes from NVLink (``nvlink_GBps x`` NCCL's per-link efficiency) to the network, whose rates
         the solver gives in line-rate units (``x net_efficiency`` is the payload rate): the
         reference is the NVLink rate in those units.
         """
@@ -486,7 +486,7 @@ class _Sim:
             return contig
         ctx = self.c.ctx
         c = ctx.constants
-        return ctx.nvlink_Bps * float(c["nvlink_efficiency"]) / float(c["net_efficiency"])
+        return ctx.nvlink_Bps * ctx.nvlink_efficiency / float(c["net_efficiency"])
 
     def _placement_slowdown(self, r: _Run) -> float:
         if r.perf is None or not self.rates.has_traffic(r.nodes):

@@ -14,7 +14,8 @@ package's layout, not its interface):
 - one module per group of sections: ``hardware`` (``cluster``, ``fabric``), ``workload``
   (``model``, ``parallel``, ``training`` and the published model shapes), ``whatif``
   (``what_if``), ``costs`` (``costs``, ``reliability``), ``plant`` (``facility``,
-  ``storage``, ``management``), ``hybrid`` (``hybrid``), ``nccl`` (``nccl``);
+  ``storage``, ``management``), ``hybrid`` (``hybrid``), ``ocs`` (``ocs``), ``nccl``
+  (``nccl``), ``tails`` (``tails``);
 - ``registry``: the ``SECTIONS`` registry and the key table built from it (``field_spec``,
   ``iter_field_specs``, ``coerce_value``);
 - ``document``: :class:`Scenario` (all sections together) and the checks across sections;
@@ -48,10 +49,12 @@ from fabric_model.scenario.io import (
 )
 from fabric_model.scenario.nccl import NCCL_ALGOS, NCCL_VERSIONS, NcclSpec
 from fabric_model.scenario.nccl import NCCL_VERSIONS_PATH as NCCL_VERSIONS_PATH
+from fabric_model.scenario.ocs import OcsSpec
 from fabric_model.scenario.plant import FACILITY_DATA as FACILITY_DATA
 from fabric_model.scenario.plant import FacilitySpec, ManagementSpec, StorageSpec
 from fabric_model.scenario.registry import SECTIONS, field_spec, iter_field_specs
 from fabric_model.scenario.registry import coerce_value as coerce_value
+from fabric_model.scenario.tails import TailsSpec
 from fabric_model.scenario.whatif import WhatIfSpec
 from fabric_model.scenario.workload import (
     MODEL_NAMES,
@@ -81,10 +84,12 @@ __all__ = [
     "ManagementSpec",
     "ModelSpec",
     "NcclSpec",
+    "OcsSpec",
     "ParallelismPlan",
     "ReliabilitySpec",
     "Scenario",
     "StorageSpec",
+    "TailsSpec",
     "TrainingSpec",
     "WhatIfSpec",
     "apply_overrides",

@@ -12,6 +12,7 @@ from fabric_model.scenario.costs import CostSpec, ReliabilitySpec
 from fabric_model.scenario.hardware import ClusterSpec, FabricSpec
 from fabric_model.scenario.hybrid import HybridSpec
 from fabric_model.scenario.nccl import NcclSpec
+from fabric_model.scenario.ocs import OcsSpec, check_ocs
 from fabric_model.scenario.plant import FacilitySpec, ManagementSpec, StorageSpec
 from fabric_model.scenario.registry import (
     _SPECS,
@@ -21,6 +22,7 @@ from fabric_model.scenario.registry import (
     field_spec,
 )
 from fabric_model.scenario.shapes import shape_counts
+from fabric_model.scenario.tails import TailsSpec
 from fabric_model.scenario.whatif import WhatIfSpec
 from fabric_model.scenario.workload import ModelSpec, ParallelismPlan, TrainingSpec, _shape_name
 
@@ -48,7 +50,9 @@ class Scenario:
     storage: StorageSpec = field(default_factory=StorageSpec)
     management: ManagementSpec = field(default_factory=ManagementSpec)
     hybrid: HybridSpec = field(default_factory=HybridSpec)
+    ocs: OcsSpec = field(default_factory=OcsSpec)
     nccl: NcclSpec = field(default_factory=NcclSpec)
+    tails: TailsSpec = field(default_factory=TailsSpec)
 
     def __post_init__(self) -> None:
         # the name follows the shape: a changed layer count makes it a custom model
@@ -125,6 +129,7 @@ def _check_cross_fields(s: Scenario) -> None:
         )
     _check_planes(s)
     _check_hybrid(s)
+    check_ocs(s)
     if s.model.routing_skew * s.model.hot_fraction > 1.0 + 1e-9:
         raise ScenarioError(
             "model.routing_skew",

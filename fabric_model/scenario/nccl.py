@@ -70,3 +70,13 @@ class NcclSpec:
             "NCCL's symmetric-memory kernels; the tuner CSV's regBuff column",
         ),
     )
+    cta_policy: str = _f(
+        "default",
+        FieldSpec(
+            "choice",
+            "NCCL_CTA_POLICY of the communicator: zero = NCCL_CTA_POLICY_ZERO, from 2.28 "
+            "all-gather and all-to-all inside one NVLink domain on registered buffers run on "
+            "the copy engines (zero SMs)",
+            choices=("default", "zero"),
+        ),
+    )

@@ -17,7 +17,9 @@ from fabric_model.scenario.fields import FieldSpec
 from fabric_model.scenario.hardware import ClusterSpec, FabricSpec
 from fabric_model.scenario.hybrid import HybridSpec
 from fabric_model.scenario.nccl import NcclSpec
+from fabric_model.scenario.ocs import OcsSpec
 from fabric_model.scenario.plant import FacilitySpec, ManagementSpec, StorageSpec
+from fabric_model.scenario.tails import TailsSpec
 from fabric_model.scenario.whatif import WhatIfSpec
 from fabric_model.scenario.workload import (
     ModelSpec,
@@ -43,7 +45,9 @@ SECTIONS: dict[str, type] = {
     "storage": StorageSpec,
     "management": ManagementSpec,
     "hybrid": HybridSpec,
+    "ocs": OcsSpec,
     "nccl": NcclSpec,
+    "tails": TailsSpec,
 }
 
 

@@ -389,6 +389,66 @@ class TrainingSpec:
             max=1024,
         ),
     )
+    offload_target: str = _f(
+        "host",
+        FieldSpec(
+            "choice",
+            "where training.offload_layers puts the activations: host (the server's CPU "
+            "memory over its CPU-GPU link: PCIe on x86, NVLink-C2C on Grace), grace (the "
+            "Grace CPU's LPDDR5X over NVLink-C2C, 900 GB/s per Grace; only on Grace servers) "
+            "or cxl (a CXL 2.0 memory pool of training.cxl_memory_gb per server behind the "
+            "host CPU, x16 devices at PCIe 5.0 rate: the what-if of memory pooling)",
+            choices=("host", "grace", "cxl"),
+        ),
+    )
+    cxl_memory_gb: float = _f(
+        1024.0,
+        FieldSpec(
+            "float",
+            "CXL memory per server when training.offload_target = cxl (256 GB per x16 "
+            "expander, as Samsung CMM-D and Micron CZ120 ship; the devices' count sets the "
+            "pool's bandwidth)",
+            "GB",
+            min=256.0,
+            max=16384.0,
+            step=256.0,
+        ),
+    )
+    optimizer_master: str = _f(
+        "fp32",
+        FieldSpec(
+            "choice",
+            "dtype of the optimizer's copy of the weights: fp32 (Megatron-Core), or bf16 "
+            "(NeMo 1.0's Apex DistributedFusedAdam with optim.dtype = bf16 and fp8_params: "
+            "the parameter shard is kept in the optimizer's dtype, 2 bytes instead of 4; "
+            "NVIDIA's Nemotron-4 340B benchmark configuration)",
+            choices=("fp32", "bf16"),
+        ),
+    )
+    moe_capacity_factor: float = _f(
+        0.0,
+        FieldSpec(
+            "float",
+            "expert capacity as a multiple of the balanced load (Megatron-Core "
+            "moe_expert_capacity_factor); 0 = dropless (every token computed, the hottest "
+            "expert sets the layer: model.routing_skew); above 0 the tokens beyond capacity "
+            "are dropped, so the hottest expert computes at most this factor",
+            "",
+            min=0.0,
+            max=16.0,
+            step=0.25,
+        ),
+    )
+    moe_pad_to_capacity: bool = _f(
+        False,
+        FieldSpec(
+            "bool",
+            "pad every expert's tokens to its capacity (Megatron-Core "
+            "moe_pad_expert_input_to_capacity; GShard-style static shapes): every expert "
+            "computes and exchanges capacity x the balanced load; needs "
+            "training.moe_capacity_factor > 0",
+        ),
+    )
 
 
 #: ModelSpec keys a published shape (``model.name``) sets.

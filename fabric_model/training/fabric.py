@@ -29,6 +29,7 @@ from fabric_model.collectives import (
     times_from_models,
 )
 from fabric_model.scenario import Scenario
+from fabric_model.scenario.ocs import ocs_plan_key
 from fabric_model.training.layout import DIMENSIONS, GroupContext, Layout
 
 __all__ = [
@@ -43,9 +44,13 @@ __all__ = [
 
 #: What a built fabric reads of a scenario (:meth:`FabricContext.from_scenario`): the cluster
 #: and fabric (the topology request and the hardware resolved from the catalog), the what-ifs
-#: (degraded links, failed switches, placement) and the hybrid's partitions (its shared tier,
-#: and the partition ``hybrid.job`` runs on); each section whole.
-FABRIC_READS = Reads("fabric", ("cluster", "fabric", "what_if", "hybrid", "nccl"))
+#: (degraded links, failed switches, placement), the hybrid's partitions (its shared tier,
+#: and the partition ``hybrid.job`` runs on) and an OCS fabric's blocks and circuits; each
+#: section whole. An OCS fabric whose circuits follow the job also reads the plan's degrees
+#: (:func:`~fabric_model.scenario.ocs.ocs_plan_key`).
+FABRIC_READS = Reads(
+    "fabric", ("cluster", "fabric", "what_if", "hybrid", "ocs", "nccl"), derived=ocs_plan_key
+)
 #: What the expert all-to-all reads beyond its fabric: the hot-expert skew of the model
 #: (``collectives.algorithms``' receive weights). No other collective reads the model.
 ALLTOALL_READS = Reads("all-to-all skew", ("model.routing_skew", "model.hot_fraction"))
@@ -132,9 +137,11 @@ class CommTime:
 class DimensionFabric:
     """Times of the collectives of each parallel dimension of one scenario and layout."""
 
-    def __init__(self, scenario: Scenario, layout: Layout) -> None:
+    def __init__(self, scenario: Scenario, layout: Layout, ecmp_seed: int | None = None) -> None:
         self.scenario = scenario
         self.layout = layout
+        #: time every call at this ECMP seed of the solver's hashes (None: the expected time)
+        self.ecmp_seed = ecmp_seed
         self._fabric = fabric_key(scenario)
         # the all-to-all alone reads the model (its hot-expert skew): see _dim_key
         self._skew = ALLTOALL_READS.key(scenario)
@@ -174,7 +181,10 @@ class DimensionFabric:
         if not models:
             raise AlgorithmUnavailableError(f"no algorithm can run {op} for {dim}")
         row = times_from_models(models, [int(size_bytes)], "auto")[0]
-        return CommTime(row.time_us * 1e-6, row.algo, row.proto, row.busbw_GBps, row.bottleneck)
+        t_us = row.time_us
+        if self.ecmp_seed is not None:
+            t_us = row.time_us_seeds[self.ecmp_seed % len(row.time_us_seeds)]
+        return CommTime(t_us * 1e-6, row.algo, row.proto, row.busbw_GBps, row.bottleneck)
 
     def p2p(self, size_bytes: float) -> CommTime:
         """Time of one pipeline send (stage ``i`` to ``i + 1``, all stages and groups at once).
@@ -183,21 +193,31 @@ class DimensionFabric:
         across domains each GPU sends on its own NIC(s), at the rate the solver grants the
         pattern of every boundary of every pipeline at once. The slowest boundary counts.
         """
+        rate, lat_us, bottleneck, seeds = self._p2p()
+        if size_bytes <= 0:
+            return CommTime(0.0, "-", "-", 0.0, "-")
+        if self.ecmp_seed is not None:
+            rate = seeds[self.ecmp_seed % len(seeds)]
+        t = lat_us * 1e-6 + size_bytes / rate
+        return CommTime(t, "p2p", "Simple", rate / 1e9, bottleneck)
 
-        def make() -> tuple[float, float, str]:
+    def _p2p(self) -> tuple[float, float, str, tuple[float, ...]]:
+        """Rate, latency and bottleneck of a pipeline send, and its rate at each ECMP seed."""
+
+        def make() -> tuple[float, float, str, tuple[float, ...]]:
             ctx = self.group("pp")
             c = ctx.constants
             members = ctx.members
             dom = self.scenario.cluster.nvlink_domain
             a, b = members[:-1], members[1:]
             cross = (a // dom) != (b // dom)
-            nvl_Bps = ctx.nvlink_Bps * c["nvlink_efficiency"]
+            nvl_Bps = ctx.nvlink_Bps * ctx.nvlink_efficiency
             lat_nvl = (
                 c["base_latency_us"]["ring"]["Simple"]
                 + c["hw_latency_us"]["nvlink"]["ring"]["Simple"]
             )
             if not cross.any():
-                return nvl_Bps, lat_nvl, "nvlink"
+                return nvl_Bps, lat_nvl, "nvlink", (nvl_Bps,)
             nics = ctx.nics
             src = (a[cross][:, None] * nics + np.arange(nics)).ravel()
             dst = (b[cross][:, None] * nics + np.arange(nics)).ravel()
@@ -209,11 +229,8 @@ class DimensionFabric:
                 + ctx.path_latency_us(res.mean_switch_hops)
             )
             if net_Bps < nvl_Bps or cross.all():
-                return net_Bps, lat_net, res.bottleneck
-            return nvl_Bps, lat_nvl, "nvlink"
+                seeds = res.min_rate_Bps * nics * c["net_efficiency"]
+                return net_Bps, lat_net, res.bottleneck, tuple(float(x) for x in seeds)
+            return nvl_Bps, lat_nvl, "nvlink", (nvl_Bps,)
 
-        rate, lat_us, bottleneck = _MODELS.get((*self._dim_key("pp"), "p2p"), make)
-        if size_bytes <= 0:
-            return CommTime(0.0, "-", "-", 0.0, "-")
-        t = lat_us * 1e-6 + size_bytes / rate
-        return CommTime(t, "p2p", "Simple", rate / 1e9, bottleneck)
+        return _MODELS.get((*self._dim_key("pp"), "p2p"), make)

@@ -95,6 +95,7 @@ __all__ = [
     "offload_bytes_per_gpu",
     "parse_pipeline_layout",
     "pipeline_layout_problem",
+    "routed_copy_bytes_per_layer",
     "stage_layers",
 ]
 
@@ -234,7 +235,7 @@ class MemoryBreakdown:
             f"{self.activations_gib:,.1f}, transient {self.transient_gib:,.1f}, runtime "
             f"{self.runtime_gib:,.1f}) of {self.capacity_gib:,.1f} GiB"
             + (
-                f"; {self.offloaded_gib:,.1f} GiB of activations in host memory"
+                f"; {self.offloaded_gib:,.1f} GiB of activations offloaded out of HBM"
                 if self.offloaded_gib > 0
                 else ""
             )
@@ -363,17 +364,32 @@ def activation_bytes_per_layer(
     return kept
 
 
+def routed_copy_bytes_per_layer(s: Scenario, plan: Plan, moe_layer: bool) -> float:
+    """Bytes of the routed copies' expert inputs and outputs one MoE layer keeps.
+
+    The token permutation writes and reads them (:mod:`fabric_model.training.moe` times it
+    kernel by kernel), so the elementwise passes leave them out.
+    """
+    if not moe_layer:
+        return 0.0
+    m = s.model
+    tokens = m.seq_len / plan.cp * plan.micro_batch
+    return tokens * m.top_k * (linear_input_bytes(s, plan.tp) + BF16) * m.hidden / plan.tp
+
+
 def activation_traffic_bytes_per_layer(s: Scenario, plan: Plan, moe_layer: bool) -> float:
     """HBM bytes the memory-bound (elementwise) kernels of one layer move per micro-batch.
 
     Each activation tensor a layer keeps is written and read in the forward pass and read
     again, with its gradient written, in the backward pass: :data:`TRAFFIC_PASSES` times
     its size (an estimate: layer norms, activations, dropout and softmax read their input
-    and write their output once per pass). Full recomputation runs the forward part
-    again; selective recomputation reruns the score tensors.
+    and write their output once per pass). The routed copies' expert inputs and outputs
+    are the token permutation's, timed with it (:func:`routed_copy_bytes_per_layer`). Full
+    recomputation runs the forward part again; selective recomputation reruns the score
+    tensors.
     """
     stored = activation_bytes_per_layer(s, plan, moe_layer, recompute="none")
-    traffic = TRAFFIC_PASSES * stored
+    traffic = TRAFFIC_PASSES * (stored - routed_copy_bytes_per_layer(s, plan, moe_layer))
     if plan.recompute == "full":
         traffic += TRAFFIC_PASSES / 2 * stored
     elif plan.recompute == "selective":  # the rebuilt tensors: the scores, the cheap modules
@@ -548,20 +564,32 @@ def model_state_bytes(s: Scenario) -> tuple[float, float, float, float]:
       ``training.optimizer_moments = bf16`` (the precision-aware optimizer,
       ``use_precision_aware_optimizer``, exp_avg / exp_avg_sq bf16) halves the moments, and
       over BF16 weights Transformer Engine's FusedAdam keeps only the master's low 16 bits
-      (``store_param_remainders``, on by default, ``optimizer_config.py``): 2 + 2 + 2.
+      (``store_param_remainders``, on by default, ``optimizer_config.py``): 2 + 2 + 2;
+      ``training.optimizer_master = bf16`` keeps the optimizer's copy of the weights in BF16
+      whatever the weights are: NeMo 1.0's Apex DistributedFusedAdam with ``optim.dtype:
+      bf16`` stores its parameter shard in the optimizer's dtype when the weights are FP8
+      (``megatron_base_model.setup_optimization``: ``store_params = True`` with
+      ``fp8_params``), the setting of NVIDIA's Nemotron-4 340B benchmark
+      (dgxc-benchmarking ``nemotron4-340b-synth.yaml``), and reads the BF16 gradient shard.
     """
     tr = s.training
     weights = fp8_weight_bytes(s) if tr.fp8_param_gather else WEIGHT_BYTES
     grads = GRAD_BYTES if tr.grad_reduce_in_fp32 else BF16
     # the precision-aware optimizer reads BF16 gradients as they are (main_grads_dtype bf16,
     # the Megatron-Bridge DeepSeek-V3 recipes' setting): no FP32 copy of the shard
-    grad_shard = 0.0 if tr.grad_reduce_in_fp32 or tr.optimizer_moments == "bf16" else GRAD_BYTES
+    grad_shard = (
+        0.0
+        if tr.grad_reduce_in_fp32 or "bf16" in (tr.optimizer_moments, tr.optimizer_master)
+        else GRAD_BYTES
+    )
     moments = OPTIMIZER_BYTES - GRAD_BYTES  # Adam's two FP32 moments (master: 4 bytes)
     master = OPTIMIZER_BYTES - moments
     if tr.optimizer_moments == "bf16":
         moments /= 2
         if not tr.fp8_param_gather:
             master /= 2
+    if tr.optimizer_master == "bf16":  # Apex DistributedFusedAdam's shard in optim.dtype
+        master = BF16
     return weights, grads, master + moments, grad_shard
 
 

@@ -6,9 +6,12 @@
   on one GPU of the heaviest stage, divided by the GPU's dense BF16 peak times
   ``training.compute_efficiency``, plus the memory-bound kernels' HBM traffic
   (:func:`~fabric_model.training.memory.activation_traffic_bytes_per_layer`) divided by
-  :data:`HBM_EFFICIENCY` of the GPU's HBM bandwidth; ``m`` micro-batches per step. With MoE expert
-  parallelism the GPUs hosting hot experts (``model.routing_skew``) compute their share of
-  expert work ``skew`` times over, and the step waits for them (``imbalance_s``).
+  :data:`HBM_EFFICIENCY` of the GPU's HBM bandwidth; ``m`` micro-batches per step. MoE layers
+  run their experts as grouped GEMMs of the tokens each expert gets and add the router, the
+  token permutation and their small kernels (:mod:`fabric_model.training.moe`,
+  ``moe_overhead_s``); the GPUs hosting hot experts (``model.routing_skew``, capped by
+  ``training.moe_capacity_factor``) compute their expert GEMMs ``skew`` times over, and the
+  step waits for them (``imbalance_s``).
 - **bubble**: the pipeline schedule's idle time (``training.schedule``,
   :mod:`fabric_model.training.schedules`): 1F1B idles ``(pp - 1)`` micro-batch times
   (Narayanan et al. 2021), interleaving ``[(p - 1) + (v - 1) max(0, p - m)] / v`` (the
@@ -53,18 +56,20 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fabric_model.caching import Lru, Reads
 from fabric_model.catalog import Catalog, Gpu, Server, load_catalog
-from fabric_model.collectives.algorithms import receive_weights
+from fabric_model.collectives.context import ECMP_SEEDS
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.design import job_scenario
-from fabric_model.scenario import Scenario, apply_overrides
+from fabric_model.scenario import SECTIONS, Scenario, apply_overrides
+from fabric_model.scenario.ocs import reconfig_ms, reduction_scenario
 from fabric_model.scenario.shapes import ShapeCounts, shape_counts
+from fabric_model.topology.ocs import OCS_DATA
 from fabric_model.training.constants import training_constant
 from fabric_model.training.fabric import CommTime, DimensionFabric
-from fabric_model.training.gemm import linear_utilisation
+from fabric_model.training.gemm import linear_utilisation, precision_speedups
 from fabric_model.training.layout import Layout
 from fabric_model.training.memory import (
-    NVFP4_BF16_SHARE,
     MemoryBreakdown,
     activation_traffic_bytes_per_layer,
     memory_per_gpu,
@@ -72,12 +77,15 @@ from fabric_model.training.memory import (
     parse_pipeline_layout,
     pipeline_layout_problem,
 )
+from fabric_model.training.moe import dispatch_padding, moe_layer_time
+from fabric_model.training.offload import offload_path
 from fabric_model.training.schedules import (
     bubble_s,
     nearest_batches,
     resolve_schedule,
     schedule_problems,
 )
+from fabric_model.training.tails import step_quantiles_s
 
 __all__ = [
     "DIMS",
@@ -197,6 +205,10 @@ class StepResult:
     step_time_s: float = math.nan
     compute_s: float = math.nan
     imbalance_s: float = 0.0
+    #: p50 and p99 over iterations (``tails.*``: stragglers, jitter, ECMP draws); both
+    #: ``step_time_s`` with ``tails.enabled = false``
+    step_time_p50_s: float = math.nan
+    step_time_p99_s: float = math.nan
     bubble_s: float = math.nan
     exposed_comm_s: float = math.nan
     comm_s: dict[str, float] = field(default_factory=dict)
@@ -215,6 +227,14 @@ class StepResult:
     optimizer_s: float = 0.0
     scale_out_dims: tuple[str, ...] = ()
     precision: str = "bf16"
+    #: OCS reconfiguration per step (``ocs.reconfigure = phase``), in ``exposed_s["dp"]``.
+    ocs_reconfig_s: float = 0.0
+    #: The MoE router, permutation and small kernels (inside ``compute_s``; :mod:`.moe`).
+    moe_overhead_s: float = 0.0
+    #: Where offloaded activations go (``training.offload_target``) and the path's rate per
+    #: GPU and direction, GB/s ('' and 0 without offload).
+    offload_via: str = ""
+    offload_GBps: float = 0.0
 
     @property
     def exposed_scale_out_s(self) -> float:
@@ -278,11 +298,17 @@ class StepResult:
             "feasible": self.feasible,
             "reason": self.reason,
             "step_time_s": self.step_time_s,
+            "step_time_p50_s": self.step_time_p50_s,
+            "step_time_p99_s": self.step_time_p99_s,
             "compute_s": self.compute_s,
             "imbalance_s": self.imbalance_s,
             "bubble_s": self.bubble_s,
             "offload_s": self.offload_s,
             "optimizer_s": self.optimizer_s,
+            "ocs_reconfig_s": self.ocs_reconfig_s,
+            "moe_overhead_s": self.moe_overhead_s,
+            "offload_via": self.offload_via,
+            "offload_GBps": self.offload_GBps,
             "exposed_comm_s": self.exposed_comm_s,
             "step_time_ideal_network_s": self.ideal_network_step_s,
             "network_share_of_step": (
@@ -400,6 +426,13 @@ def resolve_plan(scenario: Scenario) -> tuple[Plan | None, list[Problem]]:
     layout_problem = pipeline_layout_problem(s, par.pp, par.vpp)
     if layout_problem:
         problems.append(Problem("parallel.pipeline_layout", layout_problem))
+    if tr.moe_pad_to_capacity and tr.moe_capacity_factor <= 0:
+        problems.append(
+            Problem(
+                "training.moe_pad_to_capacity",
+                "needs an expert capacity: set training.moe_capacity_factor > 0 (0 is dropless)",
+            )
+        )
     if tr.fp8_param_gather and tr.precision != "fp8":
         problems.append(
             Problem("training.fp8_param_gather", "needs training.precision = fp8 (FP8 weights)")
@@ -677,6 +710,8 @@ class ComputeTimes:
     bubble_s: float
     gemm_speedup: float
     weight_grad_s: float = 0.0
+    #: The MoE router, permutation and small kernels of the step (inside ``compute_s``).
+    moe_overhead_s: float = 0.0
 
     @property
     def backward_s(self) -> float:
@@ -687,29 +722,6 @@ class ComputeTimes:
     def busy_s(self) -> float:
         """Compute, imbalance and bubble: the step with a free network (a lower bound)."""
         return self.compute_s + self.imbalance_s + self.bubble_s
-
-
-def precision_speedups(precision: str, gpu: Gpu) -> tuple[float, float]:
-    """Return ``(peak ratio, linear-GEMM speedup)`` of ``training.precision`` over BF16.
-
-    The peak ratio is the precision's dense peak over BF16's (MFU against the precision's
-    peak divides by it). FP8 runs every linear GEMM at its peak. NVFP4 runs the linear
-    GEMMs at the FP4 peak except :data:`~fabric_model.training.memory.NVFP4_BF16_SHARE` of
-    them, kept in BF16 (arXiv 2509.25149): ``1 / ((1 - s) / r + s)``. ``(1, 1)`` for BF16 or
-    a GPU without the precision's tensor cores (the step refuses that plan).
-
-    >>> from fabric_model.catalog import load_catalog
-    >>> r, lin = precision_speedups("fp4", load_catalog().gpu("gb300"))
-    >>> r, round(lin, 4)  # 15,000 / 2,500; 1 / (0.84 / 6 + 0.16)
-    (6.0, 3.3333)
-    """
-    if precision == "fp8" and gpu.fp8_dense_tflops:
-        ratio = gpu.fp8_dense_tflops / gpu.bf16_dense_tflops
-        return ratio, ratio
-    if precision == "fp4" and gpu.fp4_tflops:
-        ratio = gpu.fp4_tflops / gpu.bf16_dense_tflops
-        return ratio, 1.0 / ((1.0 - NVFP4_BF16_SHARE) / ratio + NVFP4_BF16_SHARE)
-    return 1.0, 1.0
 
 
 def compute_times(s: Scenario, plan: Plan, counts: ShapeCounts, gpu: Gpu) -> ComputeTimes:
@@ -727,7 +739,7 @@ def compute_times(s: Scenario, plan: Plan, counts: ShapeCounts, gpu: Gpu) -> Com
     gemm_speedup, linear_speedup = precision_speedups(tr.precision, gpu)
     seq = m.seq_len
     tokens_mb = plan.micro_batch * seq
-    layer_flops, layer_attn, layer_experts = _layer_flops_per_token(counts, seq)
+    layer_flops, layer_attn, _ = _layer_flops_per_token(counts, seq)
     out_flops = 6.0 * counts.output_layer
     stage_model = plan.layers_per_stage * layer_flops + out_flops  # per token, heaviest stage
     recompute = {
@@ -754,13 +766,17 @@ def compute_times(s: Scenario, plan: Plan, counts: ShapeCounts, gpu: Gpu) -> Com
     t_fwd = stage_eq / 3.0 * tokens_mb / split / peak + t_mem / 2
     t_mb = (stage_eq + recompute_eq) * tokens_mb / split / peak + t_mem
     mb = plan.micro_batches
-    imbalance = 0.0
-    if plan.ep > 1 and m.routing_skew > 1.0:
-        hottest = float(receive_weights(plan.ep, m.routing_skew, m.hot_fraction).max())
-        expert_share = (
-            plan.layers_per_stage * layer_experts * (1.0 + stretch) / (stage_eq + recompute_eq)
-        )
-        imbalance = mb * t_mb * expert_share * (hottest - 1.0)
+    imbalance = moe_overhead = 0.0
+    if counts.moe_layers:  # router, permutation and small kernels; the hottest experts
+        moe = moe_layer_time(s, plan, gpu)
+        moe_stage = plan.layers_per_stage * moe_share
+        rerun = 1.0 if plan.recompute == "full" else 0.0  # the forward's part runs again
+        moe_mb = moe_stage * (moe.overhead_s + rerun * moe.forward_s)
+        t_fwd += moe_stage * moe.forward_s
+        t_mb += moe_mb
+        moe_overhead = mb * moe_mb
+        expert_s = moe.expert_gemm_s * (1.0 + rerun / 3.0)
+        imbalance = mb * moe_stage * expert_s * (moe.hottest - 1.0)
     # the schedule's bubble (training.schedules), the heaviest rank's micro-batch pacing it;
     # W = the weight-gradient GEMMs, as many FLOPs as the forward's linear GEMMs
     t_w = (stage_eq - plan.layers_per_stage * layer_attn) / 3.0 * tokens_mb / split / peak
@@ -776,22 +792,22 @@ def compute_times(s: Scenario, plan: Plan, counts: ShapeCounts, gpu: Gpu) -> Com
         bubble_s=bubble,
         gemm_speedup=gemm_speedup,
         weight_grad_s=t_w,
+        moe_overhead_s=moe_overhead,
     )
 
 
 def _host_memory_problem(s: Scenario, mem: MemoryBreakdown, server: Server) -> str:
-    """Why the server cannot hold the offloaded activations ('' when it can)."""
-    if server.host_memory_gb is None or server.cpu_gpu_GBps is None:
-        return (
-            f"the catalog has no host memory or CPU-GPU bandwidth for {server.name}; "
-            f"set training.offload_layers = 0"
-        )
+    """Why the offload target cannot hold the offloaded activations ('' when it can)."""
+    path, problem = offload_path(s, server)
+    if path is None:
+        return problem
     need_gb = mem.offloaded_gib * GIB / 1e9 * s.cluster.gpus_per_node
-    if need_gb > server.host_memory_gb:
+    if need_gb > path.capacity_gb:
         return (
             f"{s.cluster.gpus_per_node} GPUs x {mem.offloaded_gib:,.1f} GiB of offloaded "
-            f"activations = {need_gb:,.0f} GB, more than the {server.host_memory_gb:,.0f} GB "
-            f"of host memory of {server.name}; offload fewer layers"
+            f"activations = {need_gb:,.0f} GB, more than the {path.capacity_gb:,.0f} GB "
+            f"of {path.target} memory of {server.name}; offload fewer layers"
+            + (" or raise training.cxl_memory_gb" if path.target == "cxl" else "")
         )
     return ""
 
@@ -801,17 +817,21 @@ def offload_time_s(
 ) -> float:
     """Seconds per step the activation offload adds: the transfer not hidden by compute.
 
-    Per micro-batch the offloaded layers' activations go to host memory during the
-    forward pass and come back during the backward pass, each way at the server's
-    ``cpu_gpu_GBps`` (PCIe, or NVLink-C2C on Grace) on its own copy stream, overlapping the
-    compute of the rest of that pass (Transformer Engine's CPU-offload context overlaps the
-    copy of one layer with the next layer's compute). What the pass's compute does not
-    cover is exposed: ``max(0, bytes / bandwidth - pass time)`` forward and backward.
+    Per micro-batch the offloaded layers' activations go to the offload target during the
+    forward pass and come back during the backward pass, each way over the target's path
+    (:func:`~fabric_model.training.offload.offload_path`: PCIe or NVLink-C2C to host
+    memory, or on to a CXL pool; its bandwidth per GPU and its start-up latency per layer)
+    on its own copy stream, overlapping the compute of the rest of that pass (Transformer
+    Engine's CPU-offload context overlaps the copy of one layer with the next layer's
+    compute). What the pass's compute does not cover is exposed: ``max(0, transfer - pass
+    time)`` forward and backward.
     """
-    if server.cpu_gpu_GBps is None or mem.offloaded_gib <= 0:
+    path, _ = offload_path(s, server)
+    if path is None or mem.offloaded_gib <= 0:
         return 0.0
     # offload runs without pipelining, so one micro-batch's layers are offloaded at a time
-    transfer = mem.offloaded_gib * GIB / (server.cpu_gpu_GBps * 1e9)
+    layers = min(s.training.offload_layers, plan.layers_per_stage)
+    transfer = path.transfer_s(mem.offloaded_gib * GIB, layers)
     exposed = max(0.0, transfer - ct.forward_s) + max(0.0, transfer - ct.backward_s)
     return exposed * plan.micro_batches
 
@@ -856,14 +876,20 @@ def memory_fixes(scenario: Scenario) -> list[tuple[str, Any, StepResult]]:
 
 
 def training_step(
-    scenario: Scenario, catalog: Catalog | None = None, *, suggest: bool = False
+    scenario: Scenario,
+    catalog: Catalog | None = None,
+    *,
+    suggest: bool = False,
+    ecmp_seed: int | None = None,
 ) -> StepResult:
     """Model one optimizer step of ``scenario`` (see the module docstring).
 
     Never raises for an infeasible plan: the result says why, and with ``suggest`` a plan
     that does not fit in memory also names the fastest single change that makes it fit
     (:func:`memory_fixes`). Raises :class:`~fabric_model.errors.FabricModelError` for a
-    design that cannot be built at all.
+    design that cannot be built at all. With ``ecmp_seed`` every collective is timed at that
+    one of the solver's ECMP hash seeds instead of their expectation (the tails' draws, see
+    :mod:`fabric_model.training.tails`).
     """
     s = scenario
     if s.fabric.topology == "hybrid":  # the job runs where hybrid.job puts it
@@ -910,7 +936,9 @@ def training_step(
     if tr.offload_layers:
         host_problem = _host_memory_problem(s, mem, server)
         if host_problem:
-            problems.append(Problem("training.offload_layers", host_problem))
+            path_missing = offload_path(s, server)[0] is None and tr.offload_target != "host"
+            key = "training.offload_target" if path_missing else "training.offload_layers"
+            problems.append(Problem(key, host_problem))
     if mem.status == "over":
         advice = (
             "Raise parallel.tp/pp/cp or the ZeRO stage, lower training.micro_batch, or "
@@ -950,8 +978,12 @@ def training_step(
     split = plan.tp * plan.cp
 
     # ---- communication ------------------------------------------------------------------
-    fab = DimensionFabric(s, plan.layout)
-    efab = DimensionFabric(s, plan.expert_layout) if plan.folded else fab  # EP, expert grads
+    fab = DimensionFabric(s, plan.layout, ecmp_seed)
+    # EP, expert grads
+    efab = DimensionFabric(s, plan.expert_layout, ecmp_seed) if plan.folded else fab
+    # the gradient reduction's fabric: an OCS that reconfigures per phase reduces on ring
+    # circuits, paying ocs.reconfig_ms at each switch (_ocs_phases)
+    rfab, refab, reconfig_s, phase_note = _ocs_phases(s, plan, fab, efab, ecmp_seed)
     comm: dict[str, float] = {}
     exposed: dict[str, float] = {}
     detail: dict[str, str] = {}
@@ -986,7 +1018,7 @@ def training_step(
         copies = dispatch_copies(s, plan.ep)
         # forward dispatch in FP8 with fp8 training (DeepSeek-V3 3.3.2), the rest in BF16
         elem = (1.0 + 3 * BF16) / 4 if tr.precision == "fp8" else BF16
-        a2a_bytes = tokens_local * copies * h * elem
+        a2a_bytes = tokens_local * copies * h * elem * dispatch_padding(s)
         a2a = efab.collective("ep", "alltoall", a2a_bytes)
         n_a2a = (4 + (2 if full_rc else 0)) * moe_stage * mb
         per_call = a2a.time_s
@@ -994,7 +1026,7 @@ def training_step(
         if tr.ep_dispatch == "per_node" and plan.ep > s.cluster.nvlink_domain:
             # DeepEP forwards each node's copy over NVLink to its destination GPUs while the
             # RDMA leg runs: the call takes the longer of the two
-            fan_bytes = tokens_local * fanout_copies(s, plan.ep) * h * elem
+            fan_bytes = tokens_local * fanout_copies(s, plan.ep) * h * elem * dispatch_padding(s)
             fan_s = fan_bytes / (gpu.nvlink_GBps * 1e9)
             per_call = max(per_call, fan_s)
             fanout = f"; NVLink fan-out {fan_bytes / 2**20:,.1f} MiB in {fan_s * 1e3:,.2f} ms"
@@ -1032,7 +1064,7 @@ def training_step(
     for dim, params, group in (("dp", p_dense, dp_group), ("edp", p_expert, edp_group)):
         if params <= 0 or group <= 1:
             continue
-        fab_d = efab if dim == "edp" else fab
+        fab_d = refab if dim == "edp" else rfab
         if plan.zero_stage == 0:
             allr = _buckets(fab_d, dim, "allreduce", params, group, g_b, plan.vpp)
             dp_total += allr.total_s
@@ -1076,11 +1108,19 @@ def training_step(
                 "per micro-batch 2 all-gathers + reduce-scatter: "
                 + _describe(red.call, 1, params * g_b)
             )
+    if dp_total > 0 and reconfig_s > 0:
+        # the ring circuits are up only after the backward's last cross-block transfer and
+        # go before the next forward: nothing of the reduction hides, and the two
+        # reconfigurations add their time
+        dp_total += reconfig_s
+        dp_exposed = dp_total
+        dp_detail.append(phase_note)
     if dp_total > 0:
         comm["dp"], exposed["dp"] = dp_total, dp_exposed
         detail["dp"] = "; ".join(dp_detail)
 
     offload = offload_time_s(s, plan, mem, server, ct) if tr.offload_layers else 0.0
+    path = offload_path(s, server)[0] if tr.offload_layers else None
     optimizer = optimizer_step_s(s, plan, mem, gpu) if auto else 0.0
     # scale-out vs scale-up: a dimension whose (slowest) group spans NVLink domains runs on
     # the scale-out network; pipeline sends by the link their slowest boundary crosses
@@ -1094,12 +1134,24 @@ def training_step(
     tokens = float(plan.sequences_per_step * seq)  # the batch computed (warned when rounded)
     flops = counts.model_flops_per_token(seq) * tokens
     mfu = flops / (n * gpu.bf16_dense_tflops * 1e12 * step)
+    p50 = p99 = step
+    if s.tails.enabled and ecmp_seed is None:
+        per_seed = _exposed_per_seed(s, cat, fab, exposed)
+        p50, p99 = step_quantiles_s(
+            step,
+            compute + imbalance,
+            n,
+            tuple((exposed[d], per_seed.get(d, ())) for d in sorted(exposed)),
+            s.tails,
+        )
     return StepResult(
         n_gpus=n,
         feasible=True,
         problems=(),
         plan=plan,
         step_time_s=step,
+        step_time_p50_s=p50,
+        step_time_p99_s=p99,
         compute_s=compute,
         imbalance_s=imbalance,
         bubble_s=bubble,
@@ -1118,7 +1170,85 @@ def training_step(
         precision=tr.precision,
         offload_s=offload,
         optimizer_s=optimizer,
+        ocs_reconfig_s=reconfig_s if dp_total > 0 else 0.0,
+        moe_overhead_s=ct.moe_overhead_s,
+        offload_via=f"{path.target}: {path.via}" if path else "",
+        offload_GBps=path.GBps if path else 0.0,
     )
+
+
+#: What the step's exposed time per ECMP seed reads: every section but ``tails`` (the
+#: deterministic step's inputs; the tails only say whether to draw, checked before).
+SEED_READS = Reads("exposed per ECMP seed", tuple(k for k in SECTIONS if k != "tails"))
+_SEED_EXPOSED = Lru(64, "training.step._SEED_EXPOSED", key=f"SEED_READS {SEED_READS.names}")
+
+
+def _exposed_per_seed(
+    s: Scenario, cat: Catalog, fab: DimensionFabric, exposed: dict[str, float]
+) -> dict[str, tuple[float, ...]]:
+    """Each dimension's exposed time at each ECMP seed the solver hashes ({} when none).
+
+    Static ECMP hashing is the one policy the solver draws several hashes for
+    (:data:`~fabric_model.collectives.context.ECMP_SEEDS`); the step is timed again at each.
+    """
+    if not s.tails.ecmp_redraw or fab.base.policy != "ecmp":
+        return {}
+
+    def make() -> dict[str, tuple[float, ...]]:
+        runs = [training_step(s, cat, ecmp_seed=k).exposed_s for k in range(ECMP_SEEDS)]
+        return {d: tuple(r.get(d, 0.0) for r in runs) for d in exposed}
+
+    return _SEED_EXPOSED.get(SEED_READS.key(s), make)
+
+
+def _ocs_phases(
+    s: Scenario,
+    plan: Plan,
+    fab: DimensionFabric,
+    efab: DimensionFabric,
+    ecmp_seed: int | None = None,
+) -> tuple[DimensionFabric, DimensionFabric, float, str]:
+    """Return the reduction's fabrics, its reconfiguration time per step and a note.
+
+    ``ocs.reconfigure = phase`` on an OCS fabric: the forward and backward (expert
+    all-to-all, pipeline sends, any TP or CP group that leaves a block) run on
+    ``ocs.circuits`` and the data-parallel reduction on ring circuits
+    (:func:`~fabric_model.scenario.ocs.reduction_scenario`). When both need circuits
+    between blocks and the two sets differ, each step switches twice (to the ring before
+    the reduction, back before the next forward: ``assets/ocs.yaml``
+    ``switches_per_step``), ``2 x ocs.reconfig_ms``; when only one of them crosses blocks,
+    its circuits stay up (0 s). Every other scenario reduces on ``fab`` and ``efab``.
+    """
+    red = reduction_scenario(s)
+    if red is s:
+        return fab, efab, 0.0, ""
+    rfab = DimensionFabric(red, plan.layout, ecmp_seed)
+    refab = DimensionFabric(red, plan.expert_layout, ecmp_seed) if plan.folded else rfab
+    block = int(fab.base.topology.params["block_gpus"])
+
+    def crosses(layout: Layout, dim: str) -> bool:
+        if layout.size(dim) <= 1:
+            return False
+        ranks = layout.offsets(dim)[:, None] + layout.members(dim)[None, :]
+        blocks = ranks // block
+        return bool((blocks.min(axis=1) != blocks.max(axis=1)).any())
+
+    forward = any(crosses(plan.layout, d) for d in ("tp", "cp", "pp")) or crosses(
+        plan.expert_layout, "ep"
+    )
+    reduce = crosses(plan.layout, "dp") or (plan.ep > 1 and crosses(plan.expert_layout, "edp"))
+    if not reduce:  # the reduction stays inside blocks: the forward's circuits stay up
+        return fab, efab, 0.0, ""
+    if not forward:  # nothing but the reduction leaves a block: the ring stays up
+        return rfab, refab, 0.0, ""
+    switches = int(OCS_DATA["reconfiguration"]["switches_per_step"]["value"])
+    ms = reconfig_ms(s)
+    note = (
+        f"per phase: {s.ocs.circuits} circuits for the forward and backward, ring circuits for "
+        f"the reduction, {switches} reconfigurations of {ms:g} ms per step (the reduction "
+        f"cannot overlap the backward)"
+    )
+    return rfab, refab, switches * ms / 1000.0, note
 
 
 def _crosses_domains(fab: DimensionFabric, dim: str, plan: Plan) -> bool:

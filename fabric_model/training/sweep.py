@@ -29,26 +29,27 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from fabric_model.caching import Lru, Reads
 from fabric_model.catalog import load_catalog
-from fabric_model.collectives.algorithms import receive_weights
-from fabric_model.collectives.context import nccl_constants
+from fabric_model.collectives.context import nccl_constants, nvlink_efficiency
 from fabric_model.errors import FabricModelError, ScenarioError
 from fabric_model.plant.cost import bill_of_materials
 from fabric_model.scenario import Scenario, apply_overrides, field_spec
 from fabric_model.scenario.shapes import shape_counts
 from fabric_model.training.fabric import FABRIC_READS, DimensionFabric
-from fabric_model.training.gemm import linear_utilisation
+from fabric_model.training.gemm import linear_utilisation, precision_speedups
 from fabric_model.training.layout import Layout
 from fabric_model.training.memory import (
     activation_traffic_bytes_per_layer,
     memory_per_gpu,
     model_state_bytes,
 )
+from fabric_model.training.moe import moe_layer_time
 from fabric_model.training.schedules import bubble_s, resolve_schedule, schedule_problems
 from fabric_model.training.step import (
     BF16,
@@ -60,7 +61,6 @@ from fabric_model.training.step import (
     compute_times,
     dispatch_copies,
     optimizer_step_s,
-    precision_speedups,
     resolve_plan,
     training_step,
 )
@@ -140,7 +140,9 @@ class SweepPoint:
 #: (``facility``), the storage and management networks it adds, each section whole. Not the
 #: model or the plan: re-sweeping another model costs no bill of materials.
 PRICE_READS = Reads(
-    "network price", (*FABRIC_READS.names, "costs", "facility", "storage", "management")
+    "network price",
+    (*FABRIC_READS.names, "costs", "facility", "storage", "management"),
+    derived=FABRIC_READS.derived,
 )
 #: Network capex per :data:`PRICE_READS` (least recently used out past ``_CAPEX_SIZE``).
 _CAPEX_SIZE = 512
@@ -628,7 +630,7 @@ def _space(s: Scenario) -> _Space:
     attn = counts.attention_flops_per_token(seq)
     experts = 6.0 * counts.moe_layers * counts.top_k * counts.ffn_per_expert
     layer_flops = (6.0 * counts.non_expert_layer_params + experts + attn) / layers
-    layer_attn, layer_experts = attn / layers, experts / layers
+    layer_attn = attn / layers
     lps = -(-m.layers // (pp * vpp)) * vpp  # layers of the heaviest rank
     stage = lps * layer_flops + 6.0 * counts.output_layer
     extra = np.array(
@@ -675,23 +677,23 @@ def _space(s: Scenario) -> _Space:
     t_mb = (stage_eq + rerun_eq) * per_flop + t_mem
     t_fwd = stage_eq / 3.0 * per_flop + t_mem / 2
     n_mb = np.maximum(1, np.ceil(tr.global_batch_tokens / seq / (dp * mb) - 1e-9))
-    hottest = np.ones(tp.shape)
-    if m.kind == "moe" and m.routing_skew > 1.0:
-        hottest = _per_combo(
-            [ep],
-            lambda e: (
-                float(receive_weights(e, m.routing_skew, m.hot_fraction).max()) if e > 1 else 1.0
-            ),
-        )
-    imbalance = (
-        n_mb
-        * t_mb
-        * lps
-        * layer_experts
-        * (1.0 + stretch)
-        / (stage_eq + rerun_eq)
-        * (hottest - 1.0)
-    )
+    imbalance = np.zeros(tp.shape)
+    if counts.moe_layers:  # the MoE router, permutation and hottest experts (training.moe)
+        moe_seen: dict[tuple[int, int, int, int], tuple[float, float, float]] = {}
+
+        def moe_terms(t: int, k: int, e: int, b: int, part: int) -> float:
+            terms = moe_seen.get((t, k, e, b))
+            if terms is None:
+                lt = moe_layer_time(s, Plan(t, 1, e, e, k, 1, 0, b, 1, 1, "none"), gpu)
+                terms = (lt.overhead_s, lt.forward_s, lt.expert_gemm_s * (lt.hottest - 1.0))
+                moe_seen[(t, k, e, b)] = terms
+            return terms[part]
+
+        moe_lps = lps * counts.moe_layers / m.layers
+        moe_t = [_per_combo([tp, cp, ep, mb], partial(moe_terms, part=i)) for i in range(3)]
+        t_mb = t_mb + moe_lps * moe_t[0]
+        t_fwd = t_fwd + moe_lps * moe_t[1]
+        imbalance = n_mb * moe_lps * moe_t[2]
     compute = n_mb * t_mb
     # the schedule's bubble as the step times it (training.schedules)
     t_w = (stage_eq - lps * layer_attn) / 3.0 * per_flop
@@ -710,7 +712,9 @@ def _space(s: Scenario) -> _Space:
     # NICs at the best efficiency any collective algorithm reaches (nccl_constants.yaml)
     nccl = nccl_constants()
     nvl_Bps = (
-        gpu.nvlink_GBps * 1e9 * max(nccl["nvlink_efficiency"], *nccl["nvls_efficiency"].values())
+        gpu.nvlink_GBps
+        * 1e9
+        * max(nvlink_efficiency(nccl, gpu.arch), *nccl["nvls_efficiency"].values())
     )
     nic_Bps = cl.nics_per_gpu * s.fabric.link_gbps * 1e9 / 8 * nccl["net_efficiency"]
     tot_Bps = nvl_Bps + nic_Bps

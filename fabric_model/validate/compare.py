@@ -154,11 +154,13 @@ _CHANNEL_LIMIT = (
 _NCCL_SETTINGS = {
     **{n: a.nccl for n, a in ALGORITHMS.items() if n not in ("hierarchical", "direct")},
     "nvls-tree": "NCCL_ALGO=NVLSTree",
+    "nvls-sharp": "NCCL_ALGO=NVLS with NCCL_COLLNET_ENABLE=1 and registered buffers",
 }
 #: All-to-all is point-to-point in NCCL: its model variants are PXN on or off.
 _ALLTOALL_SETTINGS = {
     "hierarchical": "PXN (NCCL_PXN_DISABLE=0, NCCL's default)",
     "direct": "NCCL_PXN_DISABLE=1",
+    "ce": ALGORITHMS["ce"].nccl,
 }
 
 

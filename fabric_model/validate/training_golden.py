@@ -23,6 +23,7 @@ from fabric_model.training.step import StepResult, training_step
 __all__ = [
     "TRAINING_GOLDEN_PATH",
     "TrainingCase",
+    "borrowed_efficiencies",
     "calibrate",
     "golden_scenario",
     "load_training_golden",
@@ -64,6 +65,8 @@ class TrainingCase:
                 96.0 * b * seq * layers * h * h * (1 + seq / (6 * h) + m.vocab / (16 * layers * h))
             )
             return flops / (n * self.measured_value * 1e12)
+        if self.measured_kind == "tokens_per_s_per_gpu":  # no FLOP count to agree on
+            return s.training.global_batch_tokens / (n * self.measured_value)
         if self.measured_kind == "model_tflops_per_gpu":
             flops = (
                 shape_counts(s.model).model_flops_per_token(s.model.seq_len)
@@ -187,6 +190,21 @@ class ValidationRow:
         return self.step.mfu * self.step.step_time_s / self.case.measured_step_time_s
 
 
+def borrowed_efficiencies(path: Path = TRAINING_GOLDEN_PATH) -> dict[str, str]:
+    """Return ``{group: group it takes its efficiency from}`` (``efficiency_from:``).
+
+    A group with no calibration row of its own (one published run on a stack that has no
+    other) is predicted with the efficiency of the named group: the same GPU and GEMM
+    precision, so nothing is fitted to it.
+    """
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return {
+        name: str(g["efficiency_from"])
+        for name, g in data.get("calibration_groups", {}).items()
+        if g.get("efficiency_from")
+    }
+
+
 def validation_table(cases: list[TrainingCase] | None = None) -> list[ValidationRow]:
     """Calibrate each group on its calibration row and predict every row."""
     cases = cases if cases is not None else load_training_golden()
@@ -194,6 +212,9 @@ def validation_table(cases: list[TrainingCase] | None = None) -> list[Validation
     for c in cases:
         if c.use == "calibration":
             eff[c.group] = calibrate(c)
+    for group, source in borrowed_efficiencies().items():
+        if source in eff:
+            eff.setdefault(group, eff[source])
     rows = []
     for c in cases:
         e = eff.get(c.group, math.nan)

@@ -23,12 +23,14 @@ Styles (:data:`STYLES`; each family names its style in the family registry,
   slice edges, the z cables between consecutive slices as one bundle per slice pair.
 - ``hypercube``: sub-cubes aggregated to at most 16 units drawn as a projected 4-cube, one
   colour per dimension.
+- ``ocs``: blocks around a circle, their fibers into the OCS tier at the centre, the
+  circuits between blocks as dashed chords (counted as circuits, not cables).
 
 Modules: :mod:`~ui.diagrams.base` (units, boxes, bundles, media hover text), one per family
 style (:mod:`~ui.diagrams.fat_tree`, ``rail_only``, ``dragonfly_plus``, ``torus``,
-``hypercube``), :mod:`~ui.diagrams.styles` (the styles by family, and the hybrid drawn from
-its partitions' styles) and :mod:`~ui.diagrams.figure` (the plotly figure). A new family's
-style is one module here and one entry in ``styles.STYLES``.
+``hypercube``, ``ocs``), :mod:`~ui.diagrams.styles` (the styles by family, and the hybrid
+drawn from its partitions' styles) and :mod:`~ui.diagrams.figure` (the plotly figure). A
+new family's style is one module here and one entry in ``styles.STYLES``.
 
 The media and lengths come from the bill of materials (:func:`cable_info`, which calls the
 BOM's own :func:`fabric_model.plant.cost.link_media` on the BOM's link classes).

@@ -59,6 +59,8 @@ class Bundle:
 
     ``xs``/``ys`` is the drawn path (``None`` separates pieces, e.g. a torus wraparound's
     two stubs); an empty path is a bundle inside one unit, told in that unit's hover.
+    ``unit`` names what ``n_cables`` counts: ``cables``, or ``circuits`` for an OCS
+    fabric's circuits (light paths through the OCS, not cables of their own).
     """
 
     link_class: str
@@ -71,6 +73,7 @@ class Bundle:
     label: bool = True
     hover_at: float = 0.5
     dash: str = "solid"
+    unit: str = "cables"
 
 
 @dataclass(frozen=True)
@@ -160,10 +163,28 @@ def cable_info(bom: BillOfMaterials) -> dict[str, CableInfo]:
         Link class name -> :class:`CableInfo`.
     """
     cat = load_catalog()
-    return {
+    topo = bom.topology
+    out = {
         lc.name: CableInfo(_media_text(link_media(lc, bom.hardware, cat), lc), float(lc.length_m))
-        for lc in bom.topology.links
+        for lc in topo.links
+        if not (topo.family == "ocs" and lc.name == "block-ocs")
     }
+    if topo.family == "ocs":  # the uplinks' OCS transceiver, and the circuits through the OCS
+        p = topo.params
+        up = next(lc for lc in topo.links if lc.name == "block-ocs")
+        optic = cat.optic(str(p["optic_key"]))
+        ocs = cat.ocs_switch(str(p["ocs_key"]))
+        out["block-ocs"] = CableInfo(
+            f"fiber ({cat.fiber.name}), {p['fibers_per_uplink']} per uplink<br>block end: "
+            f"{optic.name}<br>OCS end: a passive port of {ocs.name}",
+            float(up.length_m),
+        )
+        out["circuit"] = CableInfo(
+            f"light path: two fiber runs through the OCS ({ocs.insertion_loss_db:g} dB "
+            f"insertion loss), {optic.name} at both ends",
+            2.0 * float(up.length_m),
+        )
+    return out
 
 
 # --------------------------------------------------------------------------------------

@@ -75,7 +75,7 @@ def _labels(
 
 def _hover(b: Bundle, planes: int, info: Mapping[str, CableInfo] | None, length: float) -> str:
     ends = b.a if b.a == b.b else f"{b.a} - {b.b}"
-    text = f"<b>{ends}</b><br>{b.n_cables:,} cables ({b.link_class})"
+    text = f"<b>{ends}</b><br>{b.n_cables:,} {b.unit} ({b.link_class})"
     if planes > 1:
         text += f" in this plane; {b.n_cables * planes:,} over the {planes} planes"
     ci = info.get(b.link_class) if info else None

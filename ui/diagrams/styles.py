@@ -13,6 +13,7 @@ from ui.diagrams.base import Box, Bundle, Sketch, _line, _title
 from ui.diagrams.dragonfly_plus import _dragonfly_plus
 from ui.diagrams.fat_tree import _fat_tree
 from ui.diagrams.hypercube import _hypercube
+from ui.diagrams.ocs import _ocs
 from ui.diagrams.rail_only import _rail_only
 from ui.diagrams.torus import _torus
 from ui.theme import OKABE_ITO, TIER_COLORS
@@ -139,6 +140,7 @@ STYLES: dict[str, Callable[[Topology], Sketch]] = {
     "dragonfly-plus": _dragonfly_plus,
     "torus-3d": _torus,
     "hypercube": _hypercube,
+    "ocs": _ocs,
     "hybrid": _hybrid,
 }
 #: One drawing style per topology family (the same keys as the topology builders).
