@@ -14,6 +14,9 @@ Then the Topology page's diagram alone for the README tour's four designs
 Then the meeting-room views (``--pages views`` for only these): the Scaling page's "versus
 the best fabric" section (its sentence and chart) as ``versus-best.png`` and presentation
 mode's second view (``?present=1&slide=2``) as ``present.png``.
+The Cluster page runs on demand: its picture (``cluster.png``) opens the simulation section
+of the README's example (4,096 GPUs, a 4:1 spine, 500 jobs) and shows its charts over time
+(utilisation, queue, fragmentation; which job holds each server under first-fit).
 Exits with status 1 if a page is broken or an image exceeds ``--max-kb``.
 """
 
@@ -85,6 +88,9 @@ async def take(base: str, args: argparse.Namespace) -> int:
         for title, path in pages:
             if wanted and title.lower() not in wanted and slug(title) not in wanted:
                 continue
+            if slug(title) == "cluster":
+                status |= await take_cluster(page, base, path, args)
+                continue
             await open_page(page, f"{base}{path}?embed_options=light_theme", TIMEOUT_MS)
             problems = await page.evaluate(PROBLEMS_JS)
             if problems:
@@ -153,6 +159,44 @@ def _saved(out: Path, what: str, args: argparse.Namespace) -> int:
         + (f", over {args.max_kb:g} KB)" if too_big else ")")
     )
     return int(too_big)
+
+
+async def take_cluster(page, base: str, path: str, args: argparse.Namespace) -> int:
+    """Save the Cluster page's simulation: its charts over time and the servers by job."""
+    await page.set_viewport_size({"width": args.width, "height": 2400})
+    query = (
+        "cluster.n_gpus=4096&fabric.oversubscription=4&schedule.jobs=500&schedule.view=first-fit"
+    )
+    await open_page(page, f"{base}{path}?{query}&embed_options=light_theme", TIMEOUT_MS)
+    await page.get_by_text("Simulate every policy on this job mix").click()
+    servers = page.locator(".st-key-cluster_servers [data-testid=stPlotlyChart] .main-svg")
+    await servers.first.wait_for(timeout=TIMEOUT_MS)
+    await page.wait_for_timeout(800)
+    problems = await page.evaluate(PROBLEMS_JS)
+    if problems:
+        print(f"Cluster: not saved, the page shows {', '.join(problems)}")
+        await page.set_viewport_size({"width": args.width, "height": args.height})
+        return 1
+    top = page.locator(".st-key-cluster_time")
+    await top.evaluate("e => e.scrollIntoView({block: 'start'})")  # the main area scrolls
+    await page.wait_for_timeout(300)
+    a = await top.bounding_box()
+    b = await page.locator(".st-key-cluster_servers").bounding_box()
+    if a is None or b is None:
+        print("Cluster: the charts are not on the page")
+        return 1
+    out = OUT / "cluster.png"
+    await page.screenshot(
+        path=str(out),
+        clip={
+            "x": a["x"] - 8,
+            "y": a["y"] - 8,
+            "width": a["width"] + 16,
+            "height": min(b["y"] + b["height"], a["y"] + 1200) - a["y"] + 16,
+        },
+    )
+    await page.set_viewport_size({"width": args.width, "height": args.height})
+    return _saved(out, "Cluster: simulation", args)
 
 
 async def take_views(page, base: str, args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from ui.figure_base import size_label
 from ui.page_common import current_scenario, show_model_error
 from ui.theme import OP_LABELS
 from ui.validation_figures import (
+    catches_frame,
     has_percentiles,
     validation_busbw_figure,
     validation_frame,
@@ -138,6 +139,8 @@ else:
             st.caption(f"Note: {note}.")
         for advice in comparison.advice:
             st.info(f"Advice: {advice}.")
+        for line in comparison.diagnosis:
+            st.warning(f"Diagnosis: {line}.")
         title = (
             f"{_op_label(comparison.op)} on {comparison.n_ranks:,} ranks "
             f"({source}): measured vs model"
@@ -272,6 +275,22 @@ with st.expander(
                 mime="text/x-shellscript",
                 key="dl_acceptance_script",
             )
+            if table.catches:
+                st.subheader("Which floors catch each misconfiguration")
+                st.dataframe(
+                    catches_frame(table.catches),
+                    hide_index=True,
+                    width="stretch",
+                    key="acceptance_catches",
+                    column_config={
+                        "worst share of expected": st.column_config.NumberColumn(format="percent"),
+                    },
+                )
+                st.caption(
+                    "Each failure mode of assets/failure_modes.yaml that applies to this "
+                    "design, modelled at the same scopes, collectives and sizes: the floors "
+                    "its bus bandwidth falls below, and the setting to check when one fails."
+                )
             st.caption(
                 "Run it from a node with MPI and nccl-tests built: "
                 "`NCCL_TESTS=/path/to/nccl-tests/build MPIRUN='mpirun --hostfile hosts' bash "

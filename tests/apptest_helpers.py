@@ -103,6 +103,25 @@ def figures(at: AppTest) -> list[dict[str, Any]]:
     return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
 
 
+def array(value: Any) -> Any:
+    """Return a figure's data field as a NumPy array (plotly writes arrays as typed base64).
+
+    ``{"dtype": "f8", "bdata": ..., "shape": "3, 4"}`` or a plain list; ``None`` in a list
+    (a gap) becomes nan.
+    """
+    import base64
+
+    import numpy as np
+
+    if isinstance(value, dict) and "bdata" in value:
+        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = value.get("shape")
+        if shape:
+            out = out.reshape([int(n) for n in str(shape).split(",")])
+        return out
+    return np.array(value, dtype=float)
+
+
 def figure(at: AppTest, index: int = 0) -> dict[str, Any]:
     """Return the plotly figure of the page's ``index``-th chart."""
     return json.loads(at.get("plotly_chart")[index].proto.spec)

@@ -69,7 +69,7 @@ def test_whatif_control_updates_the_charts(page: Page, live_app: str) -> None:
     open_page(page, live_app, "/whatif", "What-if")
     expect(page).to_have_url(re.compile(rf"/whatif\?preset={DEFAULT_PRESET}$"))
     expect(page.locator("[data-testid=stAlert]")).to_have_count(0)
-    expect(page.locator(CHART)).to_have_count(2)
+    expect(page.locator(CHART)).to_have_count(3)  # the two what-if charts and the health view's
     expect(legend(page, "after (all changes)")).to_have_count(0)
 
     slider = main_slider(page, "NICs (rails) per GPU")

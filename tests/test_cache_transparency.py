@@ -419,6 +419,8 @@ _DATA_FILE_LOADERS = {
     "fabric_model/report/citations.py",
     "fabric_model/catalog/load.py",
     "fabric_model/collectives/versions.py",
+    "fabric_model/transports.py",
+    "fabric_model/collectives/failure_modes.py",
     "ui/exports.py",
     "ui/report.py",
 }

@@ -101,7 +101,21 @@ def test_every_cited_source_is_defined_and_every_source_is_cited(raw: dict[str, 
 
 
 def test_units_are_the_last_token_of_numeric_keys(raw: dict[str, Any]) -> None:
-    units = {"gbps", "GBps", "gib", "gb", "w", "usd", "ns", "m", "tflops", "units", "db", "ms"}
+    units = {
+        "gbps",
+        "GBps",
+        "gib",
+        "gb",
+        "mb",
+        "w",
+        "usd",
+        "ns",
+        "m",
+        "tflops",
+        "units",
+        "db",
+        "ms",
+    }
     counts = {
         "n_ports",
         "n_cages",

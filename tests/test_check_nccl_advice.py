@@ -72,6 +72,7 @@ def test_a_shortfall_no_algorithm_explains_names_the_limit():
     assert advice.startswith("below the model by 50%")
     assert "no NCCL setting explains it" in advice
     assert result.rows[-1].bottleneck in advice
+    assert result.diagnosis == ()  # a uniform shortfall is not a misconfiguration's shape
 
 
 def test_cli_prints_the_advice_and_keeps_the_json_rows(tmp_path):

@@ -63,7 +63,9 @@ def test_spraying_avoids_what_ecmp_hashing_loses() -> None:
     lossy = algo_models(ctx(**keys, **{"fabric.vendor": "lossy-ethernet"}), "allreduce", "ring")
     roce = algo_models(ctx(**keys, **{"fabric.vendor": "roce"}), "allreduce", "ring")
     assert lossy[0].inter_Bps > 2 * roce[0].inter_Bps
-    assert roce[0].bottleneck == "leaf-spine" and lossy[0].bottleneck == "nic-leaf"
+    # spraying leaves the spine: the NIC link or NVLink binds (they are within 1 % of each
+    # other here, 8 x 50 x 0.92 GB/s against NCCL's 18 x 20.6 GB/s NVLink figure)
+    assert roce[0].bottleneck == "leaf-spine" and lossy[0].bottleneck in ("nic-leaf", "nvlink")
 
 
 def test_cli_prices_the_lossy_fabric(capsys: pytest.CaptureFixture[str]) -> None:

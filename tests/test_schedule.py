@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import defaultdict
@@ -17,6 +18,7 @@ from fabric_model.run.cluster_sim import Cluster, run_schedule, schedule, step_w
 from fabric_model.run.interference import FabricRates
 from fabric_model.run.jobs import Job, TraceError, generate_jobs, load_jobs
 from fabric_model.run.placement import POLICIES, blocks_spanned, leaves_spanned, place
+from fabric_model.run.traffic import TrafficShape
 from fabric_model.scenario import apply_overrides
 
 BASE = load_preset("dgx-h100-ib-ndr")  # 1,024 H100, 128 DGX, a rail-optimized fat-tree
@@ -91,9 +93,9 @@ def test_same_seed_same_result_and_the_contract(flat: Cluster) -> None:
 
 
 def _check_invariants(
-    cluster: Cluster, jobs: list[Job], policy: str, days: float, seed: int
+    cluster: Cluster, jobs: list[Job], policy: str, days: float, seed: int, preempt: bool = False
 ) -> None:
-    res = run_schedule(cluster, jobs, policy, days, seed)
+    res = run_schedule(cluster, jobs, policy, days, seed, preempt)
     horizon = days * 24.0
     gpn = cluster.layout.gpus_per_node
     # no GPU holds two jobs at once: per node, the GPUs of overlapping allocations fit
@@ -127,6 +129,35 @@ def test_invariants_hold(flat: Cluster, seed: int, policy: str) -> None:
     _check_invariants(flat, jobs, policy, 2.0, seed)
 
 
+@settings(
+    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(seed=st.integers(0, 10_000), policy=st.sampled_from(POLICIES))
+def test_preemption_never_runs_more_gpus_than_exist(flat: Cluster, seed: int, policy: str) -> None:
+    rng = np.random.default_rng(seed)
+    jobs = [
+        dataclasses.replace(j, priority=int(rng.integers(0, 3)))
+        for j in generate_jobs(40, flat.layout.n_gpus, rng)
+    ]
+    _check_invariants(flat, jobs, policy, 2.0, seed, preempt=True)
+
+
+def test_a_high_priority_job_preempts_the_fewest_newest_low_ones(flat: Cluster) -> None:
+    """128 nodes busy with eight 16-node jobs started an hour apart; a 32-node job of higher
+    priority takes the two started last (Kueue: lowest priority, then newest first), which
+    requeue and resume from their last checkpoint."""
+    low = [Job(f"l{i}", float(i), 128, "llama3-8b", duration_h=30.0, line=i + 1) for i in range(8)]
+    high = Job("high", 9.0, 256, "llama3-8b", duration_h=2.0, priority=1, line=9)
+    res = run_schedule(flat, [*low, high], "first-fit", 1.0, 0, preempt=True)
+    rows = {j["id"]: j for j in res.jobs}
+    assert rows["high"]["start_h"] == pytest.approx(9.0)
+    assert {j for j, r in rows.items() if r["preemptions"]} == {"l6", "l7"}
+    assert res.summary["preempted_jobs"] == 2
+    without = run_schedule(flat, [*low, high], "first-fit", 1.0, 0)
+    assert {j["id"]: j["start_h"] for j in without.jobs}["high"] is None  # waits
+    _check_invariants(flat, [*low, high], "first-fit", 1.0, 0, preempt=True)
+
+
 def test_failures_interrupt_and_requeue(flat: Cluster) -> None:
     s = apply_overrides(BASE, {"reliability.server_failures_per_year": 100.0})
     cl = Cluster.build(s)
@@ -148,26 +179,31 @@ def _pairs_across_leaves(cluster: Cluster, n: int) -> dict[str, tuple[int, ...]]
     return {f"p{i}": (int(a[i]), int(b[i])) for i in range(n)}
 
 
+DP16 = TrafficShape.data_parallel(16, 8)  # two DGX nodes, TP8 inside each, one DP ring
+
+
 def test_non_blocking_adaptive_has_no_interference(flat: Cluster) -> None:
     rates = FabricRates(flat.ctx, flat.layout)
-    running = _pairs_across_leaves(flat, 16)
+    running = {j: (DP16, n) for j, n in _pairs_across_leaves(flat, 16).items()}
     shared = rates.shared(running)
-    for jid, nodes in running.items():
-        assert shared[jid] == pytest.approx(rates.alone(nodes), rel=1e-9)
-        assert rates.alone(nodes) == pytest.approx(rates.contiguous(2), rel=1e-9)
+    for jid, (shape, nodes) in running.items():
+        assert shared[jid]["dp"] == pytest.approx(rates.alone(jid, shape, nodes)["dp"], rel=1e-9)
+        assert rates.alone(jid, shape, nodes)["dp"] == pytest.approx(
+            rates.contiguous(shape, 2)["dp"], rel=1e-9
+        )
 
 
 def test_tapered_spine_slows_jobs_that_share_it(tapered: Cluster) -> None:
     rates = FabricRates(tapered.ctx, tapered.layout)
-    running = _pairs_across_leaves(tapered, 16)
+    running = {j: (DP16, n) for j, n in _pairs_across_leaves(tapered, 16).items()}
     shared = rates.shared(running)
-    for jid, nodes in running.items():
-        assert rates.alone(nodes) / shared[jid] > 1.0 + 1e-6
+    for jid, (shape, nodes) in running.items():
+        assert rates.alone(jid, shape, nodes)["dp"] / shared[jid]["dp"] > 1.0 + 1e-6
     # and the step of a job whose data-parallel traffic is exposed grows with it
     from fabric_model.run.cluster_sim import job_step
 
     step = job_step(tapered.scenario, "llama3-8b", 16, "auto")
-    factor = rates.alone(running["p0"]) / shared["p0"]
+    factor = rates.alone("p0", *running["p0"])["dp"] / shared["p0"]["dp"]
     assert step_with_factor(step, factor) > step.step_time_s
 
 
@@ -197,22 +233,6 @@ def test_dask_engine_matches_local(flat: Cluster) -> None:
     local = [schedule(BASE, generate=10, days=0.5, seed=s) for s in (0, 1)]
     dask = schedule_seeds(BASE, None, [0, 1], generate=10, days=0.5)
     assert json.dumps(local, sort_keys=True) == json.dumps(dask, sort_keys=True)
-
-
-def test_solving_only_leaf_crossing_jobs_equals_the_full_solve(tapered: Cluster) -> None:
-    """Jobs under one leaf group share no link: leaving them out of the joint solve is exact."""
-    lay = tapered.layout
-    rates = FabricRates(tapered.ctx, tapered.layout)
-    leaf0 = np.flatnonzero(lay.leaf_of == 0)
-    leaf2 = np.flatnonzero(lay.leaf_of == 2)
-    crossing = _pairs_across_leaves(tapered, 12)
-    inside = {"in0": tuple(int(n) for n in leaf0[20:28]), "in2": tuple(int(n) for n in leaf2[:16])}
-    everything = {**crossing, **inside}
-    ids = sorted(everything)
-    full = dict(zip(ids, rates._solve([rates._pattern(everything[j]) for j in ids]), strict=True))
-    split = {**rates.shared(crossing), **{j: rates.alone(n) for j, n in inside.items()}}
-    for j in ids:
-        assert split[j] == pytest.approx(full[j], rel=1e-9)
 
 
 def test_neighbours_slow_the_running_jobs_steps(tapered: Cluster) -> None:

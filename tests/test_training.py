@@ -483,3 +483,14 @@ def test_training_constants_each_carry_a_source_note() -> None:
             for k in ("megatron", "same source", "torchtitan", "fsdp2", "nvidia", ".py", ".md")
         )
         assert note.startswith(("estimate:", "calibration:")) or cited, name
+
+
+def test_a_forced_nccl_algorithm_that_cannot_run_a_collective_makes_the_plan_infeasible():
+    # NCCL_ALGO=NVLSTree leaves a one-node tensor-parallel all-gather nothing to run: NCCL
+    # returns ncclInvalidUsage ("no algorithm/protocol available for function AllGather")
+    s = scen(**{"cluster.n_gpus": 64, "model.name": "llama3-8b", "nccl.algo": "nvlstree"})
+    step = training_step(s)
+    assert not step.feasible
+    assert [p.key for p in step.problems] == ["nccl.algo"]
+    assert "ncclInvalidUsage" in str(step.problems[0])
+    assert training_step(apply_overrides(s, {"nccl.algo": "auto"})).feasible

@@ -127,8 +127,9 @@ def test_acceptance_table_and_downloads_without_a_log() -> None:
     at.run()
     assert_no_exception(at)
     expected = acceptance_expectations(load_preset(DEFAULT_PRESET), tolerance=0.15).to_frame()
-    (table,) = at.dataframe
+    table, catches = at.dataframe  # the thresholds, then the floors that catch each failure
     assert len(table.value) == len(expected)
+    assert "GPUDirect RDMA off" in " ".join(catches.value["failure mode"])
     assert table.value["min_busbw_GBps"].tolist() == pytest.approx(
         expected["min_busbw_GBps"].tolist()
     )

@@ -184,6 +184,14 @@ def test_whatif_url_helpers_round_trip() -> None:
                 "wi.nics_per_gpu": "2",
                 "wi.failed_planes": "1",
                 "wi.failed_switch": "spine",
+                "wi.gdr": "off",
+                "wi.pfc": "off",
+                "wi.mtu": "1024",
+                "wi.nic_affinity": "cross-socket",
+                "wi.acs": "on",
+                "wi.flapping_link": "600",
+                "wi.max_channels": "4",
+                "wi.qps_per_connection": "4",
             }[name]
             for name in PARAMS
         }

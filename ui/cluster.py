@@ -1,22 +1,27 @@
-"""Cluster page: the shared-cluster runs (cached at the UI edge) and their figures.
+"""Cluster page: the shared-cluster runs (cached at the UI edge), its URL state, its figures.
 
 Every policy runs the same generated job mix and failure draws
-(:func:`fabric_model.run.cluster_sim.schedule`); the design's cluster (topology, Slurm
-grouping, bill) is built once per design. Figures are pure functions of the results.
+(:func:`fabric_model.run.cluster_sim.run_schedule`, the runs ``schedule --compare-policies``
+makes); the design's cluster (topology, Slurm grouping, bill) is built once per design. A
+second fabric (pinned here or on the Compare page) runs the same trace: the jobs drawn for
+the sidebar's cluster. Figures are pure functions of the runs.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
+from plotly.subplots import make_subplots
 
-from fabric_model.run.cluster_sim import Cluster, schedule
+from fabric_model.run.cluster_sim import Cluster, generated_jobs, run_schedule
 from fabric_model.run.placement import POLICIES
 from fabric_model.scenario import Scenario
+from ui import compare
 from ui.cache_keys import scenario_cache
 from ui.state import page_params, write_page_params
 from ui.theme import BASE_LAYOUT, OKABE_ITO
@@ -26,16 +31,32 @@ __all__ = [
     "POLICY_LABELS",
     "PREFIX",
     "RUN_OPEN",
+    "VIEW",
+    "VS",
+    "PolicyRun",
+    "comparison_frame",
     "cost_figure",
+    "fabric_cost_figure",
+    "occupancy_grid",
+    "over_time_figure",
+    "pin_fabric",
+    "pinned_fabric",
+    "policy_label",
     "read_url_once",
+    "results_of",
     "run_policies",
+    "second_fabric_runs",
+    "server_timeline_figure",
     "slowdown_cdf_figure",
     "summary_frame",
+    "unpin_fabric",
     "write_url",
 ]
 
-#: URL parameters of the page: ``schedule.jobs``, ``schedule.days``, ``schedule.seed`` (the
-#: results' section opens on demand: a shared link shows the controls, not a run).
+#: URL parameters of the page: ``schedule.jobs``, ``schedule.days``, ``schedule.seed``,
+#: ``schedule.view`` (the policy whose servers the timeline shows) and ``schedule.vs`` (the
+#: second fabric, a pin as the Compare page writes one: ``<preset>~key=value~...``). The
+#: results' section opens on demand: a shared link shows the controls, not a run.
 PREFIX = "schedule."
 RUN_OPEN = "cluster_run_open"
 #: URL name -> (widget key, default, lowest, highest, step)
@@ -44,16 +65,43 @@ CONTROLS = {
     "days": ("cluster_days", 7, 1, 30, 1),
     "seed": ("cluster_seed", 0, 0, 10_000, 1),
 }
+#: Widget key of the timeline's policy (URL ``schedule.view``).
+VIEW = "cluster_view"
+#: Session key of the second fabric: (label, preset, scenario) or None (URL ``schedule.vs``).
+VS = "cluster_vs"
 _URL_READ = "cluster_url_read"
+#: Time bins of the server timeline.
+TIMELINE_BINS = 240
+#: Rows of the server timeline at most: a larger cluster shows every k-th server.
+TIMELINE_ROWS = 256
+
+_COLORS = list(OKABE_ITO.values())
+POLICY_LABELS = {
+    "first-fit": "first-fit",
+    "tree": "Slurm tree",
+    "block": "Slurm block",
+    "tas": "Kueue TAS",
+}
+
+
+def policy_label(policy: str) -> str:
+    """Return a policy's display name (its registry name for one without a label)."""
+    return POLICY_LABELS.get(policy, policy)
+
+
+# ---------------------------------------------------------------------- URL and session
 
 
 def read_url_once() -> None:
     """Give the controls their defaults, and on the first run in a session the URL's values.
 
-    A bad value gets one ``st.error`` naming the parameter and its range, and is ignored.
+    A bad value gets one ``st.error`` naming the parameter and what is allowed, and is
+    ignored.
     """
     for key, default, *_ in CONTROLS.values():
         st.session_state.setdefault(key, default)
+    st.session_state.setdefault(VIEW, "tree" if "tree" in POLICIES else POLICIES[0])
+    st.session_state.setdefault(VS, None)
     if st.session_state.get(_URL_READ):
         return
     st.session_state[_URL_READ] = True
@@ -74,6 +122,20 @@ def read_url_once() -> None:
             )
             continue
         st.session_state[key] = value
+    view = params.get(PREFIX + "view")
+    if view is not None:
+        if view in POLICIES:
+            st.session_state[VIEW] = view
+        else:
+            st.error(f"{PREFIX}view = {view!r}: one of {', '.join(POLICIES)}; ignored")
+    vs = params.get(PREFIX + "vs")
+    if vs is not None:
+        try:
+            st.session_state[VS] = compare.decode_pin(vs)
+        except ValueError as exc:
+            st.error(
+                f"{PREFIX}vs = {vs!r}: {exc}; ignored (e.g. dgx-h100-ib-ndr~cluster.n_gpus=2048)"
+            )
 
 
 def write_url() -> None:
@@ -83,16 +145,47 @@ def write_url() -> None:
         value = int(st.session_state.get(key, default))
         if value != default:
             out[PREFIX + name] = str(value)
+    if st.session_state.get(VIEW, "tree") != "tree":
+        out[PREFIX + "view"] = str(st.session_state[VIEW])
+    pinned = pinned_fabric()
+    if pinned is not None:
+        label, preset, scenario = pinned
+        out[PREFIX + "vs"] = compare.encode_pin(compare.Pin(0, label, preset, scenario))
     write_page_params(PREFIX, out)
 
 
-_COLORS = list(OKABE_ITO.values())
-POLICY_LABELS = {
-    "first-fit": "first-fit",
-    "tree": "Slurm tree",
-    "block": "Slurm block",
-    "tas": "Kueue TAS",
-}
+def pinned_fabric() -> tuple[str, str, Scenario] | None:
+    """Return the second fabric (label, preset, scenario), or None."""
+    value = st.session_state.get(VS)
+    return value if value else None
+
+
+def pin_fabric(preset: str, scenario: Scenario) -> None:
+    """Keep ``scenario`` as the second fabric (a button's callback)."""
+    st.session_state[VS] = (compare.default_label(scenario), preset, scenario)
+
+
+def unpin_fabric() -> None:
+    """Drop the second fabric (a button's callback)."""
+    st.session_state[VS] = None
+
+
+# ---------------------------------------------------------------------- runs
+
+
+@dataclass(frozen=True, eq=False)
+class PolicyRun:
+    """One policy's run: the ``schedule`` JSON object, its allocations and its timeline."""
+
+    result: dict[str, Any]
+    #: every allocation: [job index, start_h, end_h (nan while running), ((node, gpus), ...)]
+    segments: list[list[Any]]
+    #: rows (time_h, busy GPUs, queued jobs, free GPUs while the head waits, parts down)
+    timeline: np.ndarray
+    n_gpus: int
+    n_nodes: int
+    #: node -> Slurm block (the timeline's row groups)
+    block_of: np.ndarray
 
 
 @scenario_cache(4)
@@ -102,14 +195,47 @@ def _cluster(scenario: Scenario) -> Cluster:
 
 @scenario_cache(16)
 def run_policies(
-    scenario: Scenario, n_jobs: int, days: float, seed: int
-) -> dict[str, dict[str, Any]]:
-    """Return each policy's ``schedule`` result on the same generated jobs and failures."""
+    scenario: Scenario, n_jobs: int, days: float, seed: int, trace_gpus: int = 0
+) -> dict[str, PolicyRun]:
+    """Return each policy's run on the same generated jobs and failure draws.
+
+    ``trace_gpus``: draw the jobs for a cluster of that many GPUs (the sidebar's, when this is
+    the second fabric) instead of this design's own.
+
+    Raises
+    ------
+    FabricModelError
+        If the design cannot be built or a job of the trace cannot run on it.
+    """
     cl = _cluster(scenario)
-    return {
-        p: schedule(scenario, generate=n_jobs, policy=p, days=days, seed=seed, cluster=cl)
-        for p in POLICIES
-    }
+    lay = cl.layout
+    jobs = generated_jobs(n_jobs, trace_gpus or lay.n_gpus, seed)
+    out = {}
+    for p in POLICIES:
+        res = run_schedule(cl, jobs, p, days, seed)
+        result = {**res.to_dict(), "seed": seed, "preempt": False, "policies": {p: res.summary}}
+        out[p] = PolicyRun(
+            result, res.segments, res.timeline, lay.n_gpus, lay.n_nodes, lay.block_of
+        )
+    return out
+
+
+def results_of(runs: dict[str, PolicyRun]) -> dict[str, dict[str, Any]]:
+    """Each policy's ``schedule`` JSON object."""
+    return {p: r.result for p, r in runs.items()}
+
+
+def second_fabric_runs(
+    pinned: tuple[str, str, Scenario], scenario: Scenario, n_jobs: int, days: float, seed: int
+) -> dict[str, PolicyRun]:
+    """Return the second fabric's runs of the sidebar's trace (see :func:`run_policies`)."""
+    trace_gpus = scenario.cluster.n_gpus
+    if pinned[2].cluster.n_gpus == trace_gpus:
+        trace_gpus = 0  # its own draw is the same trace
+    return run_policies(pinned[2], n_jobs, days, seed, trace_gpus)
+
+
+# ---------------------------------------------------------------------- tables
 
 
 def summary_frame(results: dict[str, dict[str, Any]]) -> pd.DataFrame:
@@ -118,7 +244,7 @@ def summary_frame(results: dict[str, dict[str, Any]]) -> pd.DataFrame:
     for p, r in results.items():
         rows.append(
             {
-                "policy": POLICY_LABELS[p],
+                "policy": policy_label(p),
                 "utilization": r["utilization"],
                 "goodput": r["goodput"],
                 "mean wait (h)": r["mean_wait_h"],
@@ -131,6 +257,29 @@ def summary_frame(results: dict[str, dict[str, Any]]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def comparison_frame(fabrics: dict[str, dict[str, dict[str, Any]]]) -> pd.DataFrame:
+    """One row per fabric and policy under the same trace: the numbers a buyer compares."""
+    rows = []
+    for label, results in fabrics.items():
+        for p, r in results.items():
+            rows.append(
+                {
+                    "fabric": label,
+                    "policy": policy_label(p),
+                    "utilization": r["utilization"],
+                    "goodput": r["goodput"],
+                    "p95 wait (h)": r["p95_wait_h"],
+                    "slowdown p95": r["slowdown_p95"],
+                    "useful GPU-h": r["useful_gpu_hours"],
+                    "$ per useful GPU-h": r["cost_per_useful_gpu_hour_usd"],
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------- figures
 
 
 def slowdown_cdf_figure(results: dict[str, dict[str, Any]]) -> go.Figure:
@@ -146,7 +295,7 @@ def slowdown_cdf_figure(results: dict[str, dict[str, Any]]) -> go.Figure:
                 y=np.arange(1, sd.size + 1) / sd.size,
                 mode="lines",
                 line={"shape": "hv", "color": _COLORS[i % len(_COLORS)]},
-                name=POLICY_LABELS[p],
+                name=policy_label(p),
             )
         )
     fig.update_layout(
@@ -160,12 +309,157 @@ def slowdown_cdf_figure(results: dict[str, dict[str, Any]]) -> go.Figure:
 
 def cost_figure(results: dict[str, dict[str, Any]]) -> go.Figure:
     """Per policy, the cost per useful GPU-hour."""
-    names = [POLICY_LABELS[p] for p in results]
+    names = [policy_label(p) for p in results]
     cost = [r["cost_per_useful_gpu_hour_usd"] for r in results.values()]
     fig = go.Figure(go.Bar(x=names, y=cost, marker_color=_COLORS[0]))
     fig.update_layout(
         BASE_LAYOUT,
         title={"text": "Cost per useful GPU-hour (the cluster's TCO over the horizon)"},
         yaxis_title="USD per useful GPU-hour",
+    )
+    return fig
+
+
+def fabric_cost_figure(fabrics: dict[str, dict[str, dict[str, Any]]]) -> go.Figure:
+    """Per policy, the cost per useful GPU-hour of each fabric under the same trace."""
+    fig = go.Figure()
+    for i, (label, results) in enumerate(fabrics.items()):
+        fig.add_trace(
+            go.Bar(
+                x=[policy_label(p) for p in results],
+                y=[r["cost_per_useful_gpu_hour_usd"] for r in results.values()],
+                name=label,
+                marker_color=_COLORS[i % len(_COLORS)],
+            )
+        )
+    fig.update_layout(
+        BASE_LAYOUT,
+        barmode="group",
+        title={"text": "Cost per useful GPU-hour, the same jobs on each fabric"},
+        yaxis_title="USD per useful GPU-hour",
+        legend={"orientation": "h", "y": -0.15},
+    )
+    return fig
+
+
+def over_time_figure(runs: dict[str, PolicyRun], days: float) -> go.Figure:
+    """Per policy over the horizon: utilisation, queued jobs, and fragmentation.
+
+    Fragmentation: the free GPUs while the head of the queue waits, as a share of the GPUs
+    (the summary's figure is its average over time).
+    """
+    fig = make_subplots(
+        rows=3,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.06,
+        subplot_titles=("GPUs busy", "jobs waiting", "GPUs free while the head job waits"),
+    )
+    horizon = days * 24.0
+    for i, (p, run) in enumerate(runs.items()):
+        tl = run.timeline
+        t = np.r_[0.0, tl[:, 0], horizon]
+        color = _COLORS[i % len(_COLORS)]
+        for row, col, scale in ((1, 1, run.n_gpus), (2, 2, 1.0), (3, 3, run.n_gpus)):
+            y = np.r_[0.0, tl[:, col], tl[-1, col] if tl.size else 0.0] / scale
+            fig.add_trace(
+                go.Scatter(
+                    x=t,
+                    y=y,
+                    mode="lines",
+                    line={"shape": "hv", "color": color, "width": 1.5},
+                    name=policy_label(p),
+                    legendgroup=p,
+                    showlegend=row == 1,
+                ),
+                row=row,
+                col=1,
+            )
+    fig.update_layout(
+        BASE_LAYOUT,
+        height=620,
+        title={"text": "Utilisation, queue and fragmentation over time"},
+        legend={"orientation": "h", "y": -0.08},
+    )
+    fig.update_yaxes(tickformat=".0%", row=1, col=1)
+    fig.update_yaxes(tickformat=".0%", row=3, col=1)
+    fig.update_xaxes(title_text="hours", row=3, col=1)
+    return fig
+
+
+def timeline_step(n_nodes: int) -> int:
+    """Return k: the server timeline shows every k-th server (all up to TIMELINE_ROWS)."""
+    return -(-n_nodes // TIMELINE_ROWS)
+
+
+def occupancy_grid(run: PolicyRun, days: float, bins: int = TIMELINE_BINS) -> np.ndarray:
+    """Which job holds each shown server in each time bin: (rows, bins) job indices, nan idle.
+
+    Rows are every :func:`timeline_step`-th server. A server shared by several small jobs
+    shows the one placed last.
+    """
+    horizon = days * 24.0
+    step = timeline_step(run.n_nodes)
+    grid = np.full((run.n_nodes, bins), np.nan)
+    width = horizon / bins
+    for job, start, end, slots in run.segments:
+        stop = horizon if np.isnan(end) else end
+        b0 = int(start // width)
+        b1 = max(b0 + 1, int(np.ceil(stop / width)))
+        nodes = [n for n, _ in slots]
+        grid[nodes, b0 : min(b1, bins)] = job
+    return grid[::step]
+
+
+def server_timeline_figure(run: PolicyRun, days: float, policy: str) -> go.Figure:
+    """Each server over time coloured by the job that holds it, rows grouped by Slurm block."""
+    grid = occupancy_grid(run, days)
+    step = timeline_step(run.n_nodes)
+    rows = np.arange(0, run.n_nodes, step)
+    n_jobs = max(1, len(run.result["jobs"]))
+    # a stepped scale: job i gets colour i mod the palette (neighbours differ)
+    scale = []
+    for i in range(n_jobs):
+        c = _COLORS[i % len(_COLORS)]
+        scale += [[i / n_jobs, c], [(i + 1) / n_jobs, c]]
+    width = days * 24.0 / grid.shape[1]
+    fig = go.Figure(
+        go.Heatmap(
+            z=grid.astype(np.float32),  # job indices, exact; half the page's bytes
+            x=(np.arange(grid.shape[1]) + 0.5) * width,
+            y=rows,
+            zmin=-0.5,
+            zmax=n_jobs - 0.5,
+            colorscale=scale,
+            showscale=False,
+            hovertemplate="server %{y}<br>%{x:.1f} h<br>job index %{z}<extra></extra>",
+        )
+    )
+    # block boundaries as lines, at most 64 of them, and at most 32 labelled blocks
+    blocks = np.unique(run.block_of)
+    edges = np.flatnonzero(np.diff(run.block_of)) + 0.5
+    edges = edges[:: -(-edges.size // 64)] if edges.size else edges
+    labelled = blocks[:: -(-blocks.size // 32)]
+    mids = [float(np.flatnonzero(run.block_of == b).mean()) for b in labelled.tolist()]
+    line = {"color": "rgba(0,0,0,0.35)", "width": 1}
+    shapes = [
+        {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": e, "y1": e, "line": line}
+        for e in edges.tolist()
+    ]
+    fig.update_layout(
+        BASE_LAYOUT,
+        shapes=shapes,
+        height=min(900, 260 + 2 * rows.size),
+        title={
+            "text": f"Which job holds each server over time ({policy_label(policy)})"
+            + (f", one server in {step}" if step > 1 else "")
+        },
+        xaxis_title="hours",
+        yaxis={
+            "title": "server, by Slurm block",
+            "tickvals": mids,
+            "ticktext": [f"block {b}" for b in labelled.tolist()],
+            "autorange": "reversed",
+        },
     )
     return fig

@@ -345,7 +345,7 @@ def acceptance_table(scenario: Scenario, tolerance: float) -> Any:
     """Return the design's nccl-tests acceptance thresholds (raises for an impossible design)."""
     from fabric_model.validate.acceptance import acceptance_expectations
 
-    return acceptance_expectations(scenario, tolerance=tolerance)
+    return acceptance_expectations(scenario, tolerance=tolerance, catches=True)
 
 
 # ----------------------------------------------------------------------- Overview

@@ -491,8 +491,13 @@ def sidebar_scenario() -> ScenarioState:
         if value is None and key == "fabric.tiers":  # a segmented control can be cleared
             value = st.session_state[_VALUES][key] = "auto"
         overrides[key] = value
+    base = load_preset(preset)
+    if overrides.get("fabric.vendor", base.fabric.vendor) != base.fabric.vendor:
+        # the preset's transport is its vendor's (meta-24k-roce: PFC-only RoCE); another
+        # vendor runs its own unless the URL or a file sets one
+        overrides.setdefault("fabric.transport", "auto")
     try:
-        scenario = apply_overrides(load_preset(preset), overrides)
+        scenario = apply_overrides(base, overrides)
     except FabricModelError as exc:
         _scenario_file_controls(preset, None)
         return ScenarioState(preset, None, str(exc))

@@ -108,6 +108,7 @@ STEP_TERM_COLORS = {
     "bubble": "#bdbdbd",
     "optimizer": "#5a5a5a",
     "offload": OKABE_ITO["sky"],
+    "stall": "#000000",
     "dp": OKABE_ITO["blue"],
     "tp": OKABE_ITO["green"],
     "pp": OKABE_ITO["orange"],
@@ -120,6 +121,7 @@ STEP_TERM_LABELS = {
     "bubble": "pipeline bubble",
     "optimizer": "optimizer step",
     "offload": "activation offload (exposed)",
+    "stall": "flapping-link stall",
     "dp": "data-parallel comm (exposed)",
     "tp": "tensor-parallel comm (exposed)",
     "pp": "pipeline sends (exposed)",
@@ -128,7 +130,7 @@ STEP_TERM_LABELS = {
 }
 #: Fill pattern per term where two neutral tones would read alike: the optimizer step is
 #: hatched so it never passes for compute beside it (plotly bar ``marker.pattern.shape``).
-STEP_TERM_PATTERNS = {"optimizer": "/"}
+STEP_TERM_PATTERNS = {"optimizer": "/", "stall": "x"}
 #: Line dash per vendor where colour already encodes the topology (catalog order).
 VENDOR_DASHES = {k: s["dash"] for k, s in _VENDOR_STYLES.items()}
 

@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 #: Step terms in stacking order.
-TERMS = ("compute", "imbalance", "bubble", "optimizer", "offload", *DIMS)
+TERMS = ("compute", "imbalance", "bubble", "optimizer", "offload", "stall", *DIMS)
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,7 @@ def step_terms(step: StepResult) -> dict[str, float]:
     """Seconds per term of a feasible step (compute, imbalance, bubble, exposed per dim)."""
     out = {"compute": step.compute_s, "imbalance": step.imbalance_s, "bubble": step.bubble_s}
     out.update({"optimizer": step.optimizer_s, "offload": step.offload_s})
+    out["stall"] = step.stall_s
     out.update({d: step.exposed_s.get(d, 0.0) for d in DIMS})
     return out
 

@@ -209,3 +209,30 @@ def validation_frame(rows: Sequence[Any]) -> pd.DataFrame:
             values = [getattr(r, name) for r in rows]
             frame.insert(at + offset, name, pd.array(values, dtype="Float64"))
     return frame
+
+
+def catches_frame(catches: Sequence[Any]) -> pd.DataFrame:
+    """Tabulate which acceptance floors catch each failure mode (the Validate page's table).
+
+    One row per failure mode that applies to the design: its label, the floor that catches
+    it first (or that none does), how many floors catch it, its worst busbw as a share of
+    the healthy expectation, and the setting to check.
+    """
+    return pd.DataFrame(
+        {
+            "failure mode": [c.label for c in catches],
+            "caught by": [
+                (
+                    f"{c.caught[0][0].scope}, {c.caught[0][0].op} "
+                    f"{size_label(c.caught[0][0].size_bytes)}: {c.caught[0][1]:.1f} < "
+                    f"{c.caught[0][0].min_busbw_GBps:.1f} GB/s"
+                )
+                if c.caught
+                else "no floor (inside the band)"
+                for c in catches
+            ],
+            "floors caught": [len(c.caught) for c in catches],
+            "worst share of expected": [c.worst_ratio for c in catches],
+            "check": [c.check for c in catches],
+        }
+    )

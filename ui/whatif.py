@@ -62,6 +62,14 @@ CHANGES: tuple[Change, ...] = (
     Change("failed planes", ("what_if.failed_planes",)),
     Change("degraded plane", ("what_if.degraded_plane_factor",)),
     Change("failed switch", ("what_if.failed_switch",)),
+    Change("GPUDirect RDMA", ("what_if.gdr",)),
+    Change("PFC", ("what_if.pfc",)),
+    Change("RDMA MTU", ("what_if.mtu",)),
+    Change("NIC affinity", ("what_if.nic_affinity",)),
+    Change("PCIe ACS", ("what_if.acs",)),
+    Change("flapping link", ("what_if.flapping_link",)),
+    Change("NCCL channels", ("nccl.max_channels",)),
+    Change("QPs per connection", ("fabric.qps_per_connection",)),
 )
 _KEYS = tuple(k for c in CHANGES for k in c.keys)
 #: URL parameter -> scenario key (``wi.link_gbps`` -> ``fabric.link_gbps``).
@@ -138,6 +146,22 @@ def _value_text(change: Change, values: Mapping[str, Any]) -> str:
         return "every plane healthy" if v >= 1 else f"one plane at {v:.0%}"
     if key == "what_if.failed_switch":
         return "every switch up" if v == "none" else f"one {v} of one plane down"
+    if key == "what_if.gdr":
+        return "GPUDirect RDMA on" if v == "on" else "host-staged (GDR off)"
+    if key == "what_if.pfc":
+        return f"PFC {v}"
+    if key == "what_if.mtu":
+        return f"MTU {v} B"
+    if key == "what_if.nic_affinity":
+        return "local NIC" if v == "local" else "NIC across the CPU socket"
+    if key == "what_if.acs":
+        return f"ACS {v}"
+    if key == "what_if.flapping_link":
+        return "no flapping" if v <= 0 else f"a NIC link retrains every {v:g} s"
+    if key == "nccl.max_channels":
+        return "NCCL's channels" if v == "auto" else f"at most {v} channels"
+    if key == "fabric.qps_per_connection":
+        return f"{v} QP{'s' if v > 1 else ''} per connection"
     return str(v)
 
 
@@ -359,6 +383,7 @@ def controls(baseline: Scenario) -> None:
         ),
     )
     _plane_controls(baseline, common)
+    _misconfiguration_controls(baseline, common)
     st.button(
         "Reset all changes",
         key="wi_reset",
@@ -366,6 +391,120 @@ def controls(baseline: Scenario) -> None:
         disabled=not changes,
         type="tertiary",
         help="back to the sidebar's scenario (after = before)",
+    )
+
+
+#: ``nccl.max_channels`` values the page offers (NCCL_MAX_NCHANNELS), ``auto`` first.
+_CHANNELS = ("auto", 1, 2, 4, 8, 16, 32)
+
+
+def _misconfiguration_controls(baseline: Scenario, common: Any) -> None:
+    """Draw the misconfiguration levers, one scenario key each.
+
+    GPUDirect RDMA, PFC, the RDMA MTU, NIC affinity, ACS, a flapping link, NCCL's channels
+    and QPs per connection.
+    """
+    st.markdown("**Misconfigurations**")
+    row4 = st.columns(4, gap="medium")
+    row4[0].radio(
+        "GPUDirect RDMA",
+        list(field_spec("what_if.gdr").choices),
+        **common("what_if.gdr"),
+        horizontal=True,
+        help=_help(
+            "what_if.gdr",
+            "off: NCCL stages every byte through host memory (NCCL_NET_GDR_LEVEL, "
+            "nvidia-peermem not loaded): PCIe twice and host DRAM four times",
+            baseline,
+        ),
+    )
+    row4[1].radio(
+        "PFC (RoCE)",
+        list(field_spec("what_if.pfc").choices),
+        **common("what_if.pfc"),
+        horizontal=True,
+        help=_help(
+            "what_if.pfc",
+            "off: a RoCE port receiving faster than its rate drops, and go-back-N resends; "
+            "InfiniBand and lossy fabrics refuse it (the table says why)",
+            baseline,
+        ),
+    )
+    row4[2].select_slider(
+        "RDMA MTU (bytes)",
+        options=list(field_spec("what_if.mtu").choices),
+        **common("what_if.mtu"),
+        help=_help(
+            "what_if.mtu",
+            "payload per packet; 1024 is what RoCE gets with the interface MTU at 1500",
+            baseline,
+        ),
+    )
+    row4[3].radio(
+        "NIC per GPU",
+        list(field_spec("what_if.nic_affinity").choices),
+        **common("what_if.nic_affinity"),
+        horizontal=True,
+        help=_help(
+            "what_if.nic_affinity",
+            "cross-socket: each GPU drives a NIC behind the other CPU (a wrong "
+            "NCCL_IB_HCA), so its traffic crosses the inter-socket link",
+            baseline,
+        ),
+    )
+    row5 = st.columns(4, gap="medium")
+    row5[0].radio(
+        "PCIe ACS",
+        list(field_spec("what_if.acs").choices),
+        **common("what_if.acs"),
+        horizontal=True,
+        help=_help(
+            "what_if.acs",
+            "on: GPU-NIC peer-to-peer is redirected to the root complex and back",
+            baseline,
+        ),
+    )
+    spec = field_spec("what_if.flapping_link")
+    row5[1].number_input(
+        "Flapping NIC link: retrain every (s)",
+        min_value=float(spec.min or 0),
+        max_value=float(spec.max or 86400),
+        step=float(spec.step or 10),
+        **common("what_if.flapping_link"),
+        help=_help(
+            "what_if.flapping_link",
+            "0 = no flapping; each retrain stalls the whole job until NCCL's QPs time out "
+            "and resend",
+            baseline,
+        ),
+    )
+    now = overrides().get("nccl.max_channels", baseline.nccl.max_channels)
+    channels = [c for c in _CHANNELS if c == "auto"] + sorted(
+        {c for c in _CHANNELS if c != "auto"} | ({now} if isinstance(now, int) else set())
+    )
+    row5[2].select_slider(
+        "NCCL channels (NCCL_MAX_NCHANNELS)",
+        options=channels,
+        **common("nccl.max_channels"),
+        help=_help(
+            "nccl.max_channels",
+            "fewer channels leave each NVLink domain on fewer NICs and lower NCCL's "
+            "per-channel caps",
+            baseline,
+        ),
+    )
+    spec = field_spec("fabric.qps_per_connection")
+    row5[3].number_input(
+        "QPs per connection",
+        min_value=int(spec.min or 1),
+        max_value=int(spec.max or 64),
+        step=1,
+        **common("fabric.qps_per_connection"),
+        help=_help(
+            "fabric.qps_per_connection",
+            "NCCL_IB_QPS_PER_CONNECTION: each QP is hashed on its own under static ECMP",
+            baseline,
+        ),
     )
 
 

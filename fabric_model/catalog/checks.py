@@ -9,6 +9,7 @@ from typing import Final
 from fabric_model.catalog.entries import _speeds_text
 from fabric_model.catalog.store import Catalog
 from fabric_model.errors import CatalogError, InfeasibleDesignError
+from fabric_model.transports import transports
 
 # ---------------------------------------------------------------------------------------------
 # Cross-entry checks (run after every entry parsed)
@@ -86,8 +87,21 @@ def _check_cables(cat: Catalog, where: str) -> None:
 
 
 def _check_vendors(cat: Catalog, where: str) -> None:
+    known = transports()
     for v in cat.vendors.values():
         here = f"{where}: vendors.{v.key}"
+        tr = known.get(v.transport)
+        if tr is None:
+            raise CatalogError(
+                f"{here}.transport: {v.transport!r} is not a transport of transports.yaml; "
+                f"known: {', '.join(known)}"
+            )
+        if tr.protocol != v.protocol or tr.lossless != v.lossless:
+            raise CatalogError(
+                f"{here}.transport: {v.transport} runs {tr.protocol}, "
+                f"{'lossless' if tr.lossless else 'lossy'}; the vendor is {v.protocol}, "
+                f"{'lossless' if v.lossless else 'lossy'}"
+            )
         if v.color and not _HEX_COLOR.fullmatch(v.color):
             raise CatalogError(f'{here}.color: must be "#rrggbb" (hex); got {v.color!r}')
         if set(v.switch_by_gbps) != set(v.nic_by_gbps):

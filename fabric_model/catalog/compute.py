@@ -87,6 +87,18 @@ class Server(_Entry):
     cpu_gpu_GBps
         Payload bandwidth per direction between one GPU and host memory, 10^9 bytes/s
         (PCIe on x86 servers, NVLink-C2C on Grace); ``None`` when not published.
+    host_memory_GBps
+        Peak DRAM bandwidth of the whole server's CPUs (channels x transfer rate x 8 B),
+        10^9 bytes/s; ``None`` when not published. A host-staged transfer
+        (``what_if.gdr = off``) writes and reads every byte through it.
+    socket_link_GBps
+        Payload bandwidth per direction of the link between the two CPU sockets (UPI,
+        xGMI), 10^9 bytes/s; ``None`` where no NIC sits across a socket from its GPU
+        (Grace trays) or the figure is not published (``what_if.nic_affinity`` is refused).
+    gpu_nic_shared_uplink
+        Whether a GPU and its NIC sit behind one PCIe switch whose single uplink also
+        carries the GPU's traffic to host memory (HGX x86 boards): host-staged and
+        ACS-redirected transfers then cross that uplink twice per direction.
     cpu_gpu_link
         What joins a GPU to host memory: ``pcie`` (an x86 host behind PCIe) or
         ``nvlink-c2c`` (a Grace CPU's LPDDR5X over NVLink-C2C).
@@ -99,4 +111,7 @@ class Server(_Entry):
     host_link_GBps: float
     host_memory_gb: float | None = None
     cpu_gpu_GBps: float | None = None
+    host_memory_GBps: float | None = None
+    socket_link_GBps: float | None = None
+    gpu_nic_shared_uplink: bool = True
     cpu_gpu_link: str = "pcie"

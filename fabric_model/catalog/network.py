@@ -104,6 +104,11 @@ class Switch(_Entry):
         External laser source modules per ``cpo_port_gbps`` port of the CPO variant, count.
     cpo_variant
         Name of the CPO variant (e.g. ``"Q3450-LD"``); empty when none.
+    buffer_mb
+        Packet buffer of the whole box, shared by its ports, 10^6 bytes; ``None`` where no
+        figure is given (management switches). An incast's congested port holds at most its
+        share (:meth:`buffer_per_port_bytes`) before the transport's flow control or drops
+        act (``fabric_model.collectives.transport``).
     """
 
     protocol: str
@@ -125,6 +130,24 @@ class Switch(_Entry):
     cpo_port_gbps: int = 800
     cpo_lasers_per_port: float | None = None
     cpo_variant: str = ""
+    buffer_mb: float | None = None
+
+    def buffer_per_port_bytes(self, port_gbps: float) -> float | None:
+        """Return one port's share of the shared packet buffer at ``port_gbps``, bytes.
+
+        ``buffer_mb x 10^6 / (capacity_one_way_gbps / port_gbps)``: in an all-to-all every
+        port of a leaf congests at once, so each holds its share of the shared buffer (a
+        lone hot port could borrow more; the share is the conservative figure). ``None``
+        when the catalog gives no buffer.
+
+        >>> from fabric_model.catalog import load_catalog
+        >>> round(load_catalog().switch("sn5600").buffer_per_port_bytes(400) / 1e6, 2)
+        1.0
+        """
+        if self.buffer_mb is None:
+            return None
+        ports = max(1.0, self.capacity_one_way_gbps / float(port_gbps))
+        return self.buffer_mb * 1e6 / ports
 
     @property
     def lane_gbps(self) -> int:

@@ -70,6 +70,9 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "host_link_GBps": _FieldSpec("float"),
             "host_memory_gb": _FieldSpec("float", nullable=True, default=None),
             "cpu_gpu_GBps": _FieldSpec("float", nullable=True, default=None),
+            "host_memory_GBps": _FieldSpec("float", nullable=True, default=None),
+            "socket_link_GBps": _FieldSpec("float", nullable=True, default=None),
+            "gpu_nic_shared_uplink": _FieldSpec("bool", default=True),
             "cpu_gpu_link": _FieldSpec("choice", ("pcie", "nvlink-c2c"), default="pcie"),
         },
     ),
@@ -111,6 +114,7 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "cpo_port_gbps": _FieldSpec("int", default=800),
             "cpo_lasers_per_port": _FieldSpec("float", nullable=True, default=None),
             "cpo_variant": _FieldSpec("str", default=""),
+            "buffer_mb": _FieldSpec("float", nullable=True, default=None),
         },
     ),
     "optics": (
@@ -159,6 +163,7 @@ _SCHEMA: Final[dict[str, tuple[type[_Entry], dict[str, _FieldSpec]]]] = {
             "color": _FieldSpec("str", default=""),
             "compared": _FieldSpec("bool", default=True),
             "switches": _FieldSpec("keys", default=()),
+            "transport": _FieldSpec("str"),
         },
     ),
     "ocs": (

@@ -42,6 +42,11 @@ class Vendor(_Entry):
         one that needs the fewest tiers, then the lowest capex); empty = the values of
         ``switch_by_gbps``.
 
+    transport
+        Its transport and congestion control, a key of ``assets/transports.yaml``
+        (``fabric.transport = auto`` takes it): flow control, congestion control and loss
+        recovery, which set how an incast runs (``fabric_model.collectives.transport``).
+
     The vendors of the catalog are the vendor registry: a new vendor is a data entry.
     """
 
@@ -57,6 +62,7 @@ class Vendor(_Entry):
     color: str = ""
     compared: bool = True
     switches: tuple[str, ...] = ()
+    transport: str = "ib-credit"
 
     @property
     def switch_keys(self) -> tuple[str, ...]:

@@ -54,6 +54,21 @@ def _parse_sizes(text: str) -> list[int]:
     return sizes
 
 
+def _incast_notes(models: Any, rows: Any) -> list[str]:
+    """One line per algorithm row whose transport slows its incast: the mechanism, in words.
+
+    The largest size each such algorithm is chosen for; empty without an incast.
+    """
+    out, seen = [], set()
+    for r in sorted(rows, key=lambda r: -r.size_bytes):
+        m = next((m for m in models if m.algo == r.algo), None)
+        if m is None or m.incast is None or r.algo in seen or r.transport_efficiency >= 1.0:
+            continue
+        seen.add(r.algo)
+        out.append(f"{r.algo}: " + m.incast.describe(r.size_bytes * m.incast_port_bytes))
+    return out
+
+
 @verb(
     "collective",
     "time of one collective across cluster.n_gpus ranks per message size (nccl-tests-style table)",
@@ -133,6 +148,7 @@ def _collective(args: argparse.Namespace) -> int:
         + ", "
         f"{scenario.fabric.vendor} {scenario.fabric.link_gbps}G, algo {args.algo}\n"
         + "".join(f"# {note}\n" for note in ctx.notes())
+        + "".join(f"# transport: {note}\n" for note in _incast_notes(models, rows))
         + (
             "# algo/proto: what NCCL's tuner picks from its own table (tuning.cc);"
             " fastest_on_fabric: the candidate this fabric runs fastest\n"

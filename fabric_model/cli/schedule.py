@@ -27,9 +27,14 @@ def _schedule_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--policy",
-        choices=("first-fit", "tree", "block", "tas"),
         default="tree",
-        help="placement policy (default %(default)s)",
+        help="placement policy: first-fit, tree, block, tas (default %(default)s)",
+    )
+    p.add_argument(
+        "--preempt",
+        action="store_true",
+        help="a job that cannot start preempts running jobs of lower priority (Kueue's "
+        "LowerPriority order; requeued from their last checkpoint)",
     )
     p.add_argument(
         "--compare-policies",
@@ -65,6 +70,7 @@ def _schedule_text(d: dict[str, Any]) -> str:
             "slowdown_p95": s["slowdown_p95"] if s["slowdown_p95"] is not None else "-",
             "frag": s["fragmentation"],
             "interrupted": s["interrupted_jobs"],
+            "preempted": s["preempted_jobs"],
             "usd_per_useful_gpu_h": s["cost_per_useful_gpu_hour_usd"] or "-",
         }
         for name, s in d["policies"].items()
@@ -99,6 +105,7 @@ def _schedule(args: argparse.Namespace) -> int:
         "policy": args.policy,
         "compare": args.compare_policies,
         "days": args.days,
+        "preempt": args.preempt,
     }
     if args.engine == "dask":
         results = schedule_seeds(scenario, jobs, seeds, **common)

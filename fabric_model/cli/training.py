@@ -34,6 +34,7 @@ def _step_text(d: dict[str, Any], plan_label: str, comm: Sequence[Any] = ()) -> 
                     "bubble_s",
                     "offload_s",
                     "optimizer_s",
+                    "stall_s",
                     "exposed_comm_s",
                     "step_time_ideal_scale_out_s",
                     "step_time_ideal_network_s",

@@ -66,6 +66,7 @@ def _check_nccl(args: argparse.Namespace) -> int:
     ]
     head += [f"# note: {n}" for n in (*result.notes, *log.warnings)]
     head += [f"# advice: {a}" for a in result.advice]
+    head += [f"# diagnosis: {d}" for d in result.diagnosis]
     _emit(args, payload, "\n".join(head) + "\n" + format_table(table))
     return 0
 
@@ -86,6 +87,12 @@ def _acceptance_args(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="also write a bash script that runs nccl-tests against the floors",
     )
+    p.add_argument(
+        "--no-catches",
+        action="store_true",
+        help="skip modelling each failure mode of assets/failure_modes.yaml (the '# catches:' "
+        "lines: which floors catch it)",
+    )
 
 
 @verb(
@@ -100,7 +107,9 @@ def _acceptance(args: argparse.Namespace) -> int:
     from fabric_model.units import format_size_bytes
     from fabric_model.validate.acceptance import acceptance_expectations
 
-    table = acceptance_expectations(scenario_from_args(args), args.tolerance)
+    table = acceptance_expectations(
+        scenario_from_args(args), args.tolerance, catches=not args.no_catches
+    )
     if args.script:
         try:
             Path(args.script).write_text(table.to_shell_script(), encoding="utf-8")
@@ -121,9 +130,10 @@ def _acceptance(args: argparse.Namespace) -> int:
         for r in table.rows
     ]
     notes = "".join(f"\n# not modelled: {s}" for s in table.skipped)
+    notes += "".join(f"\n# catches: {c.describe()}" for c in table.catches)
     from dataclasses import asdict
 
-    if args.json and table.skipped:  # the JSON stays the contract's list; say what is missing
+    if args.json and notes:  # the JSON stays the contract's list; the rest goes to stderr
         print(notes.strip(), file=sys.stderr)
     _emit(args, [asdict(r) for r in table.rows], format_table(rows) + notes)
     return 0

@@ -200,18 +200,25 @@ def times_from_models(
     # the candidates change only where a size passes a bypassing model's threshold
     bypassing = [m for m in models if m.bypasses_tuner]
     pools: dict[tuple[bool, ...], list[tuple[AlgoModel, str]]] = {}
-    for size in sizes:
+    # each model's transport slowdown at every size, in one pass (none without an incast)
+    slowdowns = {id(m): m.transport_slowdowns(sizes) for m in models if m.incast is not None}
+    for i, size in enumerate(sizes):
         key = tuple(size >= m.bypass_from_bytes for m in bypassing)
         candidates = pools.get(key)
         if candidates is None:
             candidates = pools[key] = _candidates(models, size, requested)
         # NCCL picks by its tuner's table (tuning.cc); the fabric then delivers what it does
         m, proto = min(candidates, key=lambda mp: mp[0].tuner_time_us(size, mp[1]))
-        fast_m, fast_p = min(candidates, key=lambda mp: mp[0].time_us(size, mp[1]))
-        t = m.time_us(size, proto)
-        lat = m.latency_us[proto] * (
-            m.plateau_factor if proto == "Simple" and size >= m.plateau_min_bytes else 1.0
-        )
+        if slowdowns:
+            slow = {k: v[i] for k, v in slowdowns.items()}
+            fast_m, fast_p = min(
+                candidates, key=lambda mp: mp[0].time_us(size, mp[1], slow.get(id(mp[0])))
+            )
+        else:
+            slow = {}
+            fast_m, fast_p = min(candidates, key=lambda mp: mp[0].time_us(size, mp[1]))
+        t = m.time_us(size, proto, slow.get(id(m)))
+        lat = m.latency_term_us(size, proto)
         factor = bus_factor(m.op, m.n_ranks)
         algbw = size / t / 1e3 if t > 0 else 0.0  # bytes/us -> GB/s
         busbw = algbw * factor
@@ -238,9 +245,10 @@ def times_from_models(
                 requested_algo=requested,
                 fastest_algo=fast_m.algo,
                 fastest_proto=fast_p,
-                fastest_time_us=fast_m.time_us(size, fast_p),
+                fastest_time_us=fast_m.time_us(size, fast_p, slow.get(id(fast_m))),
                 ceiling=m.ceiling,
                 ceiling_GBps=m.ceiling_Bps / 1e9,
+                transport_efficiency=1.0 / slow.get(id(m), 1.0),
                 seed_scales=m.seed_time_scales,
                 time_us_p50=t,
                 time_us_p99=t,

@@ -33,6 +33,7 @@ leave a domain, one per two channels as NCCL opens them):
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +41,7 @@ from fabric_model.collectives import switchless
 from fabric_model.collectives.context import FabricContext, PatternResult
 from fabric_model.collectives.model import AlgoModel, AlgorithmUnavailableError, bus_factor
 from fabric_model.collectives.terms import assemble, latencies, nvlink_ring_Bps, ring_channels
+from fabric_model.collectives.transport import overload
 
 __all__ = [
     "ALLTOALL_MAX_CONNECTIONS",
@@ -212,7 +214,7 @@ def tree_model(ctx: FabricContext, op: str) -> AlgoModel:
     m, d = ctx.n_domains, ctx.domain
     c = ctx.constants
     protos = ("LL", "LL128", "Simple")
-    corr: dict[str, object] = dict(
+    corr: dict[str, Any] = dict(
         tree_correction=tuple(tuple(c["tree_correction"][p]) for p in protos),
         tree_correction_protocols=protos,
     )
@@ -230,12 +232,24 @@ def tree_model(ctx: FabricContext, op: str) -> AlgoModel:
     a = np.repeat(np.concatenate([edges[:, 0], edges[:, 1]]), k)
     b = np.repeat(np.concatenate([edges[:, 1], edges[:, 0]]), k)
     s = np.tile(slots, 2 * edges.shape[0])
-    res = ctx.solve(ctx.endpoint(a, s), ctx.endpoint(b, s))
+    src, dst = ctx.endpoint(a, s), ctx.endpoint(b, s)
+    res = ctx.solve(src, dst)
+    # an interior node: two children at line rate and its parent
+    fan = overload(src, dst) if ctx.models_incast else (1, 1.0)
     # each edge stream carries S / (2k); bus bandwidth = bus_factor x S / time
     scale = 2 * k * bus_factor(op, ctx.n_ranks)
     lat = latencies(ctx, "tree", protos, 2 * (d - 1), 2 * math.log2(m), res.mean_switch_hops)
     model = assemble(
-        ctx, op, "tree", intra, res, scale * c["tree_bw_factor"], lat, cap_Bps=cap, **corr
+        ctx,
+        op,
+        "tree",
+        intra,
+        res,
+        scale * c["tree_bw_factor"],
+        lat,
+        cap_Bps=cap,
+        fan=fan,
+        **corr,
     )
     return model
 
@@ -321,7 +335,9 @@ def nvls_model(ctx: FabricContext, op: str) -> AlgoModel:
     a = np.repeat(np.concatenate([edges[:, 0], edges[:, 1]]), slots.size)
     b = np.repeat(np.concatenate([edges[:, 1], edges[:, 0]]), slots.size)
     s = np.tile(slots, 2 * edges.shape[0])
-    res = ctx.solve(ctx.endpoint(a, s), ctx.endpoint(b, s))
+    src, dst = ctx.endpoint(a, s), ctx.endpoint(b, s)
+    res = ctx.solve(src, dst)
+    fan = overload(src, dst) if ctx.models_incast else (1, 1.0)
     # every tree edge carries half of a head's S / heads shard, both ways at once
     scale = bus_factor(op, n) * 2 * heads
     # tuning.cc: NVLS-Tree latency = base (0) + intraLat + 2 x log2i(nNodes) x interLat,
@@ -338,7 +354,7 @@ def nvls_model(ctx: FabricContext, op: str) -> AlgoModel:
     value = None if per_ch is None else per_ch[1 if m == 2 else 2]
     cap = math.inf if value is None else heads * float(value) * 1e9
     # across domains NCCL runs NVLS-Tree (NCCL_ALGO=NVLSTree), its own algorithm and label
-    return assemble(ctx, op, "nvls-tree", intra, res, scale, lat, cap_Bps=cap)
+    return assemble(ctx, op, "nvls-tree", intra, res, scale, lat, cap_Bps=cap, fan=fan)
 
 
 def nvls_heads(ctx: FabricContext) -> int:
@@ -545,6 +561,11 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
             all_gpu = np.arange(n, dtype=np.int64)
             for k in range(ctx.nics):
                 ep_w[ctx.rank_endpoint(all_gpu, k)] = gpu_w
+        # a uniform all-to-all has no incast (every sender's NIC spreads its rate over its
+        # destinations); with hot receivers, their senders have only them left at the end:
+        # each hot port then receives n / n_hot times its rate from its fan-in
+        n_hot = int((gpu_w >= gpu_w.max() * (1 - 1e-9)).sum())
+        fan = (int(m - 1 if rail_aligned else n - d), n / n_hot if skewed else 1.0)
         try:
             res, _ = ctx.solve_all_to_all(components, ep_w)
         except ValueError as exc:
@@ -580,6 +601,7 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
             for k in range(ctx.nics):
                 gpu_of_dst_ep[ctx.rank_endpoint(all_gpu, k)] = all_gpu
             demand = gpu_w[gpu_of_dst_ep[dst]]
+        fan = overload(src, dst, demand) if ctx.models_incast and skewed else (1, 1.0)
         res = ctx.solve(src, dst, demand)
     scale = bus_factor(op, n) / conn_bytes_fraction
     lat = {
@@ -588,7 +610,7 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
         + ctx.path_latency_us(res.mean_switch_hops)
         + (n - 1) * c["alltoall_per_peer_us"]
     }
-    return assemble(ctx, op, name, intra, res, scale, lat)
+    return assemble(ctx, op, name, intra, res, scale, lat, fan=fan, port_weight=float(gpu_w.max()))
 
 
 def hierarchical_or_pxn_model(ctx: FabricContext, op: str) -> AlgoModel:

@@ -28,15 +28,18 @@ from fabric_model.collectives.model import (
     link_class_name,
     link_tier,
 )
+from fabric_model.collectives.transport import Incast, incast, keeps_max_min
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.families import family_names
 from fabric_model.flows import FlowSet, solve_maxmin
 from fabric_model.plant.design import Hardware, job_scenario, resolve_hardware, topology_request
+from fabric_model.plant.host_path import HostPath, host_path
 from fabric_model.resources import asset, load_yaml
 from fabric_model.routing import POLICIES, degraded_capacities, route
 from fabric_model.scenario import Scenario
 from fabric_model.topology import Topology, build_topology_from_request
 from fabric_model.topology.planes import failed_switch_capacities, plane_share
+from fabric_model.transports import Transport, flap_stall_s, mtu_goodput_factor, transports
 from fabric_model.units import FIBER_NS_PER_M, gbps_to_Bps
 
 __all__ = [
@@ -221,6 +224,27 @@ def _same_domain_pairs(group: np.ndarray, domain: np.ndarray, n_groups: int) -> 
     return flat.reshape(n_groups, n_groups).astype(np.float64)
 
 
+def _scenario_constants(scenario: Scenario, hw: Hardware) -> dict[str, Any]:
+    """NCCL-like constants with the transport's goodput and the scenario's NCCL knobs.
+
+    A lossy fabric has its own goodput fraction (``net_efficiency_lossy``); a smaller
+    RDMA MTU (``what_if.mtu``) scales it by the per-packet headers
+    (:func:`fabric_model.transports.mtu_goodput_factor`); ``nccl.max_channels``
+    (NCCL_MAX_NCHANNELS) lowers the channel count, never raises it.
+    """
+    constants = nccl_constants()
+    lossless = hw.vendor.lossless  # a vendor's transports share its lossless or lossy wire
+    eff = constants["net_efficiency"] if lossless else constants["net_efficiency_lossy"]
+    eff *= mtu_goodput_factor(hw.vendor.protocol, scenario.what_if.mtu)
+    over: dict[str, Any] = {}
+    if eff != constants["net_efficiency"]:
+        over["net_efficiency"] = eff
+    mc = scenario.nccl.max_channels
+    if mc != "auto" and int(mc) < int(constants["max_channels"]):
+        over["max_channels"] = int(mc)
+    return {**constants, **over} if over else constants
+
+
 @dataclass(frozen=True, eq=False)
 class FabricContext:
     """A scenario's fabric, ready to solve patterns on."""
@@ -248,9 +272,7 @@ class FabricContext:
                 "fabric.routing",
                 f"a {topo.family} routes with {', '.join(allowed)} (or auto); got {hw.routing!r}",
             )
-        constants = nccl_constants()
-        if not hw.vendor.lossless:  # lossy spraying transport: its own goodput fraction
-            constants = {**constants, "net_efficiency": constants["net_efficiency_lossy"]}
+        constants = _scenario_constants(scenario, hw)
         ctx = cls(scenario, topo, hw, hw.routing, topo.graph.link_capacity_Bps, constants)
         w = scenario.what_if
         cap = topo.graph.link_capacity_Bps
@@ -288,14 +310,95 @@ class FabricContext:
 
     @property
     def nic_feed_Bps(self) -> float:
-        """Most payload one NIC moves each way, fed over PCIe (see ``Hardware``), bytes/s."""
-        return self.hardware.nic_feed_GBps(self.nics) * 1e9
+        """Most payload one NIC moves each way, fed over PCIe (see ``Hardware``), bytes/s.
+
+        With a host-side misconfiguration (:attr:`host_path`: GDR off, ACS on, a
+        cross-socket NIC) the slower stage it adds, shared by the GPU's NICs.
+        """
+        healthy = self.hardware.nic_feed_GBps(self.nics) * 1e9
+        return min(healthy, self.host_path.feed_GBps * 1e9 / self.nics)
+
+    @cached_property
+    def host_path(self) -> HostPath:
+        """The host-side stage the misconfiguration what-ifs add (``plant.host_path``)."""
+        return host_path(self.scenario, self.hardware.server)
 
     @property
     def host_limited(self) -> bool:
-        """Whether the host link (PCIe), not the NIC's line rate, caps each NIC."""
+        """Whether the host side (PCIe, or a misconfigured stage), not the NIC, caps each NIC."""
         line = self.nic_Bps * self.constants["net_efficiency"]
         return bool(self.topology.tiers) and self.nic_feed_Bps < line
+
+    @property
+    def host_label(self) -> str:
+        """The host-side resource that caps the NICs (``host link (PCIe)`` when healthy)."""
+        healthy = self.hardware.nic_feed_GBps(self.nics) * 1e9
+        if self.host_path.feed_GBps * 1e9 / self.nics < healthy:
+            return self.host_path.label
+        return "host link (PCIe)"
+
+    @property
+    def transport(self) -> Transport:
+        """The fabric's transport (``fabric.transport``, the vendor's unless set)."""
+        tr = self.hardware.transport
+        return tr if tr is not None else transports()[self.hardware.vendor.transport]
+
+    @property
+    def stall_fraction(self) -> float:
+        """Share of wall time a flapping NIC link stalls the job.
+
+        ``what_if.flapping_link``: a NIC link retrains every so many seconds.
+
+        Each retrain stalls every rank of a synchronous job for the reliable connection's
+        retransmission timeout rounded up past the link's down time
+        (:func:`fabric_model.transports.flap_stall_s`): ``stall / period`` of the time.
+        """
+        period = self.scenario.what_if.flapping_link
+        if period <= 0 or not self.topology.tiers:
+            return 0.0
+        return flap_stall_s()[0] / period
+
+    def base_rtt_s(self, switch_hops: float) -> float:
+        """Return the base round trip over ``switch_hops`` switches (NICs, hops, fiber), s."""
+        f = self.scenario.fabric
+        nic_ns = 2.0 * float(self.hardware.nic.latency_ns)
+        hop_ns = max(1.0, switch_hops) * float(self.hardware.switch.hop_latency_ns)
+        length = 2 * f.nic_leaf_m + max(0.0, switch_hops - 1.0) * f.leaf_spine_m
+        return 2.0 * (nic_ns + hop_ns + length * FIBER_NS_PER_M) * 1e-9
+
+    @property
+    def models_incast(self) -> bool:
+        """Whether an incast can run below the max-min answer on this fabric's transport."""
+        return bool(self.topology.tiers) and not keeps_max_min(
+            self.transport.key, self.hardware.pfc
+        )
+
+    def incast_model(self, fan_in: int, load: float, switch_hops: float) -> Incast | None:
+        """Return the incast model of ``fan_in`` connections at ``load`` x a NIC's rate.
+
+        The port is a NIC's downlink (its rate and, per port, the leaf's buffer); ``None``
+        without an incast or where the transport keeps the max-min answer
+        (:func:`fabric_model.collectives.transport.incast`).
+        """
+        if fan_in <= 1 or load <= 1.0 or not self.models_incast:
+            return None
+        sw = self.hardware.switch
+        port_gbps = self.scenario.fabric.link_gbps / max(1, self.topology.planes)
+        buffer = sw.buffer_per_port_bytes(port_gbps)
+        if buffer is None:
+            return None
+        port = min(self._nominal_nic_Bps, self.nic_Bps) * self.constants["net_efficiency"]
+        return incast(
+            self.transport.key,
+            pfc=self.hardware.pfc,
+            fan_in=fan_in,
+            load=load,
+            port_Bps=port,
+            buffer_bytes=buffer * max(1, self.topology.planes),
+            rtt_s=self.base_rtt_s(switch_hops),
+            mtu_bytes=self.scenario.what_if.mtu,
+            cable_m=self.scenario.fabric.nic_leaf_m,
+        )
 
     def _host_capped(self, cap: np.ndarray) -> np.ndarray:
         """NIC link capacities with every GPU's network injection capped at its host link.
@@ -316,6 +419,37 @@ class FabricContext:
         out = cap.copy()
         out[up] = np.minimum(out[up], per_nic)
         out[down] = np.minimum(out[down], per_nic)
+        return out
+
+    def _wire_notes(self) -> list[str]:
+        """Describe the MTU, PFC, channel and flapping misconfigurations, each with its figure."""
+        out = []
+        w, tr = self.scenario.what_if, self.transport
+        if w.mtu != 4096:
+            factor = mtu_goodput_factor(self.hardware.vendor.protocol, w.mtu)
+            out.append(
+                f"misconfiguration: RDMA MTU {w.mtu} B (what_if.mtu): per-packet headers leave "
+                f"{factor:.1%} of the 4096 B goodput"
+            )
+        if tr.has_pfc and not self.hardware.pfc:
+            out.append(
+                f"misconfiguration: PFC off (what_if.pfc) on {tr.name}: a port receiving faster "
+                f"than its rate drops, and go-back-N resends everything after the loss"
+            )
+        mc = self.scenario.nccl.max_channels
+        if mc != "auto" and int(mc) < int(nccl_constants()["max_channels"]):
+            out.append(
+                f"misconfiguration: NCCL_MAX_NCHANNELS={mc} (nccl.max_channels): rings leave "
+                f"each NVLink domain on {self.nics_used_per_domain} NIC(s)"
+            )
+        if self.stall_fraction > 0:
+            stall, down, _ = flap_stall_s()
+            out.append(
+                f"misconfiguration: a NIC link retrains every "
+                f"{w.flapping_link:g} s (what_if.flapping_link): each time "
+                f"the job stalls {stall:.1f} s ({down:g} s down, then the QPs' ACK timeout), "
+                f"{self.stall_fraction:.1%} of the time"
+            )
         return out
 
     def notes(self) -> tuple[str, ...]:
@@ -347,7 +481,9 @@ class FabricContext:
                 f"a {w.failed_switch} of one plane is down: its links keep "
                 f"{planes - 1} of {planes} plane copies"
             )
-        if self.host_limited:
+        out += [f"misconfiguration: {n}" for n in self.host_path.notes]
+        healthy = self.hardware.nic_feed_GBps(self.nics) * 1e9
+        if self.host_limited and healthy <= self.nic_feed_Bps:
             hw = self.hardware
             out.append(
                 f"host link: each GPU's {self.nics} NICs share its PCIe path "
@@ -355,6 +491,7 @@ class FabricContext:
                 f"carries at most {self.nic_feed_Bps / 1e9:.1f} GB/s of its "
                 f"{self.nic_Bps / 1e9:g} GB/s line rate"
             )
+        out += self._wire_notes()
         if self.n_ranks % self.physical_domain:
             out.append(
                 f"partial NVLink domain: {self.n_ranks:,} GPUs fill {self.n_domains - 1:,} "
@@ -477,7 +614,8 @@ class FabricContext:
     def nics_used_per_domain(self) -> int:
         """NICs a ring/tree uses to leave a domain: one per channel pair, channels capped."""
         c = self.constants
-        return int(min(self.domain * self.nics, c["max_channels"] // c["channels_per_nic"]))
+        per_nic = int(c["channels_per_nic"])
+        return int(min(self.domain * self.nics, max(1, int(c["max_channels"]) // per_nic)))
 
     @cached_property
     def domain_order(self) -> np.ndarray:

@@ -17,6 +17,7 @@ all-to-all (n-1)/n), so that ``busbw_GBps`` printed here compares with nccl-test
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -44,9 +45,19 @@ MAX_CLASSES = 1_500_000
 
 #: What a collective's bandwidth ceiling can be (besides a switch tier's link-class name,
 #: e.g. ``leaf-spine``): the NIC line rate, NVLink (ring or tree over it), the NVSwitch's
-#: in-network reduction (NVLS), the host link (PCIe) that feeds the NICs, the InfiniBand
-#: switches' in-network reduction (SHARP), NCCL's per-channel software cap.
-CEILINGS = ("nic", "nvlink", "nvls", "pcie", "sharp", "nccl-channels")
+#: in-network reduction (NVLS), the host link (PCIe) that feeds the NICs, host memory (a
+#: host-staged transfer, GPUDirect RDMA off), the inter-socket link (a cross-socket NIC),
+#: the InfiniBand switches' in-network reduction (SHARP), NCCL's per-channel software cap.
+CEILINGS = (
+    "nic",
+    "nvlink",
+    "nvls",
+    "pcie",
+    "host-memory",
+    "socket-link",
+    "sharp",
+    "nccl-channels",
+)
 
 
 def link_class_name(rf: Any, link: int) -> str:
@@ -119,6 +130,10 @@ def ceiling_name(algo: str, bottleneck: str) -> str:
         return "nic"
     if "PCIe" in bottleneck:
         return "pcie"
+    if bottleneck.startswith("host memory"):
+        return "host-memory"
+    if bottleneck.startswith("inter-socket"):
+        return "socket-link"
     if "per-channel" in bottleneck:
         return "nccl-channels"
     if bottleneck.startswith("sharp"):
@@ -183,6 +198,16 @@ class AlgoModel:
     bypass_priority : int
         Among models that bypass the tuner at a size, NCCL runs those of the highest priority
         (``taskAppend`` tries the copy engines before the symmetric kernels).
+    incast : Incast or None
+        The transport's model of the pattern's incast (``collectives.transport``): its
+        slowdown over the max-min network rate by the bytes a phase moves into the
+        congested port, ``incast_port_bytes x S`` for a call of ``S`` bytes; ``None``
+        where the max-min answer stands (no incast, or a transport that keeps the port
+        busy).
+    stall_fraction : float
+        Share of wall time the job stalls on a flapping link (``what_if.
+        flapping_link``): a call that crosses the network takes ``1 / (1 - f)``
+        times as long on average.
     """
 
     op: str
@@ -209,6 +234,9 @@ class AlgoModel:
     #: the network pattern solved for this algorithm, ``(src, dst, demand)`` NIC endpoints
     #: (``None``: NVLink only, or solved by flow classes); ``collective --links`` re-solves it
     pattern: Any = field(default=None, repr=False, compare=False)
+    incast: Any = field(default=None, repr=False)
+    incast_port_bytes: float = 0.0
+    stall_fraction: float = 0.0
     busbw_seeds_Bps: tuple[float, ...] = ()
 
     @cached_property
@@ -246,10 +274,39 @@ class AlgoModel:
         """Protocols this algorithm runs with."""
         return tuple(self.latency_us)
 
-    def bandwidth_Bps(self, size_bytes: float, proto: str) -> float:
+    def transport_slowdown(self, size_bytes: float) -> float:
+        """Return the transport's slowdown of the network side at this size (1: none)."""
+        if self.incast is None or size_bytes <= 0:
+            return 1.0
+        return float(self.incast.at(size_bytes * self.incast_port_bytes))
+
+    def transport_slowdowns(self, sizes: Sequence[float]) -> list[float]:
+        """Return :meth:`transport_slowdown` at each size (one pass over a whole curve)."""
+        if self.incast is None:
+            return [1.0] * len(sizes)
+        x = np.asarray(sizes, dtype=np.float64) * self.incast_port_bytes
+        out = self.incast.at_many(x)
+        return [1.0 if s <= 0 else float(v) for s, v in zip(sizes, out, strict=True)]
+
+    def delivered_busbw_Bps(self, size_bytes: float, slowdown: float | None = None) -> float:
+        """``busbw_Bps`` with the transport's incast slowdown on the network side, bytes/s.
+
+        ``slowdown``: :meth:`transport_slowdown` at this size, when the caller has it.
+        """
+        slow = self.transport_slowdown(size_bytes) if slowdown is None else slowdown
+        if slow <= 1.0:
+            return self.busbw_Bps
+        return min(self.intra_Bps, self.inter_Bps / slow)
+
+    def bandwidth_Bps(self, size_bytes: float, proto: str, slowdown: float | None = None) -> float:
         """Bus bandwidth term for a call of ``size_bytes`` with ``proto``, bytes/s."""
+        busbw = (
+            self.busbw_Bps
+            if self.incast is None
+            else self.delivered_busbw_Bps(size_bytes, slowdown)
+        )
         bw = min(
-            self.busbw_Bps * self.protocol_bw_factor[proto],
+            busbw * self.protocol_bw_factor[proto],
             self.protocol_cap_Bps.get(proto, math.inf),
         )
         if self.tree_correction is not None and size_bytes >= 64:
@@ -259,22 +316,38 @@ class AlgoModel:
                 bw *= row[idx]
         return bw
 
-    def time_us(self, size_bytes: float, proto: str) -> float:
-        """Time of one call, microseconds (see the module docstring)."""
+    def latency_term_us(self, size_bytes: float, proto: str) -> float:
+        """Return the latency term of a call (ring plateau, a flapping link's stall), us."""
         lat = self.latency_us[proto]
         if proto == "Simple" and size_bytes >= self.plateau_min_bytes:
             lat *= self.plateau_factor
-        if size_bytes <= 0:
-            return lat
-        bw = self.bandwidth_Bps(size_bytes, proto)
-        return lat + bus_factor(self.op, self.n_ranks) * size_bytes / bw * 1e6
+        return lat / (1.0 - self.stall_fraction) if self.stall_fraction else lat
+
+    def time_us(self, size_bytes: float, proto: str, slowdown: float | None = None) -> float:
+        """Time of one call, microseconds (see the module docstring).
+
+        A flapping link stalls the whole job ``stall_fraction`` of the time, so every call
+        that crosses the network takes ``1 / (1 - stall_fraction)`` as long on average.
+        ``slowdown``: :meth:`transport_slowdown` at this size, when the caller has it.
+        """
+        lat = self.latency_us[proto]
+        if proto == "Simple" and size_bytes >= self.plateau_min_bytes:
+            lat *= self.plateau_factor
+        if size_bytes > 0:
+            bw = self.bandwidth_Bps(size_bytes, proto, slowdown)
+            lat += bus_factor(self.op, self.n_ranks) * size_bytes / bw * 1e6
+        return lat / (1.0 - self.stall_fraction) if self.stall_fraction else lat
 
     @cached_property
     def tuner_view(self) -> AlgoModel:
-        """Return the model as NCCL's tuner sees it: its table bandwidth, the same latencies."""
-        if self.tuner_busbw_Bps is None:
+        """Return the model as NCCL's tuner sees it: its table bandwidth, the same latencies.
+
+        The tuner knows neither the fabric's congestion control nor a flapping link.
+        """
+        if self.tuner_busbw_Bps is None and self.incast is None and not self.stall_fraction:
             return self
-        return replace(self, busbw_Bps=self.tuner_busbw_Bps, tuner_busbw_Bps=None)
+        busbw = self.busbw_Bps if self.tuner_busbw_Bps is None else self.tuner_busbw_Bps
+        return replace(self, busbw_Bps=busbw, tuner_busbw_Bps=None, incast=None, stall_fraction=0.0)
 
     def tuner_time_us(self, size_bytes: float, proto: str) -> float:
         """Time NCCL's tuner predicts for a call (``ncclTopoGetAlgoTime``), microseconds."""
@@ -308,6 +381,7 @@ class CollectiveTime:
     fastest_time_us: float
     ceiling: str = ""
     ceiling_GBps: float = 0.0
+    transport_efficiency: float = 1.0
     #: per ECMP seed the solver hashed, the factor on the bandwidth term
     #: (``AlgoModel.seed_time_scales``; empty when routing is deterministic)
     seed_scales: tuple[float, ...] = ()
@@ -365,4 +439,5 @@ class CollectiveTime:
             "ceiling": self.ceiling,
             "ceiling_GBps": self.ceiling_GBps,
             "pct_of_ceiling": self.pct_of_ceiling,
+            "transport_efficiency": self.transport_efficiency,
         }

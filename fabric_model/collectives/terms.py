@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from fabric_model.collectives.context import FabricContext
-from fabric_model.collectives.model import AlgoModel, PatternResult
+from fabric_model.collectives.model import AlgoModel, PatternResult, bus_factor
 
 __all__ = ["assemble", "latencies", "nvlink_ring_Bps", "protocol_terms", "ring_channels"]
 
@@ -54,9 +54,19 @@ def assemble(
     inter_scale: float,
     latency: dict[str, float],
     cap_Bps: float = math.inf,
+    fan: tuple[int, float] = (1, 1.0),
+    port_weight: float = 1.0,
     **kw: object,
 ) -> AlgoModel:
-    """Assemble the model: busbw = min(NVLink side, network side x scale, protocol cap)."""
+    """Assemble the model: busbw = min(NVLink side, network side x scale, protocol cap).
+
+    ``fan`` is the pattern's incast (:func:`fabric_model.collectives.transport.overload`:
+    connections into its worst port and their start rates over the port's rate); where the
+    NIC link binds the network side and the transport models that incast, the model carries
+    it (:attr:`AlgoModel.incast`), the port receiving ``fan_in x port_weight`` of a
+    connection's bytes per phase. A pattern over the network carries the flapping link's
+    stall (:attr:`FabricContext.stall_fraction`).
+    """
     c = ctx.constants
     if inter is None:
         inter_bw = math.inf
@@ -67,13 +77,23 @@ def assemble(
         seeds = inter.min_rate_Bps * inter_scale * eff
         inter_bw = float(seeds.mean())
         bottleneck = "nvlink" if intra <= inter_bw else inter.bottleneck
+    nic_bound = inter is not None and inter.bottleneck in ("nic-leaf", "nic")
     if (
         inter is not None
         and bottleneck in ("nic-leaf", "nic")
         and ctx.host_limited
         and ctx.scenario.what_if.degraded_link_factor >= 1.0
     ):  # else the degraded NIC binds
-        bottleneck = "host link (PCIe)"
+        bottleneck = ctx.host_label
+    extra: dict[str, object] = {}
+    if inter is not None:
+        extra["stall_fraction"] = ctx.stall_fraction
+        model = ctx.incast_model(fan[0], fan[1], inter.mean_switch_hops) if nic_bound else None
+        if model is not None:
+            extra["incast"] = model
+            extra["incast_port_bytes"] = (
+                fan[0] * port_weight * bus_factor(op, ctx.n_ranks) / (inter_scale)
+            )
     if cap_Bps < min(intra, inter_bw):
         bottleneck = "tree channels (NCCL per-channel cap)"
     intra = min(intra, cap_Bps)
@@ -95,6 +115,7 @@ def assemble(
         protocol_bw_factor=factors,
         protocol_cap_Bps=caps,
         mean_switch_hops=inter.mean_switch_hops if inter else 0.0,
+        **extra,  # type: ignore[arg-type]
         **kw,  # type: ignore[arg-type]
     )
 
@@ -102,9 +123,9 @@ def assemble(
 def ring_channels(ctx: FabricContext) -> int:
     """Channels a ring runs with: two per NIC that leaves the domain, or all on one node."""
     c = ctx.constants
-    if ctx.n_domains > 1:
-        return int(ctx.nics_used_per_domain * c["channels_per_nic"])
-    return int(c["max_channels"] // c["channels_per_nic"])
+    if ctx.n_domains > 1:  # NCCL_MAX_NCHANNELS below two per NIC: fewer channels on one NIC
+        return int(min(c["max_channels"], ctx.nics_used_per_domain * c["channels_per_nic"]))
+    return int(max(1, c["max_channels"] // c["channels_per_nic"]))
 
 
 def protocol_terms(ctx: FabricContext, family: str) -> tuple[dict[str, float], dict[str, float]]:
@@ -139,5 +160,13 @@ def protocol_terms(ctx: FabricContext, family: str) -> tuple[dict[str, float], d
 
 
 def nvlink_ring_Bps(ctx: FabricContext) -> float:
-    """Return an SM-driven ring's NVLink side: NVLink rate x NCCL's per-link efficiency."""
-    return ctx.nvlink_Bps * ctx.nvlink_efficiency
+    """Return an SM-driven ring's NVLink side, bytes/s.
+
+    The NVLink rate x NCCL's per-link efficiency, at most channels x NCCL's fastest
+    intra-node channel (``intra_per_channel_max_GBps``; binds with few channels,
+    ``nccl.max_channels``).
+    """
+    c = ctx.constants
+    per_ch = c.get("intra_per_channel_max_GBps", {}).get(ctx.arch)
+    cap = math.inf if per_ch is None else ring_channels(ctx) * float(per_ch) * 1e9
+    return min(ctx.nvlink_Bps * ctx.nvlink_efficiency, cap)

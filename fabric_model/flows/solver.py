@@ -210,6 +210,7 @@ class FlowSet:
         flow_link_weights: np.ndarray,
         n_links: int,
         max_weight: float = 1.0,
+        flow_demand_Bps: np.ndarray | None = None,
     ) -> FlowSet:
         """Return a flow set a router built in the stored dtypes, without the field checks.
 
@@ -224,6 +225,7 @@ class FlowSet:
                 flow_link_indices,
                 flow_link_weights,
                 n_links,
+                flow_demand_Bps,
                 max_weight=max_weight,
             )
         fs = object.__new__(cls)
@@ -232,7 +234,12 @@ class FlowSet:
             ("flow_link_indptr", _readonly(np.ascontiguousarray(flow_link_indptr, np.int64))),
             ("flow_link_indices", _readonly(np.ascontiguousarray(flow_link_indices, np.int32))),
             ("flow_link_weights", _readonly(np.ascontiguousarray(flow_link_weights, np.float64))),
-            ("flow_demand_Bps", None),
+            (
+                "flow_demand_Bps",
+                None
+                if flow_demand_Bps is None
+                else _readonly(np.ascontiguousarray(flow_demand_Bps, np.float64)),
+            ),
             ("max_weight", max_weight),
         ):
             object.__setattr__(fs, name, value)

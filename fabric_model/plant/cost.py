@@ -121,8 +121,14 @@ def compare_vendors(
             else dataclasses.replace(
                 scenario,
                 fabric=dataclasses.replace(
-                    scenario.fabric, vendor=vendor, switch="auto", nic="auto", routing="auto"
+                    scenario.fabric,
+                    vendor=vendor,
+                    switch="auto",
+                    nic="auto",
+                    routing="auto",
+                    transport="auto",
                 ),
+                what_if=dataclasses.replace(scenario.what_if, pfc="on"),
             )
         )
         try:

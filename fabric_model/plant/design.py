@@ -24,6 +24,7 @@ from fabric_model.errors import (
 from fabric_model.families import family_names
 from fabric_model.plant.bill import BillOfMaterials, price_fabric
 from fabric_model.plant.hardware import Hardware
+from fabric_model.plant.host_path import check_host_path
 from fabric_model.plant.hybrid import check_hybrid, partition_scenario
 from fabric_model.plant.lines import ocs_channel
 from fabric_model.scenario import Scenario
@@ -36,6 +37,7 @@ from fabric_model.topology import (
 )
 from fabric_model.topology.hybrid import HybridRequest
 from fabric_model.topology.ocs import OcsRequest
+from fabric_model.transports import Transport, flap_stall_s, transports
 
 __all__ = [
     "SWITCHLESS",
@@ -124,6 +126,7 @@ def resolve_hardware(scenario: Scenario, catalog: Catalog | None = None) -> Hard
         radix = switch.radix(f.link_gbps)
     else:
         radix = _plane_radix(scenario, cat, vendor, switch)
+    transport = _resolve_transport(scenario, vendor)
     routing = vendor.default_routing if f.routing == "auto" else f.routing
     if routing == "spray":  # per-packet spraying over all paths: the adaptive router's physics
         routing = "adaptive"
@@ -138,9 +141,78 @@ def resolve_hardware(scenario: Scenario, catalog: Catalog | None = None) -> Hard
         planes=f.planes,
         switch_choice=choice,
         optics=optics,
+        transport=transport,
+        pfc=transport.has_pfc and scenario.what_if.pfc == "on",
     )
     _check_host_link(scenario, hw, cat)
+    check_host_path(scenario, server)
+    _check_flapping(scenario)
     return hw
+
+
+def _resolve_transport(scenario: Scenario, vendor: Vendor) -> Transport:
+    """Resolve the scenario's transport; refuse one the vendor cannot run, or a PFC it lacks.
+
+    ``fabric.transport`` must match the vendor's protocol and its lossless or lossy wire
+    (Spectrum-X's telemetry control also needs Spectrum-X parts); ``what_if.pfc = off``
+    needs a PFC transport.
+    """
+    f = scenario.fabric
+    known = transports()
+    key = vendor.transport if f.transport == "auto" else f.transport
+    tr = known[key]
+
+    def fits(t: Transport) -> bool:
+        spectrum = t.congestion_control != "telemetry" or vendor.requires_spectrum_x_nic
+        return t.protocol == vendor.protocol and t.lossless == vendor.lossless and spectrum
+
+    if not fits(tr):
+        ok = [k for k, t in known.items() if fits(t)]
+        what = (
+            "needs Spectrum-X switches and SuperNICs"
+            if tr.congestion_control == "telemetry" and tr.protocol == vendor.protocol
+            else f"runs on {'lossless' if tr.lossless else 'lossy'} {tr.protocol}"
+        )
+        raise InfeasibleDesignError(
+            "fabric.transport",
+            f"{key} {what}; fabric.vendor = {f.vendor} is "
+            f"{'lossless' if vendor.lossless else 'lossy'} {vendor.protocol} "
+            f"(allowed: auto, {', '.join(ok)})",
+        )
+    if scenario.what_if.pfc == "off" and not tr.has_pfc:
+        why = (
+            "InfiniBand has no PFC: credit-based flow control keeps it lossless by design"
+            if tr.flow_control == "credit"
+            else f"{tr.name} runs without PFC already"
+        )
+        raise InfeasibleDesignError(
+            "what_if.pfc",
+            f"off: {why}; the key applies to the PFC transports (roce-dcqcn, roce-pfc, "
+            f"spectrum-x); allowed here: on",
+        )
+    return tr
+
+
+def _check_flapping(scenario: Scenario) -> None:
+    """Refuse a flapping period the job cannot survive or progress through."""
+    period = scenario.what_if.flapping_link
+    if period <= 0:
+        return
+    stall, down, budget = flap_stall_s()
+    if down > budget:
+        raise InfeasibleDesignError(
+            "what_if.flapping_link",
+            f"a retrain keeps the link down {down:g} s, past NCCL's retry budget of "
+            f"{budget:.1f} s: the job fails at the first flap",
+        )
+    if period <= stall:
+        raise InfeasibleDesignError(
+            "what_if.flapping_link",
+            f"{period:g} s: each retrain stalls the job {stall:.1f} s (the link's {down:g} s "
+            f"down, then NCCL's QPs wait for their ACK timeout, 4.096 us x 2^NCCL_IB_TIMEOUT), "
+            f"so a period of {stall:.1f} s or less leaves no progress; allowed: 0 (no "
+            f"flapping) or more than {stall:.1f}",
+        )
 
 
 def _check_nvlink_domain(scenario: Scenario, gpu: Gpu, server: Server) -> None:

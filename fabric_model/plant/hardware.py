@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 from fabric_model.catalog import Gpu, Nic, Server, Switch, Vendor
+from fabric_model.transports import Transport
 
 __all__ = ["Hardware"]
 
@@ -33,6 +34,10 @@ class Hardware:
     switch_choice: str = ""
     #: Switch-port optics, ``"pluggable"`` or ``"cpo"`` (``fabric.optics`` resolved).
     optics: str = "pluggable"
+    #: The transport (``fabric.transport`` resolved: the vendor's unless set).
+    transport: Transport | None = None
+    #: Whether PFC is on (a PFC transport with ``what_if.pfc`` on; False where it has none).
+    pfc: bool = True
 
     @property
     def host_link_GBps(self) -> float:

@@ -655,15 +655,17 @@ def fabric_effect_rows(
 def vendor_variant(scenario: Scenario, vendor: str) -> Scenario:
     """Put the design on ``vendor``'s parts with its default routing (as the Cost page).
 
-    The scenario's own vendor keeps its switch and NIC; another vendor gets its defaults.
+    The scenario's own vendor keeps its switch, NIC and transport; another vendor gets its
+    defaults (and PFC as it ships: ``what_if.pfc`` is a RoCE misconfiguration).
     """
     if vendor == scenario.fabric.vendor:
         fabric = dataclasses.replace(scenario.fabric, routing="auto")
-    else:
-        fabric = dataclasses.replace(
-            scenario.fabric, vendor=vendor, switch="auto", nic="auto", routing="auto"
-        )
-    return dataclasses.replace(scenario, fabric=fabric)
+        return dataclasses.replace(scenario, fabric=fabric)
+    fabric = dataclasses.replace(
+        scenario.fabric, vendor=vendor, switch="auto", nic="auto", routing="auto", transport="auto"
+    )
+    what_if = dataclasses.replace(scenario.what_if, pfc="on")
+    return dataclasses.replace(scenario, fabric=fabric, what_if=what_if)
 
 
 def scaling_variant(scenario: Scenario, topology: str, vendor: str) -> Scenario:
@@ -673,8 +675,8 @@ def scaling_variant(scenario: Scenario, topology: str, vendor: str) -> Scenario:
     RoCE) unless the scenario's vendor is the one asked for. Raises the model's error.
     """
     over: dict[str, Any] = {"fabric.topology": topology, "fabric.vendor": vendor}
-    if vendor != scenario.fabric.vendor:
-        over["fabric.routing"] = "auto"
+    if vendor != scenario.fabric.vendor:  # the vendor's own routing and transport
+        over.update({"fabric.routing": "auto", "fabric.transport": "auto", "what_if.pfc": "on"})
     if topology != "fat-tree":
         over["fabric.tiers"] = "auto"
     return apply_overrides(scenario, over)

@@ -15,32 +15,46 @@ An event-driven simulation (submit, start, finish, failure, repair) of one clust
   others the fullest such node, Slurm's best fit).
 - **Step time on the placement**: each job's step comes from the training model
   (:func:`fabric_model.training.step.training_step`) on its GPU count, model and plan, alone
-  and contiguous (a fabric built for the job). Its scale-out communication (every dimension but
-  tensor parallelism) slows by the ratio of its ring rate on the cluster fabric contiguous to
-  its rate on its actual nodes (placement) and with its neighbours (interference), from the
-  max-min solver (:mod:`fabric_model.run.interference`). The compute that hid a dimension's
-  communication hides as much of the slower one, so the step grows by
-  ``sum_d max(0, comm_d x f - hidden_d) - exposed_d`` with ``hidden_d = comm_d - exposed_d``.
-  A job that fits one NVLink domain sends nothing on the network when contiguous; split over
-  domains, its bytes move from NVLink to the network (the reference rate is NVLink's).
-  ``placement_slowdown`` = step on its nodes alone / step contiguous; ``slowdown`` = step with
-  neighbours / step contiguous; ``interference_slowdown`` = their ratio.
+  and contiguous (a fabric built for the job). Each of its parallel dimensions that leaves an
+  NVLink domain on its nodes (:mod:`fabric_model.run.traffic`: data-parallel rings, pipeline
+  sends, the expert all-to-all, context or tensor parallelism across domains) slows by the
+  ratio of its rate on the cluster fabric contiguous to its rate on its actual nodes
+  (placement) and with its neighbours (interference), from the max-min solver
+  (:mod:`fabric_model.run.interference`). The compute that hid a dimension's communication
+  hides as much of the slower one, so the step grows by
+  ``sum_d max(0, comm_d x f_d - hidden_d) - exposed_d`` with ``hidden_d = comm_d - exposed_d``
+  (:func:`step_with_factors`). A dimension inside one NVLink domain when contiguous but split
+  over domains on its nodes moves its bytes from NVLink to the network (its reference rate is
+  NVLink's). ``placement_slowdown`` = step on its nodes alone / step contiguous; ``slowdown``
+  = step with neighbours / step contiguous; ``interference_slowdown`` = their ratio.
 - **Checkpoints and failures**: failures arrive as a Poisson process at the ``reliability.*``
   rates over the bill of materials' parts (:mod:`fabric_model.run.reliability`): a GPU, its
   software, a server, a NIC or a NIC's cable and optics takes its node; a leaf switch takes its
-  leaf group's nodes; a spine or core switch, or an upper-tier cable or optic, interrupts the
-  running jobs whose traffic crosses its pod (its capacity loss is not modelled). Down nodes
-  leave the pool for ``reliability.repair_h``. An interrupted job loses the work since its last
+  leaf group's nodes (every node of a rail-optimized group loses a rail); a spine or core
+  switch, or an upper-tier cable or optic, takes its capacity (one plane's copy on a
+  multi-plane design) until its repair: the jobs whose traffic crosses it are re-solved on
+  what is left and slow down, none is interrupted (the fabric reroutes in well under the
+  ~30 s NCCL's InfiniBand transport retries before failing a job: ``NCCL_IB_TIMEOUT`` 20, i.e.
+  4.096 us x 2^20 = 4.3 s, times ``NCCL_IB_RETRY_CNT`` 7,
+  https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html). A part whose loss
+  leaves a switch no way up, or any upper part of a fabric other than a fat-tree or rail-only
+  one (the detours of its routers are not modelled), interrupts instead the jobs that leave
+  their switches and have nodes in its spine groups. Down nodes and
+  parts return after ``reliability.repair_h``. An interrupted job loses the work since its last
   checkpoint (every Young/Daly interval ``sqrt(2 delta M)`` of training, ``M`` its own MTBF
   from its parts, or ``reliability.checkpoint_interval_s``), requeues in its place, and spends
   ``reliability.restart_s`` before training again; writing checkpoints costs ``delta`` per
   interval. The failure draws depend only on the seed, so every policy meets the same ones.
+- **Preemption** (``preempt``, off by default as Slurm's ``PreemptType=preempt/none``): a job
+  at the head of the queue that cannot start preempts running jobs of lower priority in
+  Kueue's order (:meth:`_Sim._victims`); they are requeued as after a failure (Slurm's
+  ``PreemptMode=REQUEUE``), losing the work since their last checkpoint.
 - **Outputs**: utilisation (busy GPU-hours / capacity), goodput (useful / busy GPU-hours, the
   useful hours being the job's work at its contiguous speed, lost work, restarts, checkpoint
   writes and slowdowns excluded), queue wait of the jobs that started, per-job slowdowns,
   fragmentation (free GPUs while the head of the queue waits, as a share of capacity over
-  time), interrupted jobs, and cost per useful GPU-hour (the cluster's TCO over the horizon,
-  :func:`fabric_model.run.reliability.run_cost_usd`, / useful GPU-hours).
+  time), interrupted and preempted jobs, and cost per useful GPU-hour (the cluster's TCO over
+  the horizon, :func:`fabric_model.run.reliability.run_cost_usd`, / useful GPU-hours).
 """
 
 from __future__ import annotations
@@ -59,7 +73,7 @@ from fabric_model.caching import lru_cached
 from fabric_model.collectives.context import FabricContext
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.cost import BillOfMaterials, bill_of_materials
-from fabric_model.run.interference import FabricRates
+from fabric_model.run.interference import FabricRates, Part, Rates
 from fabric_model.run.jobs import Job, TraceError, generate_jobs, parse_plan
 from fabric_model.run.placement import POLICIES, ClusterLayout, block_sizes, place
 from fabric_model.run.reliability import (
@@ -69,6 +83,7 @@ from fabric_model.run.reliability import (
     run_cost_usd,
     young_daly_interval_s,
 )
+from fabric_model.run.traffic import TrafficShape
 from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.training.step import StepResult, training_step
 
@@ -77,9 +92,11 @@ __all__ = [
     "SUMMARY_KEYS",
     "Cluster",
     "ScheduleResult",
+    "generated_jobs",
     "run_schedule",
     "schedule",
     "step_with_factor",
+    "step_with_factors",
     "write_jobs_csv",
 ]
 
@@ -99,11 +116,12 @@ SUMMARY_KEYS = (
     "interference_slowdown_p50",
     "fragmentation",
     "interrupted_jobs",
+    "preempted_jobs",
     "useful_gpu_hours",
     "cost_per_useful_gpu_hour_usd",
     "block_sizes",
 )
-_SUBMIT, _FINISH, _FAIL, _REPAIR = 0, 1, 2, 3
+_SUBMIT, _FINISH, _FAIL, _REPAIR, _REPAIR_PART = 0, 1, 2, 3, 4
 
 
 # ------------------------------------------------------------------------------ job model
@@ -153,21 +171,25 @@ def job_step(scenario: Scenario, model: str, gpus: int, plan: str) -> StepResult
     raise ValueError(reason)
 
 
-def step_with_factor(step: StepResult, factor: float) -> float:
-    """Step time when every scale-out dimension's communication takes ``factor`` x as long.
+def step_with_factors(step: StepResult, factors: dict[str, float]) -> float:
+    """Step time when dimension ``d``'s communication takes ``factors[d]`` x as long.
 
     The compute that hid part of a dimension's communication hides as much of the slower one:
-    ``step + sum_d (max(0, comm_d x f - hidden_d) - exposed_d)``, ``hidden_d = comm_d -
-    exposed_d``; tensor parallelism stays on NVLink.
+    ``step + sum_d (max(0, comm_d x f_d - hidden_d) - exposed_d)``, ``hidden_d = comm_d -
+    exposed_d``; a dimension not in ``factors`` keeps its time.
     """
     extra = 0.0
-    for d, comm in step.comm_s.items():
-        if d == "tp":
-            continue
+    for d, f in factors.items():
+        comm = step.comm_s.get(d, 0.0)
         exposed = step.exposed_s.get(d, 0.0)
         hidden = comm - exposed
-        extra += max(0.0, comm * factor - hidden) - exposed
+        extra += max(0.0, comm * f - hidden) - exposed
     return step.step_time_s + extra
+
+
+def step_with_factor(step: StepResult, factor: float) -> float:
+    """:func:`step_with_factors` with one factor for every dimension but tensor parallelism."""
+    return step_with_factors(step, {d: factor for d in step.comm_s if d != "tp"})
 
 
 # ------------------------------------------------------------------------------ cluster
@@ -183,7 +205,17 @@ class Cluster:
     bom: BillOfMaterials
     node_rate_per_h: float
     leaf_rate_per_h: float
-    upper_rate_per_h: float
+    #: The fabric's upper switches (graph nodes: spines, cores) and upper cables (between
+    #: switches), and the failure rate of all of each kind, per hour.
+    upper_switches: np.ndarray
+    upper_cables: np.ndarray
+    spine_rate_per_h: float
+    uplink_rate_per_h: float
+
+    @property
+    def upper_rate_per_h(self) -> float:
+        """Failures per hour of the tiers above the leaves (switches, cables, optics)."""
+        return self.spine_rate_per_h + self.uplink_rate_per_h
 
     @classmethod
     def build(cls, scenario: Scenario) -> Cluster:
@@ -210,6 +242,13 @@ class Cluster:
         )
         n_nic_links = layout.n_nodes * nics_per_node
         upper_links = max(0, ctx.topology.n_links - n_nic_links) if layout.tiers else 0
+        g = ctx.topology.graph
+        tier = g.node_tier
+        upper_switches = np.flatnonzero(tier >= 2) if layout.tiers else np.zeros(0, np.int64)
+        a, b = tier[g.link_src[0::2]], tier[g.link_dst[0::2]]
+        upper_cables = (
+            np.flatnonzero((a >= 1) & (b >= 1)) if layout.tiers else np.zeros(0, np.int64)
+        )
         return cls(
             scenario,
             layout,
@@ -217,7 +256,12 @@ class Cluster:
             bom,
             node / HOURS_PER_YEAR,
             rate["switch"] / HOURS_PER_YEAR,
-            (layout.n_upper_switches * rate["switch"] + upper_links * link_rate) / HOURS_PER_YEAR,
+            upper_switches,
+            upper_cables,
+            (layout.n_upper_switches * rate["switch"] / HOURS_PER_YEAR)
+            if upper_switches.size
+            else 0.0,
+            upper_links * link_rate / HOURS_PER_YEAR if upper_cables.size else 0.0,
         )
 
 
@@ -228,6 +272,8 @@ class _Run:
     work_h: float  # contiguous hours of training still to do
     perf: StepResult | None
     ckpt_write_s: float = 0.0
+    shape: TrafficShape | None = None
+    crossing: bool = False  # its traffic leaves its first-hop switches on its nodes
     state: str = "queued"
     nodes: tuple[int, ...] = ()
     gpu_slots: list[tuple[int, int]] = field(default_factory=list)  # (node, n gpus)
@@ -244,6 +290,7 @@ class _Run:
     sd: float = 1.0
     overhead: float = 1.0
     interruptions: int = 0
+    preemptions: int = 0
     restart_h: float = 0.0
     sd_time: float = 0.0  # integral of slowdown over running wall time
     psd_time: float = 0.0
@@ -263,6 +310,9 @@ class ScheduleResult:
     solves: int
     max_gpu_owners: int
     segments: list[list[Any]] = field(default_factory=list)
+    #: rows (time_h, busy GPUs, queued jobs, free GPUs while the head waits, upper parts
+    #: down), one after each event
+    timeline: np.ndarray = field(default_factory=lambda: np.zeros((0, 5)))
 
     def to_dict(self) -> dict[str, Any]:
         """Return the contract's JSON object."""
@@ -279,13 +329,18 @@ def _seed_int(seed: int, *salt: str) -> int:
 
 
 def _failures(cluster: Cluster, horizon_h: float, seed: int) -> list[tuple[float, str, int]]:
-    """Failure draws over the horizon: (time, class, which), from the seed alone."""
+    """Failure draws over the horizon: (time, class, which), from the seed alone.
+
+    Classes: ``node`` (which node), ``leaf`` (which leaf group), ``spine`` (which of the
+    upper switches, :attr:`Cluster.upper_switches`), ``uplink`` (which upper cable).
+    """
     lay = cluster.layout
     rng = np.random.default_rng(_seed_int(seed, "failures"))
     rates = {
         "node": cluster.node_rate_per_h * lay.n_nodes,
         "leaf": cluster.leaf_rate_per_h * lay.n_leaf_switches,
-        "upper": cluster.upper_rate_per_h,
+        "spine": cluster.spine_rate_per_h,
+        "uplink": cluster.uplink_rate_per_h,
     }
     total = sum(rates.values())
     if total <= 0 or horizon_h <= 0:
@@ -295,15 +350,16 @@ def _failures(cluster: Cluster, horizon_h: float, seed: int) -> list[tuple[float
     names = list(rates)
     p = np.array([rates[k] for k in names]) / total
     cls = rng.choice(len(names), size=n, p=p)
+    count = {
+        "node": lay.n_nodes,
+        "leaf": max(1, lay.n_leaves),
+        "spine": max(1, cluster.upper_switches.size),
+        "uplink": max(1, cluster.upper_cables.size),
+    }
     out = []
     for t, c in zip(times.tolist(), cls.tolist(), strict=True):
         name = names[c]
-        count = {
-            "node": lay.n_nodes,
-            "leaf": max(1, lay.n_leaves),
-            "upper": int(lay.pod_of_leaf.max()) + 1 if lay.n_leaves else 1,
-        }[name]
-        out.append((t, name, int(rng.integers(0, count))))
+        out.append((t, name, int(rng.integers(0, count[name]))))
     return out
 
 
@@ -311,9 +367,16 @@ class _Sim:
     """The event loop of :func:`run_schedule` (one policy, one seed)."""
 
     def __init__(
-        self, cluster: Cluster, jobs: list[Job], policy: str, days: float, seed: int
+        self,
+        cluster: Cluster,
+        jobs: list[Job],
+        policy: str,
+        days: float,
+        seed: int,
+        preempt: bool = False,
     ) -> None:
         self.c = cluster
+        self.preempt = preempt
         self.lay = cluster.layout
         self.policy = policy
         self.horizon = days * 24.0
@@ -334,10 +397,16 @@ class _Sim:
         self.frag = 0.0
         self.last_t = 0.0
         self.head_blocked = False
-        self.crossing_key: frozenset[tuple[str, tuple[int, ...]]] = frozenset()
+        self.crossing_key: tuple[object, ...] = ()
+        self.state_seen: frozenset[Part] = frozenset()
         self.max_owner_gpus = 0
         #: every allocation: [job index, start_h, end_h (nan while running), (node, gpus)...]
         self.segments: list[list[Any]] = []
+        #: upper parts taken down, by the index their repair event carries
+        self.parts: list[Part] = []
+        #: after each event: time, busy GPUs, queued jobs, free GPUs while the head waits,
+        #: upper parts down
+        self.timeline: list[tuple[float, int, int, int, int]] = []
         self._open: dict[int, int] = {}
 
     # -------------------------------------------------------------------- preparation
@@ -372,7 +441,8 @@ class _Sim:
             work_h = float(job.duration_h or 0.0)
         ckpt = _checkpoint_bytes(s, job.model)
         write_s = ckpt / (job.gpus * s.reliability.checkpoint_write_GBps_per_gpu * 1e9)
-        return _Run(job, i, work_h, perf, write_s)
+        shape = TrafficShape.from_step(perf) if perf is not None else None
+        return _Run(job, i, work_h, perf, write_s, shape)
 
     # -------------------------------------------------------------------- events
     def _push(self, t: float, kind: int, a: int = 0, b: int = 0) -> None:
@@ -407,25 +477,30 @@ class _Sim:
     def _set_rate(self, r: _Run, t: float, sd: float) -> None:
         self._progress(r, t)
         r.sd = sd
-        r.rate = 1.0 / (sd * r.overhead)
+        r.rate = 1.0 / (sd * r.overhead)  # 0 when its traffic has no path (it stalls)
         r.version += 1
-        t0 = max(t, r.train_from_h)
-        self._push(t0 + r.work_h / r.rate, _FINISH, r.idx, r.version)
+        if r.rate > 0:
+            t0 = max(t, r.train_from_h)
+            self._push(t0 + r.work_h / r.rate, _FINISH, r.idx, r.version)
 
     # -------------------------------------------------------------------- placement
-    def _try_place(self, r: _Run) -> tuple[tuple[int, ...], list[tuple[int, int]]] | None:
+    def _try_place(
+        self, r: _Run, free_gpus: np.ndarray | None = None
+    ) -> tuple[tuple[int, ...], list[tuple[int, int]]] | None:
+        """Where the policy puts ``r`` now (or with ``free_gpus`` free per node); None: nowhere."""
         g, gpn = r.job.gpus, self.gpn
+        have = self.free_gpus if free_gpus is None else free_gpus
         if g <= gpn:
-            ok = np.flatnonzero(self.up & (self.free_gpus >= g))
+            ok = np.flatnonzero(self.up & (have >= g))
             if not ok.size:
                 return None
             if self.policy == "first-fit":
                 n = int(ok[0])
             else:
-                n = int(ok[np.lexsort((ok, self.free_gpus[ok]))][0])
+                n = int(ok[np.lexsort((ok, have[ok]))][0])
             return (n,), [(n, g)]
         k = -(-g // gpn)
-        free = self.up & (self.free_gpus == gpn)
+        free = self.up & (have == gpn)
         nodes = place(self.policy, self.lay, free, k)
         if nodes is None:
             return None
@@ -463,36 +538,45 @@ class _Sim:
             tau_s = float(rel.checkpoint_interval_s)
         r.interval_h = tau_s / 3600.0
         r.overhead = (tau_s + r.ckpt_write_s) / tau_s if math.isfinite(tau_s) else 1.0
+        r.crossing = r.shape is not None and self.rates.crosses(r.shape, r.nodes)
         r.place_sd = self._placement_slowdown(r)
         self.running.add(r.idx)
         self._set_rate(r, t, r.place_sd)
 
-    def _factor_sd(self, r: _Run, factor: float) -> float:
-        if r.perf is None or not math.isfinite(factor) or factor <= 1.0:
-            return 1.0 if r.perf is None or factor <= 1.0 else math.inf
-        return step_with_factor(r.perf, factor) / r.perf.step_time_s
+    @property
+    def _nvlink_line_Bps(self) -> float:
+        """A GPU's NVLink rate per NIC in the solver's line-rate units.
 
-    def _reference_Bps(self, r: _Run) -> float:
-        """Return the rate the job's step was modelled at: its contiguous ring's.
-
-        A job that fits one NVLink domain sends nothing on the network when contiguous: its
-        step's communication ran on NVLink, so a placement over several domains moves those
-        bytes from NVLink (``nvlink_GBps x`` NCCL's per-link efficiency) to the network, whose rates
-        the solver gives in line-rate units (``x net_efficiency`` is the payload rate): the
-        reference is the NVLink rate in those units.
+        The reference of a dimension that stays on NVLink when contiguous (a job inside one
+        NVLink domain) but crosses domains on its placement: its bytes move from NVLink
+        (``nvlink_GBps x`` NCCL's per-link efficiency) to the network, whose rates the solver
+        gives in line-rate units (``x net_efficiency`` is the payload rate).
         """
-        contig = self.rates.contiguous(len(r.nodes))
-        if math.isfinite(contig):
-            return contig
         ctx = self.c.ctx
         c = ctx.constants
-        return ctx.nvlink_Bps * ctx.nvlink_efficiency / float(c["net_efficiency"])
+        return (
+            ctx.nvlink_Bps
+            * ctx.nvlink_efficiency
+            / float(c["net_efficiency"])
+            / self.lay.nics_per_gpu
+        )
+
+    def _sd_from(self, r: _Run, rates: Rates) -> float:
+        """Return the job's step slowdown when its dimensions run at ``rates`` (1: no network)."""
+        if r.perf is None or r.shape is None or not rates:
+            return 1.0
+        contig = self.rates.contiguous(r.shape, len(r.nodes))
+        factors = {}
+        for d, rate in rates.items():
+            if rate <= 0:
+                return math.inf
+            factors[d] = max(1.0, contig.get(d, self._nvlink_line_Bps) / rate)
+        return max(1.0, step_with_factors(r.perf, factors) / r.perf.step_time_s)
 
     def _placement_slowdown(self, r: _Run) -> float:
-        if r.perf is None or not self.rates.has_traffic(r.nodes):
+        if r.perf is None or r.shape is None or not self.rates.has_traffic(r.shape, r.nodes):
             return 1.0
-        alone = self.rates.alone(r.nodes)
-        return max(1.0, self._factor_sd(r, self._reference_Bps(r) / alone))
+        return self._sd_from(r, self.rates.alone(r.job.id, r.shape, r.nodes))
 
     def _free(self, r: _Run) -> None:
         self.segments[self._open.pop(r.idx)][2] = self.last_t
@@ -502,26 +586,35 @@ class _Sim:
         self.running.discard(r.idx)
         r.gpu_slots = []
 
+    def _crossing(self) -> dict[str, tuple[TrafficShape, tuple[int, ...]]]:
+        """Return the running jobs whose traffic leaves their first-hop switches."""
+        out = {}
+        for i in self.running:
+            r = self.runs[i]
+            if r.crossing and r.shape is not None:
+                out[r.job.id] = (r.shape, r.nodes)
+        return out
+
     def _refresh_interference(self, t: float) -> None:
-        """Re-solve the jobs that cross leaf groups when their set changed."""
-        crossing = {
-            self.runs[i].job.id: self.runs[i].nodes
-            for i in self.running
-            if self.runs[i].perf is not None
-            and self.rates.has_traffic(self.runs[i].nodes)
-            and self.rates.crosses_leaves(self.runs[i].nodes)
-        }
-        key = frozenset(crossing.items())
+        """Re-solve the jobs that cross switches when their set or the failed parts changed."""
+        crossing = self._crossing()
+        state = self.rates.state
+        key = (frozenset((j, n) for j, (_, n) in crossing.items()), state)
         if key == self.crossing_key:
             return
         self.crossing_key = key
+        by_id = {self.runs[i].job.id: self.runs[i] for i in self.running}
+        if state != self.state_seen:  # a part failed or came back: each job's rate alone
+            self.state_seen = state
+            for jid in crossing:
+                r = by_id[jid]
+                r.place_sd = self._placement_slowdown(r)
         if not crossing:
             return
         shared = self.rates.shared(crossing)
-        by_id = {self.runs[i].job.id: self.runs[i] for i in self.running}
-        for jid, rate in shared.items():
+        for jid, rates in shared.items():
             r = by_id[jid]
-            sd = max(r.place_sd, self._factor_sd(r, self._reference_Bps(r) / rate))
+            sd = max(r.place_sd, self._sd_from(r, rates))
             if abs(sd - r.sd) > 1e-12:
                 self._set_rate(r, t, sd)
 
@@ -548,7 +641,7 @@ class _Sim:
         ends = sorted(
             (
                 max(self.runs[i].last_h, self.runs[i].train_from_h)
-                + self.runs[i].work_h / self.runs[i].rate,
+                + (self.runs[i].work_h / self.runs[i].rate if self.runs[i].rate > 0 else math.inf),
                 self.runs[i].job.gpus,
             )
             for i in self.running
@@ -559,10 +652,51 @@ class _Sim:
                 return end, have - g
         return math.inf, 0
 
+    def _victims(self, r: _Run) -> list[_Run] | None:
+        """Return the running jobs to preempt so that ``r`` fits (None: it would not fit).
+
+        Kueue's classical preemption (``withinClusterQueue: LowerPriority``,
+        https://kueue.sigs.k8s.io/docs/concepts/preemption/; ``minimalPreemptions`` in
+        pkg/scheduler/preemption/preemption.go): the candidates are the running jobs of lower
+        priority, lowest priority first and, among equals, the most recently started first
+        (the least work lost); they are taken in that order until the job fits, then each
+        taken candidate the job fits without is given back, last taken first.
+        """
+        cands = sorted(
+            (self.runs[i] for i in self.running if self.runs[i].job.priority < r.job.priority),
+            key=lambda c: (c.job.priority, -c.start_h, c.idx),
+        )
+        if not cands:
+            return None
+        free = self.free_gpus.copy()
+        taken = []
+        for c in cands:
+            taken.append(c)
+            for n, g in c.gpu_slots:
+                free[n] += g
+            if self._try_place(r, free) is not None:
+                break
+        else:
+            return None
+        for c in reversed(taken[:-1]):
+            trial = free.copy()
+            for n, g in c.gpu_slots:
+                trial[n] -= g
+            if self._try_place(r, trial) is not None:
+                taken.remove(c)
+                free = trial
+        return taken
+
     def _schedule(self, t: float) -> None:
         while self.queue:
             r = self.runs[self.queue[0][1]]
             where = self._try_place(r)
+            if where is None and self.preempt:
+                victims = self._victims(r)
+                if victims:
+                    for v in victims:
+                        self._interrupt(v, t, preempted=True)
+                    where = self._try_place(r)
             if where is None:
                 break
             self.queue.pop(0)
@@ -592,13 +726,22 @@ class _Sim:
                 extra -= r.job.gpus
 
     # -------------------------------------------------------------------- failures
-    def _interrupt(self, r: _Run, t: float) -> None:
+    def _interrupt(self, r: _Run, t: float, preempted: bool = False) -> None:
+        """Stop ``r``: it loses the work since its last checkpoint and requeues.
+
+        A failure or a preemption alike (Slurm's ``PreemptMode=REQUEUE``,
+        https://slurm.schedmd.com/preempt.html: the job is killed and requeued; its restart
+        pays ``reliability.restart_s``).
+        """
         self._progress(r, t)
         lost = r.since_ckpt_h % r.interval_h if math.isfinite(r.interval_h) else r.since_ckpt_h
         lost = min(lost, r.useful_h)
         r.work_h += lost
         r.useful_h -= lost
-        r.interruptions += 1
+        if preempted:
+            r.preemptions += 1
+        else:
+            r.interruptions += 1
         r.restart_h = self.c.scenario.reliability.restart_s / 3600.0
         r.version += 1
         self._free(r)
@@ -606,13 +749,26 @@ class _Sim:
 
     def _fail(self, t: float, cls: str, which: int) -> None:
         lay = self.lay
-        if cls == "upper":
-            pod_nodes = set(np.flatnonzero(lay.pod_of == which).tolist())
-            for i in list(self.running):
-                r = self.runs[i]
-                if self.rates.crosses_leaves(r.nodes) and self.rates.has_traffic(r.nodes):
-                    if pod_nodes.intersection(r.nodes):
+        if cls in ("spine", "uplink"):
+            part: Part = (
+                ("switch", int(self.c.upper_switches[which]))
+                if cls == "spine"
+                else ("cable", int(self.c.upper_cables[which]))
+            )
+            if part in self.rates.state:
+                return  # already down: its repair is on the way
+            if self.rates.cuts_paths(part):
+                # no way around it modelled: the jobs whose traffic leaves their switches and
+                # that have nodes in its spine groups fail
+                pods = set(lay.pod_of[self.rates.nodes_under(part)].tolist())
+                for i in list(self.running):
+                    r = self.runs[i]
+                    if r.crossing and pods.intersection(lay.pod_of[list(r.nodes)].tolist()):
                         self._interrupt(r, t)
+                return
+            self.rates.fail(part)  # the capacity is gone until the repair; jobs re-solve
+            self.parts.append(part)
+            self._push(t + self.c.scenario.reliability.repair_h, _REPAIR_PART, len(self.parts) - 1)
             return
         if cls == "node":
             down = np.array([which])
@@ -654,6 +810,8 @@ class _Sim:
                 self._free(r)
             elif kind == _FAIL:
                 self._fail(t, failures[a][1], b)
+            elif kind == _REPAIR_PART:
+                self.rates.repair(self.parts[a])
             else:
                 self.up[a] = True
             # same-time events first, then one scheduling pass
@@ -661,6 +819,15 @@ class _Sim:
                 continue
             self._schedule(t)
             self._refresh_interference(t)
+            self.timeline.append(
+                (
+                    t,
+                    sum(self.runs[i].job.gpus for i in self.running),
+                    len(self.queue),
+                    int(self.free_gpus[self.up].sum()) if self.head_blocked else 0,
+                    len(self.rates.state),
+                )
+            )
             self.max_owner_gpus = max(self.max_owner_gpus, int(self.gpn - self.free_gpus.min()))
         self._advance(self.horizon)
         for i in list(self.running):
@@ -701,6 +868,7 @@ class _Sim:
                 "placement_slowdown": r.psd_time / r.run_time if r.run_time else None,
                 "interference_slowdown": (r.sd_time / r.psd_time) if r.run_time else None,
                 "interruptions": r.interruptions,
+                "preemptions": r.preemptions,
                 "status": status[r.job.id],
             }
             for r in self.runs
@@ -719,6 +887,7 @@ class _Sim:
             "interference_slowdown_p50": _pct(isds, 50) if isds else None,
             "fragmentation": self.frag / capacity if capacity else 0.0,
             "interrupted_jobs": sum(1 for r in self.runs if r.interruptions),
+            "preempted_jobs": sum(1 for r in self.runs if r.preemptions),
             "useful_gpu_hours": useful,
             "cost_per_useful_gpu_hour_usd": cost / useful if useful > 0 else None,
             "block_sizes": block_sizes(
@@ -734,13 +903,22 @@ class _Sim:
             self.rates.solves,
             self.max_owner_gpus,
             self.segments,
+            np.array(self.timeline, dtype=np.float64).reshape(-1, 5),
         )
 
 
 def run_schedule(
-    cluster: Cluster, jobs: list[Job], policy: str = "tree", days: float = 30.0, seed: int = 0
+    cluster: Cluster,
+    jobs: list[Job],
+    policy: str = "tree",
+    days: float = 30.0,
+    seed: int = 0,
+    preempt: bool = False,
 ) -> ScheduleResult:
     """Simulate ``jobs`` on ``cluster`` under ``policy`` for ``days`` (see module docstring).
+
+    ``preempt``: a job that cannot start preempts running jobs of lower priority
+    (:meth:`_Sim._victims`); off, as Slurm's ``PreemptType=preempt/none`` default.
 
     Raises
     ------
@@ -753,8 +931,13 @@ def run_schedule(
         raise FabricModelError(f"--policy {policy}: one of {', '.join(POLICIES)}")
     if not days > 0:
         raise FabricModelError(f"--days {days}: must be > 0")
-    sim = _Sim(cluster, jobs, policy, days, seed)
+    sim = _Sim(cluster, jobs, policy, days, seed, preempt)
     return sim.run(_failures(cluster, days * 24.0, seed))
+
+
+def generated_jobs(n: int, n_gpus: int, seed: int) -> list[Job]:
+    """Return the ``n`` jobs ``--generate n`` draws for ``n_gpus`` GPUs with ``seed``."""
+    return generate_jobs(n, n_gpus, np.random.default_rng(_seed_int(seed, "jobs")))
 
 
 def schedule(
@@ -767,27 +950,28 @@ def schedule(
     days: float = 30.0,
     seed: int = 0,
     cluster: Cluster | None = None,
+    preempt: bool = False,
 ) -> dict[str, Any]:
     """Run the ``schedule`` verb's model and return its JSON object (ARCHITECTURE.md 3.4).
 
-    ``generate`` draws that many jobs (:func:`fabric_model.run.jobs.generate_jobs`) from the
-    seed; with ``compare`` every policy runs the same jobs and failure draws, and ``policies``
-    maps each to its summary (the top level is ``policy``'s run).
+    ``generate`` draws that many jobs (:func:`generated_jobs`) from the seed; with
+    ``compare`` every policy runs the same jobs and failure draws, and ``policies`` maps each
+    to its summary (the top level is ``policy``'s run); ``preempt`` lets a job preempt lower
+    priorities (:func:`run_schedule`).
     """
     cl = cluster or Cluster.build(scenario)
     if jobs is None:
         if generate is None:
             raise FabricModelError("schedule: give --jobs FILE or --generate N")
-        jobs = generate_jobs(
-            generate, cl.layout.n_gpus, np.random.default_rng(_seed_int(seed, "jobs"))
-        )
-    main = run_schedule(cl, jobs, policy, days, seed)
+        jobs = generated_jobs(generate, cl.layout.n_gpus, seed)
+    main = run_schedule(cl, jobs, policy, days, seed, preempt)
     out = main.to_dict()
     out["seed"] = seed
+    out["preempt"] = preempt
     if compare:
         pol: dict[str, Any] = {}
         for p in POLICIES:
-            res = main if p == policy else run_schedule(cl, jobs, p, days, seed)
+            res = main if p == policy else run_schedule(cl, jobs, p, days, seed, preempt)
             pol[p] = res.summary
         out["policies"] = pol
     else:
@@ -808,6 +992,7 @@ def write_jobs_csv(result: dict[str, Any], path: str) -> None:
         "placement_slowdown",
         "interference_slowdown",
         "interruptions",
+        "preemptions",
         "nodes",
     ]
     try:
@@ -828,11 +1013,18 @@ def write_jobs_csv(result: dict[str, Any], path: str) -> None:
 
 
 def _seed_task(
-    args: tuple[Scenario, list[Job] | None, int | None, str, bool, float, int],
+    args: tuple[Scenario, list[Job] | None, int | None, str, bool, float, int, bool],
 ) -> dict[str, Any]:
-    scenario, jobs, generate, policy, compare, days, seed = args
+    scenario, jobs, generate, policy, compare, days, seed, preempt = args
     return schedule(
-        scenario, jobs, generate=generate, policy=policy, compare=compare, days=days, seed=seed
+        scenario,
+        jobs,
+        generate=generate,
+        policy=policy,
+        compare=compare,
+        days=days,
+        seed=seed,
+        preempt=preempt,
     )
 
 
@@ -846,6 +1038,7 @@ def schedule_seeds(
     compare: bool = False,
     days: float = 30.0,
     workers: int = 2,
+    preempt: bool = False,
 ) -> list[dict[str, Any]]:
     """Run :func:`schedule` for several seeds on an embedded dask ``LocalCluster``.
 
@@ -874,7 +1067,7 @@ def schedule_seeds(
     try:
         client = Client(cluster)
         try:
-            tasks = [(scenario, jobs, generate, policy, compare, days, s) for s in seeds]
+            tasks = [(scenario, jobs, generate, policy, compare, days, s, preempt) for s in seeds]
             futures = client.map(_seed_task, tasks, pure=False)
             results: list[dict[str, Any]] = client.gather(futures)
         finally:

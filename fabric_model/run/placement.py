@@ -43,6 +43,7 @@ from fabric_model.errors import FabricModelError
 from fabric_model.scenario import Scenario
 
 __all__ = [
+    "PLACEMENTS",
     "POLICIES",
     "ClusterLayout",
     "blocks_spanned",
@@ -50,8 +51,6 @@ __all__ = [
     "leaves_spanned",
     "place",
 ]
-
-POLICIES = ("first-fit", "tree", "block", "tas")
 
 
 @dataclass(frozen=True, eq=False)
@@ -299,12 +298,17 @@ def _tas(layout: ClusterLayout, free: np.ndarray, k: int) -> np.ndarray | None:
     return _take_groups(free, rack, racks_of(np.arange(cap_pod.size)), k)
 
 
-_POLICY_FN: dict[str, Callable[[ClusterLayout, np.ndarray, int], np.ndarray | None]] = {
+#: The placement policies, by the name ``--policy`` takes: each picks ``k`` whole nodes of a
+#: free mask on the layout, or returns None when it cannot now. A new policy is one function
+#: and one entry here (the command line, the page and the tests read the names from it).
+PLACEMENTS: dict[str, Callable[[ClusterLayout, np.ndarray, int], np.ndarray | None]] = {
     "first-fit": _first_fit,
     "tree": _tree,
     "block": _block,
     "tas": _tas,
 }
+#: Their names, in the registry's order.
+POLICIES = tuple(PLACEMENTS)
 
 
 def place(policy: str, layout: ClusterLayout, free: np.ndarray, k: int) -> np.ndarray | None:
@@ -315,7 +319,7 @@ def place(policy: str, layout: ClusterLayout, free: np.ndarray, k: int) -> np.nd
     FabricModelError
         For an unknown policy.
     """
-    fn = _POLICY_FN.get(policy)
+    fn = PLACEMENTS.get(policy)
     if fn is None:
         raise FabricModelError(f"--policy {policy}: one of {', '.join(POLICIES)}")
     if k <= 0 or int(free.sum()) < k:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fabric_model.catalog import load_catalog
 from fabric_model.families import FAMILIES
 from fabric_model.scenario.fields import FieldSpec, _f
+from fabric_model.transports import transport_names
 
 __all__ = ["GPU_COUNT_MAX", "VENDORS", "ClusterSpec", "FabricSpec"]
 
@@ -137,6 +138,19 @@ class FabricSpec:
             "QPs",
             min=1,
             max=64,
+        ),
+    )
+    transport: str = _f(
+        "auto",
+        FieldSpec(
+            "choice",
+            "transport and congestion control (assets/transports.yaml): ib-credit "
+            "(InfiniBand credits), roce-dcqcn (PFC + DCQCN), roce-pfc (PFC, collective-level "
+            "admission, no DCQCN), spectrum-x (PFC + telemetry CC), uec (lossy, receiver "
+            "credits, trimming), lossy-spray (lossy, sender CC, trimming); auto = the "
+            "vendor's. Sets how an incast (a port receiving faster than its rate) runs",
+            choices=transport_names(),
+            auto=True,
         ),
     )
     sharp: bool = _f(

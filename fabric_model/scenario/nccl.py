@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from fabric_model.resources import asset
+from fabric_model.resources import asset, load_yaml
 from fabric_model.scenario.fields import FieldSpec, _f
 
 __all__ = ["NCCL_ALGOS", "NCCL_VERSIONS", "NCCL_VERSIONS_PATH", "NcclSpec"]
@@ -58,6 +58,19 @@ class NcclSpec:
             "choice",
             "NCCL_PROTO: force NCCL's protocol (all-to-all ignores it); auto = NCCL's tuner",
             choices=("LL", "LL128", "Simple"),
+            auto=True,
+        ),
+    )
+    max_channels: int | str = _f(
+        "auto",
+        FieldSpec(
+            "int",
+            "NCCL_MAX_NCHANNELS (and NCCL_MIN_NCHANNELS): at most this many channels; "
+            "fewer channels use fewer NICs per NVLink domain and lower NCCL's per-channel "
+            "caps; auto = NCCL's own count",
+            "channels",
+            min=1,
+            max=int(load_yaml(asset("nccl_constants.yaml"))["max_channels"]),
             auto=True,
         ),
     )

@@ -116,6 +116,8 @@ def coerce_value(key: str, raw: Any) -> Any:
             raise bad
         return text
     if spec.kind == "choice":
+        if isinstance(raw, bool) and {"on", "off"} <= set(spec.choices):
+            return "on" if raw else "off"  # YAML 1.1 reads on/off as booleans
         for choice in spec.choices:
             if isinstance(choice, int):
                 if _as_int(raw, text) == choice:

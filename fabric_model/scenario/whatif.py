@@ -1,4 +1,7 @@
-"""Section ``what_if``: degraded and failed links, planes and switches, and job placement."""
+"""Section ``what_if``: degraded links, planes, switches, placement and misconfigurations.
+
+The misconfigurations: GPUDirect RDMA, PFC, the RDMA MTU, NIC affinity, ACS, a flapping link.
+"""
 
 from __future__ import annotations
 
@@ -79,4 +82,66 @@ class WhatIfSpec:
     placement: str = _f(
         "contiguous",
         FieldSpec("choice", "where the job's GPUs sit", choices=("contiguous", "scattered")),
+    )
+    gdr: str = _f(
+        "on",
+        FieldSpec(
+            "choice",
+            "GPUDirect RDMA: off = host-staged (NCCL_NET_GDR_LEVEL below the path, or "
+            "nvidia-peermem not loaded): every byte crosses PCIe to host memory and back, "
+            "and host DRAM carries it four times",
+            choices=("on", "off"),
+        ),
+    )
+    pfc: str = _f(
+        "on",
+        FieldSpec(
+            "choice",
+            "priority flow control on a PFC transport (RoCE, Spectrum-X): off = a congested "
+            "port drops and RoCE's go-back-N resends; refused on InfiniBand and lossy "
+            "transports",
+            choices=("on", "off"),
+        ),
+    )
+    mtu: int = _f(
+        4096,
+        FieldSpec(
+            "choice",
+            "RDMA path MTU (payload per packet): 1024 is what RoCE gets when the interface "
+            "MTU is left at 1500; per-packet headers cost more at smaller MTUs (RoCE's "
+            "largest is 4096, whatever the Ethernet MTU)",
+            "bytes",
+            choices=(1024, 2048, 4096),
+        ),
+    )
+    nic_affinity: str = _f(
+        "local",
+        FieldSpec(
+            "choice",
+            "which NIC each GPU uses: local = its own PCIe switch's; cross-socket = a NIC "
+            "behind the other CPU (a wrong NCCL_IB_HCA or topology file), so every byte "
+            "crosses the inter-socket link (UPI, xGMI)",
+            choices=("local", "cross-socket"),
+        ),
+    )
+    acs: str = _f(
+        "off",
+        FieldSpec(
+            "choice",
+            "PCIe Access Control Services on the GPU's PCIe switch: on = GPU-NIC "
+            "peer-to-peer goes up to the root complex and back down the switch's uplink",
+            choices=("off", "on"),
+        ),
+    )
+    flapping_link: float = _f(
+        0.0,
+        FieldSpec(
+            "float",
+            "seconds between retrains of one flapping NIC link (0 = never): the job stalls "
+            "each time until NCCL's QPs retransmit (4.096 us x 2^NCCL_IB_TIMEOUT)",
+            "s",
+            min=0.0,
+            max=86400.0,
+            step=10.0,
+        ),
     )

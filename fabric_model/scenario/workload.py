@@ -425,6 +425,16 @@ class TrainingSpec:
             choices=("fp32", "bf16"),
         ),
     )
+    activation_fp8_input_store: bool = _f(
+        False,
+        FieldSpec(
+            "bool",
+            "keep the SwiGLU activation's input (the gated MLP's FC1 output, dense, shared "
+            "and routed experts) in FP8 for the backward pass, 1 byte instead of 2 "
+            "(Megatron-Core activation_func_fp8_input_store; DeepSeek-V3 report 3.3.2: the "
+            "SwiGLU inputs of the MoE cached in FP8); needs model.gated_mlp",
+        ),
+    )
     moe_capacity_factor: float = _f(
         0.0,
         FieldSpec(

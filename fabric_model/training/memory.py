@@ -11,7 +11,12 @@
   split by ``tp`` and the rank's layers; routed experts by ``ep x tp`` (expert tensor
   parallelism equal to ``tp``, Megatron's default), and their data-parallel group is
   ``dp / ep``; both groups include ``cp``. With FP8 GEMMs the
-  rank also keeps an FP8 copy of its GEMM weights (:data:`FP8_WEIGHT_CACHE_BYTES`).
+  rank also keeps an FP8 copy of its GEMM weights (:data:`FP8_WEIGHT_CACHE_BYTES`). With
+  BF16 gradient buffers the distributed optimizer's FP32 copy of its gradient shard exists
+  only from the optimizer step to the next step's ``zero_grad`` (Megatron-LM
+  ``training.py`` ``train_step`` zeroes before the forward pass, ``set_to_none``), when no
+  activations are held: the peak is the larger of the two moments. DualPipe holds two
+  stages per rank, and ZeRO shards each over its ``2 dp`` replicas.
 - **Activations** per layer and micro-batch, counted tensor by tensor as Korthikanti et al.
   2022 ("Reducing Activation Recomputation in Large Transformer Models", section 4.1) do,
   with tensor and sequence parallelism dividing every tensor by ``t`` and context
@@ -26,14 +31,20 @@
   MLP             norm input ``h``; FC1 input ``h``; FC1 output ``2 f`` gated (gate and up,
                   SwiGLU fused as Megatron's ``bias_swiglu`` keeps it) or ``f``; FC2 input ``f``
   MoE layer       norm input and router/expert input ``h``; per routed copy (``top_k``)
-                  the permuted input ``h``, FC1 output and FC2 input, and the expert output
-                  ``h`` the combine weights; shared experts' FC1 output and FC2 input
+                  the permuted input ``h``, FC1 output and FC2 input; the expert output
+                  ``h`` only where the combine weights it (torchtitan): Megatron-Core
+                  (0.13 on, "memory efficient token permutation", ``experts.py``
+                  ``activation_func_with_probs``) multiplies the routing probabilities
+                  into the activation, so their gradient comes from the FC1 output it keeps
+                  and the unpermute saves no tensor; shared experts' FC1 output and FC2
+                  input
   dropout         a 1-byte mask after attention and after the MLP (``model.dropout``)
   ==============  ===========================================================================
 
   For a 4h GELU MLP with dropout and no FlashAttention this is Korthikanti's
   ``s b h (34 + 5 a s / h)``. An FP8 GEMM saves its input's FP8 copy and transpose (2 bytes,
-  as BF16 would). Selective recomputation
+  as BF16 would); ``training.activation_fp8_input_store`` keeps the SwiGLU input (the FC1
+  output) in FP8 (:func:`activation_input_bytes`). Selective recomputation
   (Megatron: the core attention) drops the softmax terms, and with
   ``training.recompute_modules = cheap`` also the norms' outputs, the activation's output
   and MLA's up-projected heads (DeepSeek-V3 report, section 3.2.3); full recomputation keeps
@@ -42,7 +53,9 @@
 - **In flight**: 1F1B pipelining keeps ``min(pp - i, m)`` micro-batches on rank ``i``; the
   interleaved schedule (Megatron-LM, ``virtual_pipeline_model_parallel_size = v``) keeps
   ``min(m v, 2 (pp - i - 1) + (v - 1) pp + 1)`` model chunks of ``layers / v`` layers: the
-  first rank holds ``1 + (pp - 1) / (pp v)`` times 1F1B's (Korthikanti et al. section 4.2.3).
+  first rank holds ``1 + (pp - 1) / (pp v)`` times 1F1B's (Korthikanti et al. section 4.2.3);
+  DualPipe ``pp + 1`` micro-batches on every rank, through either of its two stages
+  (:mod:`fabric_model.training.schedules`).
   When the layers do not divide evenly the missing layers come off the first and the last
   ranks first, as Llama 3's training did to balance the embedding, the output layer and the
   warm-up micro-batches (Llama 3 Herd of Models, arXiv 2407.21783, section 3.3.2).
@@ -118,6 +131,7 @@ FRAGMENTATION = training_constant("allocator_fragmentation")
 ACTIVATION_UNCERTAINTY = training_constant("activation_uncertainty")
 GIB = 2**30
 BF16 = 2.0
+FP8 = 1.0
 
 
 @dataclass(frozen=True)
@@ -257,9 +271,25 @@ def _attention_widths(s: Scenario) -> tuple[float, float, float]:
     return (m.heads + 2 * m.kv_heads) * d, m.heads * d, 0.0
 
 
-def _mlp_bytes(f: float, lin: float, gated: bool, keep_act: bool) -> float:
-    """FC1 output and FC2 input of one feed-forward of width ``f`` (per token, bytes)."""
-    return (2.0 * f if gated else f) * BF16 + (f * lin if keep_act else 0.0)
+def _mlp_bytes(f: float, lin: float, gated: bool, keep_act: bool, act_in: float = BF16) -> float:
+    """FC1 output and FC2 input of one feed-forward of width ``f`` (per token, bytes).
+
+    ``act_in``: bytes per element of the stored FC1 output (the activation's input).
+    """
+    return (2.0 * f if gated else f) * act_in + (f * lin if keep_act else 0.0)
+
+
+def activation_input_bytes(s: Scenario) -> float:
+    """Bytes per element the SwiGLU activation keeps of its input for the backward pass.
+
+    BF16, or with ``training.activation_fp8_input_store`` an FP8 (E4M3) cast, 1 byte,
+    dequantized in the backward pass (Megatron-Core ``activation_func_fp8_input_store``:
+    ``fused_bias_swiglu.py`` stores ``input.to(torch.float8_e4m3fn)``; DeepSeek-V3 report
+    section 3.3.2, "we cache the inputs of the SwiGLU operator and recompute its output in
+    the backward pass. These activations are also stored in FP8").
+    """
+    tr = s.training
+    return FP8 if tr.activation_fp8_input_store and s.model.gated_mlp else BF16
 
 
 def _op_sac_bytes_per_token(s: Scenario, moe_layer: bool, tp: int) -> float:
@@ -323,18 +353,21 @@ def _layer_bytes_per_token(s: Scenario, moe_layer: bool, mode: str, tp: int = 1)
     # the output projection's FP8 input is a copy beside FlashAttention's BF16 output
     proj_in = lin * out if lin < BF16 else 0.0
     attention = BF16 * h + norm_out + BF16 * (qkv + out + latents) + proj_in
+    act_in = activation_input_bytes(s)
     if moe_layer:
         f = float(m.ffn_hidden)
-        routed = lin * h + _mlp_bytes(f, lin, m.gated_mlp, not cheap) + BF16 * h
+        routed = lin * h + _mlp_bytes(f, lin, m.gated_mlp, not cheap, act_in)
+        if s.training.framework != "megatron":  # the expert output the combine weights
+            routed += BF16 * h
         mlp = (
             BF16 * h
             + (0.0 if cheap else BF16 * h)
             + m.top_k * routed
-            + m.shared_experts * _mlp_bytes(f, lin, m.gated_mlp, not cheap)
+            + m.shared_experts * _mlp_bytes(f, lin, m.gated_mlp, not cheap, act_in)
         )
     else:
         f = float(m.dense_ffn_hidden or m.ffn_hidden)
-        mlp = BF16 * h + norm_out + _mlp_bytes(f, lin, m.gated_mlp, not cheap)
+        mlp = BF16 * h + norm_out + _mlp_bytes(f, lin, m.gated_mlp, not cheap, act_in)
     masks = 2.0 * h if m.dropout else 0.0
     return attention + mlp + masks
 
@@ -365,7 +398,7 @@ def activation_bytes_per_layer(
 
 
 def routed_copy_bytes_per_layer(s: Scenario, plan: Plan, moe_layer: bool) -> float:
-    """Bytes of the routed copies' expert inputs and outputs one MoE layer keeps.
+    """Bytes of the routed copies' expert inputs (and outputs, where kept) one MoE layer keeps.
 
     The token permutation writes and reads them (:mod:`fabric_model.training.moe` times it
     kernel by kernel), so the elementwise passes leave them out.
@@ -374,7 +407,8 @@ def routed_copy_bytes_per_layer(s: Scenario, plan: Plan, moe_layer: bool) -> flo
         return 0.0
     m = s.model
     tokens = m.seq_len / plan.cp * plan.micro_batch
-    return tokens * m.top_k * (linear_input_bytes(s, plan.tp) + BF16) * m.hidden / plan.tp
+    out = BF16 if s.training.framework != "megatron" else 0.0  # see _layer_bytes_per_token
+    return tokens * m.top_k * (linear_input_bytes(s, plan.tp) + out) * m.hidden / plan.tp
 
 
 def activation_traffic_bytes_per_layer(s: Scenario, plan: Plan, moe_layer: bool) -> float:
@@ -559,7 +593,8 @@ def model_state_bytes(s: Scenario) -> tuple[float, float, float, float]:
       ``training.grad_reduce_in_fp32 = false`` (Megatron-Core's grad buffer then has the
       parameters' dtype), and the distributed optimizer then casts its shard to FP32
       (``distrib_optimizer.py``, ``_copy_model_grads_to_main_grads``): the last figure,
-      which the precision-aware optimizer skips (it reads the BF16 gradients);
+      which the precision-aware optimizer skips (it reads the BF16 gradients), held during
+      the optimizer step only (:func:`memory_per_gpu`);
     - optimizer: FP32 master weights and Adam's moments (:data:`OPTIMIZER_BYTES` = 4 + 8);
       ``training.optimizer_moments = bf16`` (the precision-aware optimizer,
       ``use_precision_aware_optimizer``, exp_avg / exp_avg_sq bf16) halves the moments, and
@@ -629,17 +664,23 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
     ) * activation_bytes_per_layer(s, plan, False, "selective")
     stages: list[StageMemory] = []
     heaviest: tuple[StageMemory, float, float, float] | None = None
+    # DualPipe: rank i runs stage i one way and stage pp - 1 - i the other (DeepSeek-V3
+    # report Table 2, "2x" parameters); the two copies of a stage are data-parallel
+    # replicas of each other (the DualPipe repository's examples/example_dualpipe.py sums
+    # their gradients), so what ZeRO shards, it shards over dp x 2
+    copies = parameter_copies(plan.schedule)
     for rank in _ranks(plan.pp):
-        layers = stage_layers(s, plan, rank)
+        mirror = plan.pp - 1 - rank
+        stage = stage_layers(s, plan, rank)
+        layers = stage + (stage_layers(s, plan, mirror) if copies == 2 else 0)
         ends = (rank == 0) + (rank == plan.pp - 1)
         embed = counts.output_layer * (1 if m.tied_embeddings and plan.pp == 1 else ends)
-        copies = parameter_copies(plan.schedule)  # DualPipe: two stages per rank
-        p_dense = copies * (dense_per_layer * layers + embed) / plan.tp
-        p_expert = copies * expert_per_layer * layers / (plan.ep * plan.tp)
+        p_dense = (dense_per_layer * layers + copies * embed) / plan.tp
+        p_expert = expert_per_layer * layers / (plan.ep * plan.tp)
         p_gemm = p_dense + p_expert - copies * embed / plan.tp
-        weights = grads = optim = 0.0
+        weights = grads = optim = step_grads = 0.0
         z = plan.zero_stage
-        for p, n in ((p_dense, dp_dense), (p_expert, dp_expert)):
+        for p, n in ((p_dense, dp_dense * copies), (p_expert, dp_expert * copies)):
             if titan and z >= 2:  # FSDP2: fp32 shards of weights and gradients, Adam on them
                 weights += (WEIGHT_BYTES if z == 2 else 0.0) * p + FSDP_MASTER_BYTES * p / n
                 # with pipelining the reduce-scatter waits for the last micro-batch, so the
@@ -648,7 +689,10 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
                 optim += (o_b - FSDP_MASTER_BYTES) * p / n
                 continue
             weights += WEIGHT_BYTES * p / (n if z >= 3 else 1)
-            grads += g_b * p / (n if z >= 2 else 1) + g_shard_b * p / (n if z >= 1 else 1)
+            grads += g_b * p / (n if z >= 2 else 1)
+            # the FP32 copy of the BF16 gradient shard is made by the optimizer step and
+            # freed by the next step's zero_grad (set_to_none), before its forward pass
+            step_grads += g_shard_b * p / (n if z >= 1 else 1)
             optim += o_b * p / (n if z >= 1 else 1)
         if s.training.fp8_param_gather:  # the FP8 weight replaces the BF16 one (not the embedding)
             weights -= (WEIGHT_BYTES - w_b) * p_gemm / (dp_dense if z >= 3 else 1)
@@ -657,17 +701,21 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
         elif fp4:  # NVFP4 copies (row- and column-wise) with their scales, on the FP4 layers
             weights += 2 * NVFP4_BYTES * (1 - NVFP4_BF16_SHARE) * p_gemm
         in_flight = micro_batches_in_flight(plan, rank)
-        held = _layers_in_flight(s, plan, rank, layers)
+        held = _layers_in_flight(s, plan, rank, stage)
+        if copies == 2:  # DualPipe's p + 1 micro-batches run through either of its stages
+            held = in_flight * layers / 2
         offloaded = offload_bytes_per_gpu(s, plan, per_layer, layers)
         # the offloaded layers of every micro-batch in flight sit in host memory; one layer
         # is in transit (the prefetch ahead of the backward pass)
         acts = per_layer * held - offloaded * in_flight + min(offloaded, per_layer)
         transient = remat if plan.recompute == "full" else 0.0  # one layer rematerialised
-        if rank == plan.pp - 1:  # logits and the loss's softmax of one micro-batch
+        if rank == plan.pp - 1 or (copies == 2 and rank == 0):  # the loss of one micro-batch
             loss = TITAN_LOGITS_BYTES if titan else LOGITS_BYTES
             transient = max(transient, tokens * m.vocab / plan.tp * loss)
         if plan.zero_stage >= 3:  # two layers' weights gathered (computing, prefetched)
             transient += 2 * w_b * (p_dense + p_expert) / max(1, layers)
+        # the peak is the backward pass's or the optimizer step's (no activations then)
+        transient = max(transient, step_grads - acts)
         allocated = weights + grads + optim + acts + transient
         runtime = runtime_fixed * GIB + FRAGMENTATION * allocated
         stages.append(

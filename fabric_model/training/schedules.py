@@ -16,7 +16,9 @@ schedule      bubble                                 memory
 interleaved   ``[(p - 1) + (v - 1) max(0, p - m)]    ``1 + (p - 1)/(p v)`` x 1F1B's on rank 0
               / v x (F + B)``                        (Korthikanti et al. 2022, 4.2.3)
 dualpipe      ``(p/2 - 1)(F&B + B - 3W)``,           2 x parameters, ``p + 1`` micro-batches
-              ``F&B = F + B``                        (DeepSeek-V3 report, Table 2)
+              ``F&B = F + B``                        (DeepSeek-V3 report, Table 2); the two
+                                                     copies of a stage are data-parallel
+                                                     replicas, ZeRO shards over both
 zb            ZB-H1: ``(p - 1)(F + B - 2W)``         as 1F1B (Qi et al., ICLR 2024, 3.1)
 zb-h2         ZB-H2: ``max(0, (p - 1)(F + B - 3W))`` ``2 p`` micro-batches on rank 0 (3.1)
 ============  =====================================  =========================================
@@ -46,7 +48,9 @@ Rules the frameworks enforce (a plan that breaks one is refused, naming the key)
   torchtitan ``train.py``: "global batch size must be multiple of local batch size times
   data-parallel degree").
 - DualPipe needs an even ``p`` and an even ``m`` (DeepSeek-V3 report, section 3.2.1: "DualPipe
-  only requires that the pipeline stages and micro-batches be divisible by 2").
+  only requires that the pipeline stages and micro-batches be divisible by 2"), and its
+  reference implementation at least ``2 p`` micro-batches (deepseek-ai/DualPipe,
+  ``dualpipe.py``, ``DualPipe.step``: ``num_chunks >= num_ranks * 2``).
 - Only ``interleaved`` runs ``v > 1`` chunks per rank; ``interleaved`` needs ``v > 1``.
 
 Sources: Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters
@@ -141,6 +145,16 @@ def schedule_problems(
                 f"(DeepSeek-V3 report 3.2.1); parallel.pp = {pp}, {m:,} micro-batches",
             )
         )
+    elif schedule == "dualpipe" and m < 2 * pp:
+        out.append(
+            (
+                "training.micro_batch",
+                f"DualPipe runs at least 2 x parallel.pp = {2 * pp} micro-batches, half each "
+                f"way (deepseek-ai/DualPipe dualpipe.py, DualPipe.step); this plan has {m:,} "
+                f"= global batch / (dp x micro_batch): lower training.micro_batch or raise "
+                f"training.global_batch_tokens",
+            )
+        )
     return out
 
 
@@ -190,8 +204,9 @@ def in_flight_micro_batches(schedule: str, pp: int, rank: int, micro_batches: in
 
     1F1B and ZB-H1: ``min(p - i, m)``; ZB-H2: ``min(2 (p - i), m)`` (Qi et al. 3.1: a peak
     of ``2 p M_B``); DualPipe: every rank
-    holds ``p + 1`` (DeepSeek-V3 Table 2: the bidirectional schedule keeps the ranks even),
-    capped by ``m``.
+    holds ``p + 1`` (DeepSeek-V3 Table 2: the bidirectional schedule keeps the ranks even;
+    ``DualPipe.step`` runs ``p`` forwards before its first backward, whatever the rank, and
+    one more forward overlaps each backward of its main loop), capped by ``m``.
 
     >>> in_flight_micro_batches("zb-h2", 8, 0, 64), in_flight_micro_batches("dualpipe", 8, 5, 64)
     (16.0, 9.0)
@@ -204,7 +219,13 @@ def in_flight_micro_batches(schedule: str, pp: int, rank: int, micro_batches: in
 
 
 def parameter_copies(schedule: str) -> int:
-    """Return the copies of its stage's parameters a rank holds (DualPipe: 2, Table 2)."""
+    """Return the stages a rank holds (DualPipe: 2, Table 2 "2x" parameters).
+
+    DualPipe rank ``i`` holds stage ``i`` for the micro-batches that go one way and stage
+    ``p - 1 - i`` for those that go the other (deepseek-ai/DualPipe ``examples/
+    example_dualpipe.py``: ``nn.Sequential(full_modules[rank], full_modules[pp_size - 1 -
+    rank])``, whose gradients it sums with the mirror rank's).
+    """
     return 2 if schedule == "dualpipe" else 1
 
 

@@ -59,6 +59,7 @@ from typing import Any
 from fabric_model.caching import Lru, Reads
 from fabric_model.catalog import Catalog, Gpu, Server, load_catalog
 from fabric_model.collectives.context import ECMP_SEEDS
+from fabric_model.collectives.model import AlgorithmUnavailableError
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.design import job_scenario
 from fabric_model.scenario import SECTIONS, Scenario, apply_overrides
@@ -82,6 +83,7 @@ from fabric_model.training.offload import offload_path
 from fabric_model.training.schedules import (
     bubble_s,
     nearest_batches,
+    parameter_copies,
     resolve_schedule,
     schedule_problems,
 )
@@ -225,6 +227,11 @@ class StepResult:
     offload_s: float = 0.0
     #: The optimizer step (memory-bound, exposed; with ``training.dp_overlap = auto``).
     optimizer_s: float = 0.0
+    #: Time a flapping NIC link stalls the rest of the step (``what_if.
+    #: flapping_link``): every rank waits while the link retrains and the QPs
+    #: time out, ``(step - exposed network) x f / (1 - f)`` for a stall share ``f`` (the
+    #: network collectives already take ``1 / (1 - f)`` as long).
+    stall_s: float = 0.0
     scale_out_dims: tuple[str, ...] = ()
     precision: str = "bf16"
     #: OCS reconfiguration per step (``ocs.reconfigure = phase``), in ``exposed_s["dp"]``.
@@ -305,6 +312,7 @@ class StepResult:
             "bubble_s": self.bubble_s,
             "offload_s": self.offload_s,
             "optimizer_s": self.optimizer_s,
+            "stall_s": self.stall_s,
             "ocs_reconfig_s": self.ocs_reconfig_s,
             "moe_overhead_s": self.moe_overhead_s,
             "offload_via": self.offload_via,
@@ -436,6 +444,13 @@ def resolve_plan(scenario: Scenario) -> tuple[Plan | None, list[Problem]]:
     if tr.fp8_param_gather and tr.precision != "fp8":
         problems.append(
             Problem("training.fp8_param_gather", "needs training.precision = fp8 (FP8 weights)")
+        )
+    if tr.activation_fp8_input_store and not m.gated_mlp:  # Megatron-Core's config check
+        problems.append(
+            Problem(
+                "training.activation_fp8_input_store",
+                "stores the SwiGLU activation's input: needs model.gated_mlp = true",
+            )
         )
     if tr.offload_layers:  # Megatron-Core's TransformerConfig checks
         if par.pp > 1:
@@ -683,8 +698,9 @@ def optimizer_step_s(s: Scenario, plan: Plan, mem: MemoryBreakdown, gpu: Gpu) ->
     before the parameter all-gather, hidden by nothing.
     """
     w_b, g_b, o_b, g_shard_b = model_state_bytes(s)
-    shard = 1 if plan.zero_stage == 0 else plan.dp * plan.cp
-    eshard = 1 if plan.zero_stage == 0 else max(1, plan.dp * plan.cp // plan.ep)
+    copies = parameter_copies(plan.schedule)  # DualPipe's mirror copies share the shard
+    shard = 1 if plan.zero_stage == 0 else plan.dp * plan.cp * copies
+    eshard = 1 if plan.zero_stage == 0 else max(1, plan.dp * plan.cp // plan.ep) * copies
     params = mem.params_dense / shard + mem.params_expert / eshard
     moved = params * (max(g_b, g_shard_b) + 2 * o_b + w_b)
     return moved / (gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY)
@@ -890,7 +906,38 @@ def training_step(
     design that cannot be built at all. With ``ecmp_seed`` every collective is timed at that
     one of the solver's ECMP hash seeds instead of their expectation (the tails' draws, see
     :mod:`fabric_model.training.tails`).
+
+    A forced ``nccl.algo`` or ``nccl.proto`` that cannot run one of the plan's collectives
+    makes the plan infeasible, naming the key: NCCL returns ``ncclInvalidUsage`` ("no
+    algorithm/protocol available for function ...", ``src/enqueue.cc``) when NCCL_ALGO or
+    NCCL_PROTO leave a collective nothing to run.
     """
+    try:
+        return _training_step(scenario, catalog, suggest=suggest, ecmp_seed=ecmp_seed)
+    except AlgorithmUnavailableError as exc:
+        forced = [k for k in ("algo", "proto") if getattr(scenario.nccl, k) != "auto"]
+        if not forced:
+            raise
+        return StepResult(
+            scenario.cluster.n_gpus,
+            False,
+            (
+                Problem(
+                    f"nccl.{forced[0]}",
+                    f"NCCL refuses this job (ncclInvalidUsage: no algorithm/protocol available "
+                    f"for one of its collectives): {exc}",
+                ),
+            ),
+        )
+
+
+def _training_step(
+    scenario: Scenario,
+    catalog: Catalog | None,
+    *,
+    suggest: bool,
+    ecmp_seed: int | None,
+) -> StepResult:
     s = scenario
     if s.fabric.topology == "hybrid":  # the job runs where hybrid.job puts it
         s = job_scenario(s)
@@ -1131,6 +1178,13 @@ def training_step(
     )
     exposed_total = sum(exposed.values())
     step = compute + imbalance + bubble + offload + optimizer + exposed_total
+    # a flapping link stalls every rank: the network collectives already stretch by
+    # 1 / (1 - f); the rest of the step waits as long in proportion
+    base = fab.base
+    f = base.stall_fraction if scale_out else 0.0
+    stall = (step - sum(exposed[d] for d in scale_out)) * f / (1.0 - f)
+    step += stall
+    warnings += [n.removeprefix("misconfiguration: ") for n in base.notes() if "misconfig" in n]
     tokens = float(plan.sequences_per_step * seq)  # the batch computed (warned when rounded)
     flops = counts.model_flops_per_token(seq) * tokens
     mfu = flops / (n * gpu.bf16_dense_tflops * 1e12 * step)
@@ -1170,6 +1224,7 @@ def training_step(
         precision=tr.precision,
         offload_s=offload,
         optimizer_s=optimizer,
+        stall_s=stall,
         ocs_reconfig_s=reconfig_s if dp_total > 0 else 0.0,
         moe_overhead_s=ct.moe_overhead_s,
         offload_via=f"{path.target}: {path.via}" if path else "",

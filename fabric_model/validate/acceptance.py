@@ -22,7 +22,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from fabric_model import __version__
-from fabric_model.collectives import collective, nccl_constants
+from fabric_model.collectives import (
+    CollectiveTime,
+    FabricContext,
+    algo_models,
+    nccl_constants,
+    times_from_models,
+)
+from fabric_model.collectives.failure_modes import checkable_modes, misconfigured
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.design import build_topology
 from fabric_model.scenario import Scenario, apply_overrides
@@ -36,6 +43,7 @@ __all__ = [
     "NCCL_TESTS_MIN_BW_SLACK",
     "AcceptanceRow",
     "AcceptanceTable",
+    "FailureCatch",
     "acceptance_expectations",
 ]
 
@@ -68,13 +76,54 @@ class AcceptanceRow:
 
 
 @dataclass(frozen=True)
+class FailureCatch:
+    """Which floors a failure mode (``assets/failure_modes.yaml``) falls below.
+
+    Attributes
+    ----------
+    key, label, check : str
+        The failure mode and the setting to check when it is caught.
+    caught : tuple[tuple[AcceptanceRow, float], ...]
+        Each row whose floor the misconfigured design's busbw falls below, with that busbw
+        (GB/s), worst first.
+    worst_ratio : float
+        The misconfigured busbw over the healthy expectation at the row it hurts most.
+    """
+
+    key: str
+    label: str
+    check: str
+    caught: tuple[tuple[AcceptanceRow, float], ...]
+    worst_ratio: float
+
+    def describe(self) -> str:
+        """One line: the floors that catch it, or how close it stays to them."""
+        if not self.caught:
+            return (
+                f"{self.label}: no floor catches it (at worst {self.worst_ratio:.0%} of the "
+                f"expected busbw, inside the band)"
+            )
+        row, bw = self.caught[0]
+        more = f" and {len(self.caught) - 1} more" if len(self.caught) > 1 else ""
+        return (
+            f"{self.label}: caught by {row.scope} {row.op} {format_size_bytes(row.size_bytes)} "
+            f"({bw:.1f} GB/s < floor {row.min_busbw_GBps:.1f}){more}"
+        )
+
+
+@dataclass(frozen=True)
 class AcceptanceTable:
-    """The expectations for one design, with what could not be modelled."""
+    """The expectations for one design, with what could not be modelled.
+
+    ``catches`` says, per failure mode that applies to the design, which floors it falls
+    below (the same scopes, collectives and sizes modelled with its keys).
+    """
 
     scenario_name: str
     tolerance: float
     rows: tuple[AcceptanceRow, ...]
     skipped: tuple[str, ...]
+    catches: tuple[FailureCatch, ...] = ()
 
     def to_frame(self) -> Any:
         """One row per expectation (pandas DataFrame)."""
@@ -176,8 +225,14 @@ def _scopes(scenario: Scenario, notes: list[str]) -> list[tuple[str, int]]:
     return [s for s in scopes if s[1] >= 2]
 
 
-def acceptance_expectations(scenario: Scenario, tolerance: float = 0.15) -> AcceptanceTable:
+def acceptance_expectations(
+    scenario: Scenario, tolerance: float = 0.15, *, catches: bool = False
+) -> AcceptanceTable:
     """Tabulate what nccl-tests should show on a healthy fabric of this design, with a band.
+
+    With ``catches``, each failure mode that applies to the design is modelled at the same
+    scopes, collectives and sizes, and the floors it falls below are listed
+    (:class:`FailureCatch`).
 
     Raises
     ------
@@ -190,11 +245,9 @@ def acceptance_expectations(scenario: Scenario, tolerance: float = 0.15) -> Acce
     skipped: list[str] = []
     for scope, n in _scopes(scenario, skipped):
         s = apply_overrides(scenario, {"cluster.n_gpus": n})
-        for op in ACCEPTANCE_OPS:
-            try:
-                results = collective(s, op, "auto", ACCEPTANCE_SIZES)
-            except FabricModelError as exc:
-                skipped.append(f"{scope} {op}: {exc}")
+        for op, results in _curves(s, ACCEPTANCE_OPS, ACCEPTANCE_SIZES).items():
+            if isinstance(results, FabricModelError):
+                skipped.append(f"{scope} {op}: {results}")
                 continue
             for r in results:
                 rows.append(
@@ -210,7 +263,61 @@ def acceptance_expectations(scenario: Scenario, tolerance: float = 0.15) -> Acce
                         algo=f"{r.algo}/{r.proto}",
                     )
                 )
-    return AcceptanceTable(scenario.name, tolerance, tuple(rows), tuple(skipped))
+    found = _catches(scenario, rows) if catches else ()
+    return AcceptanceTable(scenario.name, tolerance, tuple(rows), tuple(skipped), found)
+
+
+def _curves(
+    scenario: Scenario, ops: tuple[str, ...], sizes: tuple[int, ...]
+) -> dict[str, list[CollectiveTime] | FabricModelError]:
+    """Each op's NCCL-like curve at ``sizes`` on one built fabric (or why it cannot run)."""
+    try:
+        ctx = FabricContext.from_scenario(scenario)
+    except FabricModelError as exc:
+        return dict.fromkeys(ops, exc)
+    out: dict[str, list[CollectiveTime] | FabricModelError] = {}
+    for op in ops:
+        try:
+            out[op] = times_from_models(algo_models(ctx, op, "auto"), list(sizes), "auto")
+        except FabricModelError as exc:
+            out[op] = exc
+    return out
+
+
+def _catches(scenario: Scenario, rows: list[AcceptanceRow]) -> tuple[FailureCatch, ...]:
+    """Model each applicable failure mode at the rows' scopes; list the floors it breaks."""
+    by_scope: dict[tuple[str, int, str], list[AcceptanceRow]] = {}
+    for r in rows:
+        by_scope.setdefault((r.scope, r.n_gpus, r.op), []).append(r)
+    out = []
+    for mode in checkable_modes():
+        bad = misconfigured(scenario, mode)
+        if bad is None:
+            continue
+        caught: list[tuple[AcceptanceRow, float]] = []
+        worst = 1.0
+        scopes: dict[int, dict[str, Any]] = {}
+        for (_, n, op), group in by_scope.items():
+            if n not in scopes:  # one fabric per scope for the three collectives
+                try:
+                    s = apply_overrides(bad, {"cluster.n_gpus": n})
+                except FabricModelError:
+                    continue
+                scopes[n] = _curves(s, ACCEPTANCE_OPS, ACCEPTANCE_SIZES)
+            got = scopes[n].get(op)
+            if not isinstance(got, list):
+                continue
+            at = {g.size_bytes: g for g in got}
+            for r in group:
+                g = at[r.size_bytes]
+                if g.time_us > 0:  # busbw ratio = time ratio (rounded busbw would blur it)
+                    worst = min(worst, r.expected_time_us / g.time_us)
+                # as the script compares nccl-tests' two-decimal busbw with the floor
+                if round(g.busbw_GBps, 2) < r.min_busbw_GBps:
+                    caught.append((r, g.busbw_GBps))
+        caught.sort(key=lambda rb: rb[1] / max(rb[0].min_busbw_GBps, 1e-12))
+        out.append(FailureCatch(mode.key, mode.label, mode.check, tuple(caught), worst))
+    return tuple(out)
 
 
 def describe(row: AcceptanceRow) -> str:

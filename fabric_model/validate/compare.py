@@ -22,6 +22,7 @@ from fabric_model.collectives import (
     algo_models,
     times_from_models,
 )
+from fabric_model.collectives.failure_modes import FailureMode, checkable_modes, misconfigured
 from fabric_model.collectives.versions import VERSIONS, version_key
 from fabric_model.errors import FabricModelError
 from fabric_model.scenario import Scenario, apply_overrides
@@ -67,6 +68,8 @@ class SizeComparison:
     measured_p99_busbw_GBps: float | None = None
     best_match_algo: str = ""
     best_match_ratio: float = math.nan
+    failure_match: str = ""
+    failure_match_ratio: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         """JSON row: the contract's keys first."""
@@ -87,6 +90,8 @@ class SizeComparison:
             "measured_p99_busbw_GBps": self.measured_p99_busbw_GBps,
             "best_match_algo": self.best_match_algo,
             "best_match_ratio": self.best_match_ratio,
+            "failure_match": self.failure_match,
+            "failure_match_ratio": self.failure_match_ratio,
         }
 
 
@@ -96,6 +101,9 @@ class LogComparison:
 
     ``advice`` is what follows from the model's fields: which algorithm the measurements
     match when it is not NCCL's choice, and where a bandwidth-bound shortfall sits.
+    ``diagnosis`` names the failure mode or misconfiguration (``assets/failure_modes.yaml``)
+    whose modelled curve the log follows, with the setting to check; ``diagnosis_key`` is its
+    key ('' when none does).
     """
 
     op: str
@@ -104,6 +112,8 @@ class LogComparison:
     notes: tuple[str, ...]
     advice: tuple[str, ...] = ()
     n_ranks_source: str = ""
+    diagnosis: tuple[str, ...] = ()
+    diagnosis_key: str = ""
 
     @property
     def median_ratio(self) -> float:
@@ -214,8 +224,14 @@ def _advice(
     alternatives: dict[str, list[CollectiveTime]],
     measured_us: list[float],
     tol: float,
+    diagnosed: str | None = None,
 ) -> tuple[str, ...]:
-    """Say which algorithm the bandwidth-bound sizes follow, when it is not NCCL's choice."""
+    """Say which algorithm the bandwidth-bound sizes follow, when it is not NCCL's choice.
+
+    ``diagnosed`` is the label of the misconfiguration :func:`_diagnose` found: the gap is
+    then put down to it rather than to the healthy model's limit (which more channels would
+    not lift on a misconfigured cluster).
+    """
     idx = [i for i, r in enumerate(rows) if r.regime == "bandwidth-bound"] or list(range(len(rows)))
     auto_ratio = statistics.median([rows[i].ratio for i in idx])
     picked = sorted({rows[i].model_algo.split("/")[0] for i in idx})
@@ -255,6 +271,13 @@ def _advice(
             f"{best_ratio:.2f}) better than NCCL's own choice here, {chosen} "
             f"({auto_ratio:.2f}): the job probably ran with {setting}{also}"
         )
+    elif abs(auto_ratio - 1) > tol and diagnosed:
+        advice.append(
+            f"{'above' if auto_ratio > 1 else 'below'} the model by {abs(auto_ratio - 1):.0%} "
+            f"at the bandwidth-bound sizes, and no NCCL setting explains it (closest: "
+            f"{nccl_setting(best, op) or best} at {best_ratio:.2f}); a misconfiguration does: "
+            f"{diagnosed} (diagnosis below)"
+        )
     elif abs(auto_ratio - 1) > tol:
         bottleneck = rows[idx[len(idx) // 2]].bottleneck
         limit = _CHANNEL_LIMIT if "per-channel" in bottleneck else bottleneck
@@ -270,6 +293,93 @@ def _advice(
             f"model's limit there is {bottleneck}"
         )
     return tuple(advice)
+
+
+def _failure_curves(
+    scenario: Scenario, op: str, sizes: list[int]
+) -> dict[str, tuple[FailureMode, list[CollectiveTime]]]:
+    """Model ``sizes`` under each failure mode that applies to the design (by its key).
+
+    The same scenario with each mode's keys (:func:`misconfigured`); a mode the design
+    refuses or already has, or under which ``op`` cannot run, is left out.
+    """
+    out = {}
+    for mode in checkable_modes():
+        s = misconfigured(scenario, mode)
+        if s is None:
+            continue
+        try:
+            ctx = FabricContext.from_scenario(s)
+            out[mode.key] = (mode, times_from_models(algo_models(ctx, op, "auto"), sizes, "auto"))
+        except FabricModelError:
+            continue
+    return out
+
+
+def _diagnose(
+    rows: list[SizeComparison],
+    failures: dict[str, tuple[FailureMode, list[CollectiveTime]]],
+    alternatives: dict[str, list[CollectiveTime]],
+    measured_us: list[float],
+    tol: float,
+) -> tuple[tuple[str, ...], str]:
+    """Name the failure mode whose modelled curve the log follows (signature from the model).
+
+    Over the bandwidth-bound sizes (all sizes if none is), each mode's fit is the median of
+    model / measured time. A mode is named when the healthy model misses the log by more
+    than the tolerance, the mode lands within it, closer than the healthy model and than
+    every NCCL setting (an ``NCCL_ALGO`` or ``NCCL_PROTO`` run explains it otherwise: the
+    advice says so), and its curve has the log's shape: the largest departure of a size's
+    ratio from the median (in log terms) is no larger than the healthy model's, give or take
+    a third of the tolerance for noise. A log uniformly at half the healthy model is a slow
+    cluster, not GPUDirect RDMA off, whose flat host-staged ceiling bends the curve at the
+    middle sizes. Other modes within the band are named as also consistent.
+    """
+    if not failures:
+        return (), ""
+    idx = [i for i, r in enumerate(rows) if r.regime == "bandwidth-bound"] or list(range(len(rows)))
+    healthy = statistics.median([rows[i].ratio for i in idx])
+    if abs(healthy - 1) <= tol:
+        return (), ""
+
+    def fit(curve: list[CollectiveTime]) -> float:
+        return statistics.median([curve[i].time_us / measured_us[i] for i in idx])
+
+    def shape(ratios: list[float]) -> float:
+        mid = math.log(statistics.median(ratios))
+        return max(abs(math.log(r) - mid) for r in ratios)
+
+    slack = shape([rows[i].ratio for i in idx]) + tol / 3
+    fits = {
+        k: fit(curve)
+        for k, (_, curve) in failures.items()
+        if shape([curve[i].time_us / measured_us[i] for i in idx]) <= slack
+    }
+    if not fits:
+        return (), ""
+    best = min(fits, key=lambda k: abs(math.log(fits[k])))
+    ratio = fits[best]
+    settings = [abs(math.log(fit(c))) for c in alternatives.values()]
+    if abs(ratio - 1) > tol or abs(math.log(ratio)) >= abs(math.log(healthy)):
+        return (), ""
+    if settings and min(settings) < abs(math.log(ratio)):
+        return (), ""
+    mode = failures[best][0]
+    line = (
+        f"the bandwidth-bound sizes follow the model with {mode.label} (measured / model "
+        f"{ratio:.2f}, against {healthy:.2f} for the healthy design): {mode.check}"
+    )
+    also = sorted(
+        (k for k in fits if k != best and abs(fits[k] - 1) <= tol),
+        key=lambda k: abs(math.log(fits[k])),
+    )
+    out = [line]
+    if also:
+        out.append(
+            "also consistent with: "
+            + "; ".join(f"{failures[k][0].label} ({fits[k]:.2f})" for k in also)
+        )
+    return tuple(out), best
 
 
 _RANK_ORIGINS = {
@@ -366,6 +476,7 @@ def compare_log(
     ctx = FabricContext.from_scenario(scenario)
     model = times_from_models(algo_models(ctx, log.op, "auto"), sizes, "auto")
     alternatives = _alternatives(ctx, log.op, sizes)
+    failures = _failure_curves(scenario, log.op, sizes)
     out: list[SizeComparison] = []
     for meas, mod in zip(rows_in, model, strict=True):
         mod_busbw = mod.busbw_GBps
@@ -376,6 +487,8 @@ def compare_log(
         measured_us = float(meas.oop_time_us or "nan")
         fit = {a: c[len(out)].time_us / measured_us for a, c in alternatives.items()}
         best = min(fit, key=lambda a: abs(math.log(fit[a]))) if fit else ""
+        f_fit = {k: c[len(out)].time_us / measured_us for k, (_, c) in failures.items()}
+        f_best = min(f_fit, key=lambda k: abs(math.log(f_fit[k]))) if f_fit else ""
         out.append(
             SizeComparison(
                 size_bytes=meas.size_bytes,
@@ -394,9 +507,21 @@ def compare_log(
                 measured_p99_busbw_GBps=meas.oop_p99_busbw_GBps,
                 best_match_algo=best,
                 best_match_ratio=fit.get(best, math.nan),
+                failure_match=f_best,
+                failure_match_ratio=f_fit.get(f_best, math.nan),
             )
         )
-    advice = _advice(out, alternatives, [r.measured_time_us for r in out], tolerance)
+    measured = [r.measured_time_us for r in out]
+    diagnosis, key = _diagnose(out, failures, alternatives, measured, tolerance)
+    label = failures[key][0].label if key else None
+    advice = _advice(out, alternatives, measured, tolerance, label)
     return LogComparison(
-        log.op, scenario.cluster.n_gpus, tuple(out), tuple(notes), advice, n_ranks_source=origin
+        log.op,
+        scenario.cluster.n_gpus,
+        tuple(out),
+        tuple(notes),
+        advice,
+        n_ranks_source=origin,
+        diagnosis=diagnosis,
+        diagnosis_key=key,
     )
