@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fabric_model._fastpaths import fast_paths
 from fabric_model.catalog import FrozenMap, load_catalog
-from fabric_model.collectives import FabricContext, symmetry
+from fabric_model.collectives import FabricContext
 from fabric_model.errors import InfeasibleDesignError, ScenarioError
 from fabric_model.plant.design import build_topology
 from fabric_model.routing import route
@@ -215,7 +216,7 @@ def _radix_8_ctx(**kw: object) -> FabricContext:
 
 
 @pytest.mark.parametrize("rail", [False, True], ids=["direct", "rail-aligned"])
-def test_orbit_solve_equals_every_class_on_four_tiers(rail: bool, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_orbit_solve_equals_every_class_on_four_tiers(rail: bool) -> None:
     ctx = _radix_8_ctx()
     assert ctx.topology.tiers == 4
     n, d, m = ctx.n_ranks, ctx.domain, ctx.n_domains
@@ -224,8 +225,7 @@ def test_orbit_solve_equals_every_class_on_four_tiers(rail: bool, monkeypatch) -
     else:
         comps = [ctx.rank_endpoint(np.arange(n, dtype=np.int64), k) for k in range(ctx.nics)]
     sym, n_sym = ctx.solve_all_to_all(comps, full=True)
-    with monkeypatch.context() as mp:
-        mp.setattr(symmetry, "ENABLED", False)
+    with fast_paths(symmetry=False):
         full, n_full = ctx.solve_all_to_all(comps, full=True)
     assert n_sym < n_full
     assert sym.rate_Bps == pytest.approx(full.rate_Bps, rel=1e-9)

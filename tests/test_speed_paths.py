@@ -5,14 +5,17 @@
 - Adaptive fat-tree routing by path slots (``ColumnRouted``) against the path matrix.
 - The max-min solve's first round (``collectives/first_round.py``): the smallest rate, the
   flow ``argmin`` picks and the link that froze it, against the full solve (hypothesis).
-- Whole collectives and training steps with every fast path on and off, and the
-  communicator cache shared between layouts of one group shape (``training/fabric.py``).
+- Whole collectives and training steps with every fast path on, against each shortcut of
+  :class:`~fabric_model._fastpaths.FastPaths` off alone and all of them off (a shortcut
+  declared there is tested here the moment it exists), and the communicator cache shared
+  between layouts of one group shape (``training/fabric.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,6 +24,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fabric_model._fastpaths import NAMES, FastPaths, consulted, fast_paths, reference_paths
+from fabric_model.caching import clear_caches as clear_every_cache
 from fabric_model.collectives import collective, context, first_round
 from fabric_model.collectives.context import FabricContext
 from fabric_model.flows import FlowSet, solve_maxmin
@@ -28,6 +33,7 @@ from fabric_model.presets import load_preset
 from fabric_model.routing import fat_tree, rail_only, route
 from fabric_model.routing.base import ColumnRouted, RoutedFlows
 from fabric_model.scenario import Scenario, apply_overrides
+from fabric_model.topology import _reference as topo_reference
 from fabric_model.topology import base as topo_base
 from fabric_model.topology import fat_tree as topo_fat_tree
 from fabric_model.topology._kernels import stable_order_by_key
@@ -107,8 +113,7 @@ def test_ecmp_walk_equals_the_reference(
     dst = pick.integers(0, topo.n_endpoints, n)
     rng_fast, rng_ref = np.random.default_rng(seed), np.random.default_rng(seed)
     fast = route(topo, src, dst, "ecmp", ctx.capacity_Bps, qps=qps, rng=rng_fast)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fat_tree, "KERNEL_ENABLED", False)
+    with fast_paths(ecmp_kernel=False):
         ref = route(topo, src, dst, "ecmp", ctx.capacity_Bps, qps=qps, rng=rng_ref)
     _same_flows(fast, ref)
     assert rng_fast.bit_generator.state == rng_ref.bit_generator.state  # rng left alike
@@ -376,7 +381,9 @@ SCENARIOS = {
     "spectrum-x 3-tier": ("dgx-h100-spectrum-x", {"cluster.n_gpus": 4096, "fabric.tiers": 3}),
     "rail-only": ("dgx-h100-ib-ndr", {"fabric.topology": "rail-only", "fabric.tiers": "auto"}),
     "dragonfly+": ("dragonfly-plus-16k", {"cluster.n_gpus": 2048}),
-    "torus": ("torus-3d-4k", {}),
+    # 1,024 GPUs: the all-to-all by orbits (127 flows) against every class (16,384); on the
+    # preset's 4,096 the every-class reference takes seconds
+    "torus": ("torus-3d-4k", {"cluster.n_gpus": 1024}),
     "degraded nic": ("dgx-h100-ib-ndr", {"what_if.degraded_link_factor": 0.5}),
 }
 
@@ -403,25 +410,85 @@ def _equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-@pytest.mark.parametrize("name", list(SCENARIOS))
-def test_fast_paths_give_the_reference_results(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+def _close(a: Any, b: Any, rel: float) -> bool:
+    """:func:`_equal`, floats within ``rel`` of each other (``rel = 0``: bit for bit)."""
+    if not rel:
+        return _equal(a, b)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k], rel) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_close(x, y, rel) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=rel, abs_tol=0.0) or (math.isnan(a) and math.isnan(b))
+    return bool(a == b)
+
+
+#: How close each shortcut's results are to its reference's: bit for bit, or the ``rel_tol``
+#: its field declares (the orbit solve sums in another order).
+REL_TOL = {f.name: float(f.metadata.get("rel_tol", 0.0)) for f in dataclasses.fields(FastPaths)}
+INEXACT = tuple(name for name, tol in REL_TOL.items() if tol)
+#: Each shortcut is switched off alone on the first of these that takes it (the quickest
+#: first); every scenario switches all of them off at once.
+ALONE_ON = (
+    "degraded nic",
+    "spectrum-x 3-tier",
+    "rail-only",
+    "dragonfly+",
+    "torus",
+    "roce ecmp 2-tier",
+    "roce ecmp 3-tier, MoE skew",
+    "ib ecmp partial pod",
+)
+CASES = [(name, "first that takes it") for name in NAMES]
+CASES += [("all off", scenario) for scenario in SCENARIOS]
+
+_RESULTS: dict[tuple[tuple[str, ...], str], Any] = {}
+#: The shortcuts each scenario takes (read, with every shortcut on).
+_TAKEN: dict[str, frozenset[str]] = {}
+
+
+def _scenario(name: str) -> Scenario:
     preset, over = SCENARIOS[name]
-    s = apply_overrides(load_preset(preset), over)
-    fast = _results(s)
-    monkeypatch.setattr(first_round, "ENABLED", False)
-    monkeypatch.setattr(fat_tree, "KERNEL_ENABLED", False)
-    monkeypatch.setattr(context, "SEED_SHORTCUT", False)
-    monkeypatch.setattr(context, "ROUTE_CACHE_MIN_CONNECTIONS", 2**62)
-    monkeypatch.setattr(rail_only, "CACHE_ENABLED", False)
-    monkeypatch.setattr(topo_base, "FAST_OUT_ORDER", False)
-    monkeypatch.setattr(topo_base, "FAST_PAIR_COUNTS", False)
-    monkeypatch.setattr(topo_fat_tree, "POD_LAYOUT_CACHE", False)
-    monkeypatch.setattr(topo_fat_tree, "FAST_GROUPS", False)
-    monkeypatch.setattr(training_layout, "FAST_SLOWEST_GROUP", False)
-    monkeypatch.setattr(training_layout, "FAST_PHYSICAL", False)
-    reference = _results(s)
-    clear_caches()
-    assert _equal(fast, reference)
+    return apply_overrides(load_preset(preset), over)
+
+
+def _results_with(off: tuple[str, ...], name: str) -> Any:
+    """``name``'s results with the shortcuts ``off`` off (from a cold start), computed once."""
+    if (off, name) not in _RESULTS:
+        if off:
+            with fast_paths(**dict.fromkeys(off, False)):  # empties every cache in and out
+                _RESULTS[off, name] = _results(_scenario(name))
+        else:
+            with consulted() as read:
+                _RESULTS[off, name] = _results(_scenario(name))
+            _TAKEN[name] = frozenset(read)
+    return _RESULTS[off, name]
+
+
+def _taken(name: str) -> frozenset[str]:
+    _results_with((), name)
+    return _TAKEN[name]
+
+
+@pytest.mark.parametrize(("switch", "name"), CASES)
+def test_fast_paths_give_the_reference_results(
+    monkeypatch: pytest.MonkeyPatch, switch: str, name: str
+) -> None:
+    """Every collective row and the step with shortcuts off, from cold caches."""
+    if switch != "all off":  # a shortcut declared in FastPaths is taken by some scenario
+        name = next(s for s in ALONE_ON if switch in _taken(s))
+        fast = _results_with((), name)
+        assert _close(fast, _results_with((switch,), name), REL_TOL[switch])
+        return
+    fast = _results_with((), name)
+    monkeypatch.setattr(context, "ROUTE_CACHE_MIN_CONNECTIONS", 2**62)  # no pattern kept
+    with reference_paths():  # empties every cache on the way in and out
+        reference = _results(_scenario(name))
+    assert _close(fast, reference, max(REL_TOL.values()))
+    # the exact shortcuts all off give bit for bit what they give on (the others off in both;
+    # a shortcut not taken gives its reference's result by construction)
+    baseline = _results_with(tuple(sorted(_taken(name) & set(INEXACT))), name)
+    assert _equal(baseline, reference)
 
 
 def test_kept_routes_and_seed_free_patterns_give_the_reference_steps(
@@ -439,17 +506,17 @@ def test_kept_routes_and_seed_free_patterns_give_the_reference_steps(
     fast = [training_step(s).to_dict() for s in skews]  # the skews reuse the uniform's routes
     assert context._ROUTES
     monkeypatch.setattr(context, "ROUTE_CACHE_MIN_CONNECTIONS", 2**62)
-    monkeypatch.setattr(context, "SEED_SHORTCUT", False)
     reference = []
-    for s in skews:
-        clear_caches()
-        reference.append(training_step(s).to_dict())
+    with fast_paths(seed_shortcut=False):
+        for s in skews:
+            clear_caches()
+            reference.append(training_step(s).to_dict())
     context.clear_route_cache()
     clear_caches()
     assert _equal(fast, reference)
 
 
-def test_a_same_leaf_pattern_solves_alike_for_every_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_same_leaf_pattern_solves_alike_for_every_seed() -> None:
     ctx = _design("3-tier roce 7:1")
     leaf = fat_tree._layout(ctx.topology)["leaf_of_e"]
     ep = np.flatnonzero(leaf == leaf[0])
@@ -459,10 +526,10 @@ def test_a_same_leaf_pattern_solves_alike_for_every_seed(monkeypatch: pytest.Mon
     demand = np.linspace(0.5, 2.0, src.size)
     fast = [ctx._solve(src, dst, d) for d in (None, demand)]
     full = ctx._solve(src, dst, None, full=True)
-    monkeypatch.setattr(context, "SEED_SHORTCUT", False)
-    reference = [ctx._solve(src, dst, d) for d in (None, demand)]
-    assert fast == reference  # deferred means, solved in full on comparing
-    ref_full = ctx._solve(src, dst, None, full=True)
+    with fast_paths(seed_shortcut=False):
+        reference = [ctx._solve(src, dst, d) for d in (None, demand)]
+        assert fast == reference  # deferred means, solved in full on comparing
+        ref_full = ctx._solve(src, dst, None, full=True)
     assert np.array_equal(full.min_rate_Bps, ref_full.min_rate_Bps)
     assert (full.mean_rate_Bps, full.bottleneck, full.mean_switch_hops) == (
         ref_full.mean_rate_Bps,
@@ -622,8 +689,10 @@ def test_the_counting_sort_is_numpys_stable_argsort(n_keys: int, keys: list[int]
     """``FabricGraph.out_indptr_indices``'s counting sort: the stable argsort, ties in order."""
     arr = np.array([k % n_keys for k in keys], dtype=np.int32)
     fast = stable_order_by_key(arr, n_keys)
+    ref = topo_reference.stable_order_by_key(arr, n_keys)  # what the shortcut off runs
     assert fast.dtype == np.int32
-    assert np.array_equal(fast, np.argsort(arr, kind="stable").astype(np.int32))
+    assert np.array_equal(ref, np.argsort(arr, kind="stable").astype(np.int32))
+    assert np.array_equal(fast, ref)
 
 
 @settings(max_examples=80, deadline=None, derandomize=True)
@@ -687,17 +756,23 @@ def _build(name: str) -> FabricContext:
     return FabricContext.from_scenario(apply_overrides(load_preset(preset), over))
 
 
+def _built(ctx: FabricContext) -> tuple[Any, Any, tuple[np.ndarray, np.ndarray]]:
+    """What a build computes, evaluated now (some of it is computed on first use)."""
+    topo = ctx.topology
+    return topo.counts(), dict(topo.hop_histogram), topo.graph.out_indptr_indices
+
+
 @pytest.mark.parametrize("name", list(BUILDS))
-def test_fast_fabric_builds_equal_the_reference(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+def test_fast_fabric_builds_equal_the_reference(name: str) -> None:
     """Hop histograms, counts and the outgoing-link CSR with the fast paths on and off."""
     fast = _build(name)
-    monkeypatch.setattr(topo_base, "FAST_OUT_ORDER", False)
-    monkeypatch.setattr(topo_base, "FAST_PAIR_COUNTS", False)
-    monkeypatch.setattr(topo_fat_tree, "POD_LAYOUT_CACHE", False)
-    monkeypatch.setattr(topo_fat_tree, "FAST_GROUPS", False)
-    ref = _build(name)
-    assert fast.topology.counts() == ref.topology.counts()
-    assert dict(fast.topology.hop_histogram) == dict(ref.topology.hop_histogram)
+    fast_counts, fast_hops, fast_csr = _built(fast)
+    # the kernels and pair-count runs off; the kept pod layouts emptied on the way in
+    with fast_paths(out_order_kernel=False, pair_count_runs=False):
+        ref = _build(name)
+        ref_counts, ref_hops, ref_csr = _built(ref)
+    assert fast_counts == ref_counts
+    assert fast_hops == ref_hops
     for f in ("link_src", "link_dst", "link_capacity_Bps", "link_class", "node_tier"):
         assert np.array_equal(getattr(fast.topology.graph, f), getattr(ref.topology.graph, f))
     g = fast.topology.graph
@@ -705,9 +780,7 @@ def test_fast_fabric_builds_equal_the_reference(monkeypatch: pytest.MonkeyPatch,
         even = np.arange(g.n_links) % 2 == 0
         expected = np.flatnonzero((g.link_class == cls) & even)
         assert np.array_equal(fat_tree._cables_of_class(g, cls), expected)
-    for a, b in zip(
-        fast.topology.graph.out_indptr_indices, ref.topology.graph.out_indptr_indices, strict=True
-    ):
+    for a, b in zip(fast_csr, ref_csr, strict=True):
         assert a.dtype == b.dtype
         assert np.array_equal(a, b)
 
@@ -718,11 +791,8 @@ def test_port_groups_by_unique_equal_the_counter(ports: list[int]) -> None:
     """``fat_tree._groups``: NumPy's unique counts give the Python counter's groups."""
     arr = np.array(ports, dtype=np.int64)
     fast = topo_fat_tree._groups("spine", arr)
-    topo_fat_tree.FAST_GROUPS = False
-    try:
-        ref = topo_fat_tree._groups("spine", arr)
-    finally:
-        topo_fat_tree.FAST_GROUPS = True
+    counts = Counter(int(p) for p in arr if p > 0)  # the reference: count in Python
+    ref = tuple(topo_base.PortGroup("spine", p, n) for p, n in sorted(counts.items(), reverse=True))
     assert fast == ref
     assert all(type(g.ports_per_switch) is int and type(g.n_switches) is int for g in fast)
 
@@ -744,9 +814,7 @@ def test_a_kept_pod_layout_is_the_computed_one() -> None:
 
 
 @pytest.mark.parametrize("policy", ["adaptive", "ecmp", "dmodk"])
-def test_cached_rail_parts_route_as_rebuilt_ones(
-    monkeypatch: pytest.MonkeyPatch, policy: str
-) -> None:
+def test_cached_rail_parts_route_as_rebuilt_ones(policy: str) -> None:
     """The per-fabric cache of the rails' fat-trees routes every pattern as a rebuild does."""
     ctx = _build("rail-only")
     topo, cap = ctx.topology, ctx.capacity_Bps
@@ -757,16 +825,19 @@ def test_cached_rail_parts_route_as_rebuilt_ones(
     keep = dst < n_e
     src, dst = src[keep], dst[keep]
 
-    def routed() -> list[Any]:
+    def routed(rebuild: bool) -> list[Any]:
         out = []
-        for _ in range(2):  # the second call reads the cache
+        for _ in range(2):  # the second call reads the cache, unless emptied
+            if rebuild:
+                clear_every_cache()
             rf = route(topo, src, dst, policy, cap, rng=np.random.default_rng(7))
             out.append(rf)
         return out
 
-    fast, fast_members = routed(), rail_only.bundle_members(topo)
-    monkeypatch.setattr(rail_only, "CACHE_ENABLED", False)
-    ref, ref_members = routed(), rail_only.bundle_members(topo)
+    fast, fast_members = routed(rebuild=False), rail_only.bundle_members(topo)
+    ref = routed(rebuild=True)
+    clear_every_cache()
+    ref_members = rail_only.bundle_members(topo)
     for a, b in zip(fast_members, ref_members, strict=True):
         assert np.array_equal(a, b)
     for a, b in zip(fast, ref, strict=True):
@@ -797,11 +868,8 @@ def test_alike_groups_shortcut_equals_laying_out_every_group(
     ]
     for mem, off in cases:
         fast = training_layout._slowest_group(mem, off, dom)
-        training_layout.FAST_SLOWEST_GROUP = False
-        try:
+        with fast_paths(slowest_group=False):
             ref = training_layout._slowest_group(mem, off, dom)
-        finally:
-            training_layout.FAST_SLOWEST_GROUP = True
         assert fast == ref
 
 
@@ -831,14 +899,12 @@ def test_physical_endpoints_kernel_equals_the_numpy_expression(
     # offsets as the model keeps them (mod the cluster), and beyond or below it
     offsets = np.sort(pick.integers(-n_gpus, 3 * n_gpus, n_groups)).astype(np.int64)
     method = training_layout.GroupContext._physical
-    training_layout.PHYSICAL_KERNEL_MIN_ENTRIES = 0  # the kernel at every size
+    threshold = training_layout.PHYSICAL_KERNEL_MIN_ENTRIES
     try:
+        training_layout.PHYSICAL_KERNEL_MIN_ENTRIES = 0  # the kernel at every size
         fast = method(probe, logical, offsets)  # type: ignore[arg-type]
-    finally:
-        training_layout.PHYSICAL_KERNEL_MIN_ENTRIES = 65_536
-    training_layout.FAST_PHYSICAL = False
-    try:
+        training_layout.PHYSICAL_KERNEL_MIN_ENTRIES = 2**62  # the NumPy expression
         ref = method(probe, logical, offsets)  # type: ignore[arg-type]
     finally:
-        training_layout.FAST_PHYSICAL = True
+        training_layout.PHYSICAL_KERNEL_MIN_ENTRIES = threshold
     assert fast.dtype == np.int64 and np.array_equal(fast, ref)

@@ -14,12 +14,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fabric_model._fastpaths import fast_paths
 from fabric_model.collectives import (
     AlgorithmUnavailableError,
     FabricContext,
     algo_models,
     collective,
-    symmetry,
 )
 from fabric_model.collectives.switchless import node_link_bound_Bps, torus_phase_times
 from fabric_model.plant.cost import bill_of_materials
@@ -161,12 +161,12 @@ def _components(ctx: FabricContext, rail: bool) -> list[np.ndarray]:
     ],
 )
 @pytest.mark.parametrize("rail", [False, True])
-def test_symmetry_equals_the_full_class_solve(kw, rail, monkeypatch):
+def test_symmetry_equals_the_full_class_solve(kw, rail):
     """The aggregation error of the orbit solve against every class, where both run."""
     ctx = ctx_of(**kw)
     sym, n_sym = ctx.solve_all_to_all(_components(ctx, rail))
-    monkeypatch.setattr(symmetry, "ENABLED", False)
-    full, n_full = ctx.solve_all_to_all(_components(ctx, rail))
+    with fast_paths(symmetry=False):
+        full, n_full = ctx.solve_all_to_all(_components(ctx, rail))
     assert n_sym < n_full
     assert sym.rate_Bps == pytest.approx(full.rate_Bps, rel=1e-9)
     assert sym.mean_rate_Bps == pytest.approx(full.mean_rate_Bps, rel=1e-9)
@@ -174,13 +174,13 @@ def test_symmetry_equals_the_full_class_solve(kw, rail, monkeypatch):
     # the bottleneck name is not compared: leaf-up and leaf-down bundles saturate together
 
 
-def test_a_partial_dragonfly_group_is_solved_by_group(monkeypatch):
+def test_a_partial_dragonfly_group_is_solved_by_group():
     ctx = ctx_of(
         fabric__topology="dragonfly-plus", cluster__n_gpus=4096, fabric__oversubscription=3
     )  # 88 leaves: the third group has 24 of 32 (more in tests/test_symmetry_fat_tree.py)
     sym, n_sym = ctx.solve_all_to_all(_components(ctx, False))
-    monkeypatch.setattr(symmetry, "ENABLED", False)
-    full, n_full = ctx.solve_all_to_all(_components(ctx, False))
+    with fast_paths(symmetry=False):
+        full, n_full = ctx.solve_all_to_all(_components(ctx, False))
     assert n_sym < n_full and sym.rate_Bps == pytest.approx(full.rate_Bps, rel=1e-9)
 
 

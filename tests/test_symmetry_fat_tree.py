@@ -1,7 +1,7 @@
 """The orbit solve of a uniform all-to-all on fat-trees, rail-only fabrics, planes, dragonfly+.
 
 :mod:`fabric_model.collectives.symmetry` solves one flow per orbit of flow classes; here it is
-held equal (1e-9) to the full class solve (``symmetry.ENABLED = False``) on designs where
+held equal (1e-9) to the full class solve (``fast_paths(symmetry=False)``) on designs where
 both run, and to an explicit solve of every connection over separate plane copies. Where the
 build is not uniform (a partial pod or scalable unit, a degraded link, a switch down) it
 falls back to every class.
@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fabric_model._fastpaths import fast_paths
 from fabric_model.collectives import FabricContext, symmetry
 from fabric_model.flows import FlowSet, solve_maxmin
 from fabric_model.routing import route
@@ -38,10 +39,9 @@ def components(ctx: FabricContext, rail: bool) -> list[np.ndarray]:
     return [ctx.rank_endpoint(gpu, k) for k in range(ctx.nics)]
 
 
-def both(ctx: FabricContext, rail: bool, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def both(ctx: FabricContext, rail: bool):  # type: ignore[no-untyped-def]
     sym, n_sym = ctx.solve_all_to_all(components(ctx, rail), full=True)
-    with monkeypatch.context() as mp:
-        mp.setattr(symmetry, "ENABLED", False)
+    with fast_paths(symmetry=False):
         full, n_full = ctx.solve_all_to_all(components(ctx, rail), full=True)
     return sym, n_sym, full, n_full
 
@@ -141,18 +141,18 @@ SYMMETRIC = [
 
 @pytest.mark.parametrize("kw", SYMMETRIC)
 @pytest.mark.parametrize("rail", [False, True], ids=["direct", "rail-aligned"])
-def test_orbit_solve_equals_every_class(kw, rail, monkeypatch):
+def test_orbit_solve_equals_every_class(kw, rail):
     ctx = ctx_of(**kw)
     if not rail and ctx.topology.family == "rail-only":
         pytest.skip("rail-only runs the rail-aligned all-to-all only")
-    sym, n_sym, full, n_full = both(ctx, rail, monkeypatch)
+    sym, n_sym, full, n_full = both(ctx, rail)
     assert n_sym < n_full
     assert_equal(sym, full)
 
 
-def test_one_source_leaf_on_a_full_fat_tree(monkeypatch):
+def test_one_source_leaf_on_a_full_fat_tree():
     ctx = ctx_of(cluster__n_gpus=4096)  # 128 leaves
-    _, n_sym, _, n_full = both(ctx, False, monkeypatch)
+    _, n_sym, _, n_full = both(ctx, False)
     assert (n_sym, n_full) == (128, 128**2)
 
 
@@ -181,9 +181,9 @@ def test_one_source_leaf_on_a_full_fat_tree(monkeypatch):
         ),
     ],
 )
-def test_a_non_uniform_build_solves_every_class(kw, monkeypatch):
+def test_a_non_uniform_build_solves_every_class(kw):
     ctx = ctx_of(**kw)
-    sym, n_sym, full, n_full = both(ctx, False, monkeypatch)
+    sym, n_sym, full, n_full = both(ctx, False)
     assert n_sym == n_full
     assert_equal(sym, full)
 
@@ -208,11 +208,8 @@ def test_orbit_solve_equals_every_class_on_random_fat_trees(
         fabric__rail_optimized=rail_optimized,
     )
     sym, _ = ctx.solve_all_to_all(components(ctx, rail), full=True)
-    symmetry.ENABLED = False
-    try:
+    with fast_paths(symmetry=False):
         full, _ = ctx.solve_all_to_all(components(ctx, rail), full=True)
-    finally:
-        symmetry.ENABLED = True
     assert_equal(sym, full)
 
 

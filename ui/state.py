@@ -471,14 +471,16 @@ def sidebar_scenario() -> ScenarioState:
         st.caption(by_name[st.session_state[_PRESET_VALUE]])
         for key in SIDEBAR_KEYS[:_N_TOP]:
             _widget(key, _LABELS[key], catalog_gpus)
-        with st.expander("Servers and rails"):
+        # popovers, not expanders: a closed popover's widgets are not drawn in the browser
+        # (a collapsed expander's are, hidden), so a first visit draws 11 widgets fewer
+        with st.popover("Servers and rails", width="stretch"):
             for key in SIDEBAR_KEYS[_N_TOP:_N_FABRIC]:
                 _widget(key, _LABELS[key], catalog_gpus)
-        with st.expander("Model and parallelism"):
+        with st.popover("Model and parallelism", width="stretch"):
             for key in SIDEBAR_KEYS[_N_FABRIC:_N_OCS]:
                 _widget(key, _LABELS[key], catalog_gpus)
         if st.session_state[_VALUES]["fabric.topology"] == "ocs":
-            with st.expander("Optical circuit switches"):
+            with st.popover("Optical circuit switches", width="stretch"):
                 for key in SIDEBAR_KEYS[_N_OCS:]:
                     _widget(key, _LABELS[key], catalog_gpus)
     for message in st.session_state.pop("url_errors", []):

@@ -40,6 +40,7 @@ import numpy as np
 from fabric_model.collectives import switchless
 from fabric_model.collectives.context import FabricContext, PatternResult
 from fabric_model.collectives.model import AlgoModel, AlgorithmUnavailableError, bus_factor
+from fabric_model.collectives.terms import assemble, latencies, nvlink_ring_Bps, ring_channels
 from fabric_model.collectives.transport import overload
 
 __all__ = [
@@ -69,31 +70,6 @@ class ModelLimitError(AlgorithmUnavailableError):
 ALLTOALL_MAX_CONNECTIONS = 300_000
 
 
-def _latencies(
-    ctx: FabricContext,
-    algo_key: str,
-    protocols: tuple[str, ...],
-    steps_intra: float,
-    steps_inter: float,
-    hops: float,
-    *,
-    base: bool = True,
-    per_step_floor: bool = True,
-) -> dict[str, float]:
-    """NCCL latency: base + intra steps x NVLink hwLat + inter steps x (NET hwLat + path)."""
-    c = ctx.constants
-    out = {}
-    path = ctx.path_latency_us(hops)
-    for p in protocols:
-        intra = c["hw_latency_us"]["nvlink"][algo_key][p]
-        if per_step_floor and steps_inter > 0:  # multi-node: per-step network overhead floor
-            intra = max(intra, 3.0 if p == "Simple" else 1.0)
-        inter = c["hw_latency_us"]["net"][algo_key][p] + path
-        b = c["base_latency_us"][algo_key][p] if base else 0.0
-        out[p] = b + steps_intra * intra + steps_inter * inter
-    return out
-
-
 def _tree_channel_cap_Bps(ctx: FabricContext, key: str) -> float:
     """NCCL's per-channel cap on tree / NVLS-Tree all-reduce bus bandwidth, bytes/s.
 
@@ -121,89 +97,6 @@ def _per_channel_cap_Bps(ctx: FabricContext, key: str, channel_fraction: float) 
     return ring_channels(ctx) * channel_fraction * float(value) * 1e9
 
 
-def _common(
-    ctx: FabricContext,
-    op: str,
-    algo: str,
-    intra: float,
-    inter: PatternResult | None,
-    inter_scale: float,
-    latency: dict[str, float],
-    cap_Bps: float = math.inf,
-    fan: tuple[int, float] = (1, 1.0),
-    port_weight: float = 1.0,
-    **kw: object,
-) -> AlgoModel:
-    """Assemble the model: busbw = min(NVLink side, network side x scale, protocol cap).
-
-    ``fan`` is the pattern's incast (:func:`fabric_model.collectives.transport.overload`:
-    connections into its worst port and their start rates over the port's rate); where the
-    NIC link binds the network side and the transport models that incast, the model carries
-    it (:attr:`AlgoModel.incast`), the port receiving ``fan_in x port_weight`` of a
-    connection's bytes per phase. A pattern over the network carries the flapping link's
-    stall (:attr:`FabricContext.stall_fraction`).
-    """
-    c = ctx.constants
-    if inter is None:
-        inter_bw = math.inf
-        seeds = np.array([math.inf])
-        bottleneck = "nvlink"
-    else:
-        eff = c["net_efficiency"]
-        seeds = inter.min_rate_Bps * inter_scale * eff
-        inter_bw = float(seeds.mean())
-        bottleneck = "nvlink" if intra <= inter_bw else inter.bottleneck
-    nic_bound = inter is not None and inter.bottleneck in ("nic-leaf", "nic")
-    if (
-        inter is not None
-        and bottleneck in ("nic-leaf", "nic")
-        and ctx.host_limited
-        and ctx.scenario.what_if.degraded_link_factor >= 1.0
-    ):  # else the degraded NIC binds
-        bottleneck = ctx.host_label
-    extra: dict[str, object] = {}
-    if inter is not None:
-        extra["stall_fraction"] = ctx.stall_fraction
-        model = ctx.incast_model(fan[0], fan[1], inter.mean_switch_hops) if nic_bound else None
-        if model is not None:
-            extra["incast"] = model
-            extra["incast_port_bytes"] = (
-                fan[0] * port_weight * bus_factor(op, ctx.n_ranks) / (inter_scale)
-            )
-    if cap_Bps < min(intra, inter_bw):
-        bottleneck = "tree channels (NCCL per-channel cap)"
-    intra = min(intra, cap_Bps)
-    busbw = min(intra, inter_bw)
-    lo, hi = float(min(intra, seeds.min())), float(min(intra, seeds.max()))
-    family = "tree" if algo == "tree" else "ring"
-    factors, caps = _protocol_terms(ctx, family)
-    return AlgoModel(
-        op=op,
-        algo=algo,
-        n_ranks=ctx.n_ranks,
-        busbw_Bps=busbw,
-        busbw_range_Bps=(lo, hi),
-        busbw_seeds_Bps=tuple(float(min(intra, b)) for b in seeds) if inter is not None else (),
-        intra_Bps=intra,
-        inter_Bps=inter_bw,
-        bottleneck=bottleneck,
-        latency_us=latency,
-        protocol_bw_factor=factors,
-        protocol_cap_Bps=caps,
-        mean_switch_hops=inter.mean_switch_hops if inter else 0.0,
-        **extra,  # type: ignore[arg-type]
-        **kw,  # type: ignore[arg-type]
-    )
-
-
-def ring_channels(ctx: FabricContext) -> int:
-    """Channels a ring runs with: two per NIC that leaves the domain, or all on one node."""
-    c = ctx.constants
-    if ctx.n_domains > 1:  # NCCL_MAX_NCHANNELS below two per NIC: fewer channels on one NIC
-        return int(min(c["max_channels"], ctx.nics_used_per_domain * c["channels_per_nic"]))
-    return int(max(1, c["max_channels"] // c["channels_per_nic"]))
-
-
 def _tuner_ring_busbw_Bps(ctx: FabricContext) -> float:
     """Return the ring's Simple bus bandwidth in NCCL's tuner across domains, bytes/s.
 
@@ -214,7 +107,7 @@ def _tuner_ring_busbw_Bps(ctx: FabricContext) -> float:
     congestion nor its oversubscription.
     """
     nic = min(ctx.nic_Bps, ctx.nic_feed_Bps)
-    return min(ctx.nics_used_per_domain * nic, _nvlink_ring_Bps(ctx))
+    return min(ctx.nics_used_per_domain * nic, nvlink_ring_Bps(ctx))
 
 
 def _tuner_tree_busbw_Bps(ctx: FabricContext) -> float:
@@ -224,53 +117,9 @@ def _tuner_tree_busbw_Bps(ctx: FabricContext) -> float:
     channels (not the execution channels the delivered tree runs with), indexed by 1 node,
     2 nodes, more.
     """
-    base = _tuner_ring_busbw_Bps(ctx) if ctx.n_domains > 1 else _nvlink_ring_Bps(ctx)
+    base = _tuner_ring_busbw_Bps(ctx) if ctx.n_domains > 1 else nvlink_ring_Bps(ctx)
     cap = _per_channel_cap_Bps(ctx, "tree_per_channel_GBps", 1.0)
     return min(base * ctx.constants["tree_bw_factor"], cap)
-
-
-def _protocol_terms(ctx: FabricContext, family: str) -> tuple[dict[str, float], dict[str, float]]:
-    """NCCL's per-protocol bus-bandwidth factors and caps for a ring- or tree-family algorithm.
-
-    Notes
-    -----
-    ``tuning.cc`` (NCCL 2.30, ``ncclTopoTuneModel``): ring LL ``min(llMaxBw, 0.5 busBw)``,
-    ring LL128 ``min(0.92 busBw, nCh x perChMaxRingLL128Bw)``, tree LL
-    ``min(busBw / 3.8, llMaxBw)``, tree LL128 ``min(busBw x 120/128 (7/9 on one node),
-    nCh x perChMaxTreeLL128Bw)``. ``llMaxBw`` is compared with the collective's bus
-    bandwidth itself: 141 GB/s on one Hopper node, 39 GB/s on 2 nodes and 20.4 GB/s on more
-    (Intel hosts), whatever the GPUs per node. Algorithms outside the ring and tree families
-    (NVLS, SHARP, all-to-all) run Simple only, where no factor or cap applies.
-    """
-    c = ctx.constants
-    m = ctx.n_domains
-    factors = dict(c["protocol_bw_factor"][family])
-    if family == "tree" and m == 1:
-        factors["LL128"] = float(c["tree_ll128_one_node_factor"])
-    ll = c["ll_max_busbw_GBps"]
-    ll_cap = (
-        ll["one_node"].get(ctx.arch, math.inf)
-        if m == 1
-        else ll["multinode_intel"][0 if m == 2 else 1]
-    )
-    idx = 0 if m == 1 else 1 if m == 2 else 2
-    per_ch = c[f"{family}_ll128_per_channel_GBps"].get(ctx.arch)
-    channels = ring_channels(ctx) * (c["tree_channels_fraction"] if family == "tree" else 1.0)
-    ll128_cap = math.inf if per_ch is None else channels * float(per_ch[idx])
-    return factors, {"LL": ll_cap * 1e9, "LL128": ll128_cap * 1e9}
-
-
-def _nvlink_ring_Bps(ctx: FabricContext) -> float:
-    """Return an SM-driven ring's NVLink side, bytes/s.
-
-    The NVLink rate x NCCL's per-link efficiency, at most channels x NCCL's fastest
-    intra-node channel (``intra_per_channel_max_GBps``; binds with few channels,
-    ``nccl.max_channels``).
-    """
-    c = ctx.constants
-    per_ch = c.get("intra_per_channel_max_GBps", {}).get(ctx.arch)
-    cap = math.inf if per_ch is None else ring_channels(ctx) * float(per_ch) * 1e9
-    return min(ctx.nvlink_Bps * ctx.nvlink_efficiency, cap)
 
 
 def _ring_pattern(ctx: FabricContext, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -295,11 +144,11 @@ def ring_model(ctx: FabricContext, op: str) -> AlgoModel:
     steps = 2 * (n - 1) if op == "allreduce" else n - 1
     inter_steps = 2 * (m - 1) if op == "allreduce" else m - 1
     if m == 1:
-        lat = _latencies(ctx, "ring", protos, steps, 0, 0)
-        return _common(ctx, op, "ring", _nvlink_ring_Bps(ctx), None, 0, lat)
+        lat = latencies(ctx, "ring", protos, steps, 0, 0)
+        return assemble(ctx, op, "ring", nvlink_ring_Bps(ctx), None, 0, lat)
     k = ctx.nics_used_per_domain
     res = ctx.solve(*_ring_pattern(ctx, ctx.slots_spread(k)))
-    lat = _latencies(ctx, "ring", protos, steps - inter_steps, inter_steps, res.mean_switch_hops)
+    lat = latencies(ctx, "ring", protos, steps - inter_steps, inter_steps, res.mean_switch_hops)
     c = ctx.constants
     plateau = (
         dict(
@@ -309,11 +158,11 @@ def ring_model(ctx: FabricContext, op: str) -> AlgoModel:
         if op == "allreduce"
         else {}
     )
-    return _common(
+    return assemble(
         ctx,
         op,
         "ring",
-        _nvlink_ring_Bps(ctx),
+        nvlink_ring_Bps(ctx),
         res,
         k,
         lat,
@@ -369,14 +218,14 @@ def tree_model(ctx: FabricContext, op: str) -> AlgoModel:
         tree_correction=tuple(tuple(c["tree_correction"][p]) for p in protos),
         tree_correction_protocols=protos,
     )
-    intra = _nvlink_ring_Bps(ctx) * c["tree_bw_factor"]
+    intra = nvlink_ring_Bps(ctx) * c["tree_bw_factor"]
     cap = _tree_channel_cap_Bps(ctx, "tree_per_channel_GBps")
     # on a torus or hypercube NCCL's graph is the node's trunks, whose ring the model solves
     # (switchless.ring_model); the tuner's view of the tree there is not modelled: None
     corr["tuner_busbw_Bps"] = None if switchless.applies(ctx) else _tuner_tree_busbw_Bps(ctx)
     if m == 1:
-        lat = _latencies(ctx, "tree", protos, 2 * (d - 1), 0, 0)
-        return _common(ctx, op, "tree", intra, None, 0, lat, cap_Bps=cap, **corr)
+        lat = latencies(ctx, "tree", protos, 2 * (d - 1), 0, 0)
+        return assemble(ctx, op, "tree", intra, None, 0, lat, cap_Bps=cap, **corr)
     edges = _dtree_edges(m)
     k = ctx.nics_used_per_domain
     slots = ctx.slots_spread(k)
@@ -389,8 +238,8 @@ def tree_model(ctx: FabricContext, op: str) -> AlgoModel:
     fan = overload(src, dst) if ctx.models_incast else (1, 1.0)
     # each edge stream carries S / (2k); bus bandwidth = bus_factor x S / time
     scale = 2 * k * bus_factor(op, ctx.n_ranks)
-    lat = _latencies(ctx, "tree", protos, 2 * (d - 1), 2 * math.log2(m), res.mean_switch_hops)
-    model = _common(
+    lat = latencies(ctx, "tree", protos, 2 * (d - 1), 2 * math.log2(m), res.mean_switch_hops)
+    model = assemble(
         ctx,
         op,
         "tree",
@@ -430,13 +279,13 @@ def hierarchical_model(ctx: FabricContext, op: str) -> AlgoModel:
     m, d, n = ctx.n_domains, ctx.domain, ctx.n_ranks
     protos = ("LL", "LL128", "Simple")
     # reduce-scatter + all-gather over NVLink: each GPU sends 2 (D-1)/D x S
-    intra = bus_factor(op, n) / (2.0 * (d - 1) / d) * _nvlink_ring_Bps(ctx) if d > 1 else math.inf
+    intra = bus_factor(op, n) / (2.0 * (d - 1) / d) * nvlink_ring_Bps(ctx) if d > 1 else math.inf
     if m == 1:
-        lat = _latencies(ctx, "ring", protos, 2 * (d - 1), 0, 0)
-        return _common(ctx, op, "hierarchical", intra, None, 0, lat)
+        lat = latencies(ctx, "ring", protos, 2 * (d - 1), 0, 0)
+        return assemble(ctx, op, "hierarchical", intra, None, 0, lat)
     res, scale = _shard_ring(ctx)
-    lat = _latencies(ctx, "ring", protos, 2 * (d - 1), 2 * (m - 1), res.mean_switch_hops)
-    return _common(ctx, op, "hierarchical", intra, res, scale, lat)
+    lat = latencies(ctx, "ring", protos, 2 * (d - 1), 2 * (m - 1), res.mean_switch_hops)
+    return assemble(ctx, op, "hierarchical", intra, res, scale, lat)
 
 
 # ----------------------------------------------------------------------------- NVLS
@@ -470,14 +319,14 @@ def nvls_model(ctx: FabricContext, op: str) -> AlgoModel:
         # bus bandwidth is that side's rate times (n - 1) / n (NVIDIA/nccl issues #1083 and
         # #1506, the maintainer: NVLS "does not promise a bandwidth improvement" for them)
         intra = ctx.nvlink_Bps * c["nvls_efficiency"][ctx.arch] * bus_factor(op, n)
-        lat = _latencies(ctx, "nvls", ("Simple",), 1, 0, 0, base=False)
-        return _common(ctx, op, "nvls", intra, None, 0, lat)
+        lat = latencies(ctx, "nvls", ("Simple",), 1, 0, 0, base=False)
+        return assemble(ctx, op, "nvls", intra, None, 0, lat)
     if op != "allreduce":
         raise AlgorithmUnavailableError(f"nvls runs allreduce, allgather, reducescatter; not {op}")
     intra = ctx.nvlink_Bps * frac * bus_factor(op, n)  # algbw bound -> bus bandwidth
     if m == 1:
-        lat = _latencies(ctx, "nvls", ("Simple",), 1, 0, 0, base=False)
-        return _common(ctx, op, "nvls", intra, None, 0, lat)
+        lat = latencies(ctx, "nvls", ("Simple",), 1, 0, 0, base=False)
+        return assemble(ctx, op, "nvls", intra, None, 0, lat)
     edges = _dtree_edges(m)
     heads = nvls_heads(ctx)
     # one NIC per head GPU (the NVLS graph's channel c runs on its head's NIC), heads spread
@@ -505,7 +354,7 @@ def nvls_model(ctx: FabricContext, op: str) -> AlgoModel:
     value = None if per_ch is None else per_ch[1 if m == 2 else 2]
     cap = math.inf if value is None else heads * float(value) * 1e9
     # across domains NCCL runs NVLS-Tree (NCCL_ALGO=NVLSTree), its own algorithm and label
-    return _common(ctx, op, "nvls-tree", intra, res, scale, lat, cap_Bps=cap, fan=fan)
+    return assemble(ctx, op, "nvls-tree", intra, res, scale, lat, cap_Bps=cap, fan=fan)
 
 
 def nvls_heads(ctx: FabricContext) -> int:
@@ -575,7 +424,7 @@ def sharp_model(ctx: FabricContext, op: str) -> AlgoModel:
         # CollNet Direct: NVLink reduce-scatter to the NIC heads and all-gather back; on
         # Hopper and later tuning.cc derates the whole CollNet-Direct bus bandwidth x 0.85
         intra = (
-            bus_factor(op, n) / (2.0 * (d - 1) / d) * _nvlink_ring_Bps(ctx) if d > 1 else math.inf
+            bus_factor(op, n) / (2.0 * (d - 1) / d) * nvlink_ring_Bps(ctx) if d > 1 else math.inf
         )
         if frac is not None:
             intra *= c["sharp_efficiency"]
@@ -590,7 +439,7 @@ def sharp_model(ctx: FabricContext, op: str) -> AlgoModel:
         + ctx.path_latency_us(hops)
         + 2 * (hops - 1) * sw.hop_latency_ns / 1000.0
     }
-    return _common(ctx, op, "sharp", intra, res, scale, lat)
+    return assemble(ctx, op, "sharp", intra, res, scale, lat)
 
 
 # ------------------------------------------------------------------------- all-to-all
@@ -664,7 +513,7 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
     gpu_w = receive_weights(n, mdl.routing_skew, mdl.hot_fraction)
     skewed = bool(gpu_w.max() > 1.0)
     intra = (
-        (bus_factor(op, n) / nvl_fraction * _nvlink_ring_Bps(ctx) / gpu_w.max())
+        (bus_factor(op, n) / nvl_fraction * nvlink_ring_Bps(ctx) / gpu_w.max())
         if d > 1
         else math.inf
     )
@@ -674,7 +523,7 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
             + c["hw_latency_us"]["nvlink"]["ring"]["Simple"]
             + (n - 1) * c["alltoall_per_peer_us"]
         }
-        return _common(ctx, op, name, intra, None, 0, lat)
+        return assemble(ctx, op, name, intra, None, 0, lat)
     if rail_aligned:
         # every slot of a full domain; a partial last domain has only its own GPUs' slots,
         # so it exchanges with each full domain on those alone (_rail_pairs)
@@ -761,7 +610,7 @@ def alltoall_model(ctx: FabricContext, op: str, rail_aligned: bool) -> AlgoModel
         + ctx.path_latency_us(res.mean_switch_hops)
         + (n - 1) * c["alltoall_per_peer_us"]
     }
-    return _common(ctx, op, name, intra, res, scale, lat, fan=fan, port_weight=float(gpu_w.max()))
+    return assemble(ctx, op, name, intra, res, scale, lat, fan=fan, port_weight=float(gpu_w.max()))
 
 
 def hierarchical_or_pxn_model(ctx: FabricContext, op: str) -> AlgoModel:

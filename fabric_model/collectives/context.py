@@ -18,9 +18,16 @@ from typing import Any
 
 import numpy as np
 
+from fabric_model._fastpaths import shortcuts
 from fabric_model.caching import register
 from fabric_model.catalog import Catalog, load_catalog
-from fabric_model.collectives.model import link_tier
+from fabric_model.collectives import first_round, symmetry
+from fabric_model.collectives.model import (
+    MAX_CLASSES,
+    PatternResult,
+    link_class_name,
+    link_tier,
+)
 from fabric_model.collectives.transport import Incast, incast, keeps_max_min
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.families import family_names
@@ -50,8 +57,6 @@ __all__ = [
 CONSTANTS_PATH = asset("nccl_constants.yaml")
 #: Seeds over which static ECMP hashing is averaged (the spread is reported too).
 ECMP_SEEDS = 5
-#: Most flow classes a class-aggregated solve takes.
-MAX_CLASSES = 1_500_000
 #: Patterns of at least this many connections are solved by classes where that is exact.
 CLASS_MIN_CONNECTIONS = 2048
 #: Families whose adaptive routes depend only on the two ends' first-hop switches (the
@@ -66,8 +71,6 @@ CLASS_FAMILIES = family_names(lambda f: f.class_solve)
 #: ``ROUTE_CACHE_BYTES`` (estimated from their arrays).
 ROUTE_CACHE_BYTES = 256 * 2**20
 ROUTE_CACHE_MIN_CONNECTIONS = 16_384
-#: Off: every ECMP seed is routed and solved even where no hash can move a path (tests).
-SEED_SHORTCUT = True
 _ROUTES: OrderedDict[tuple[Any, ...], tuple[Any, ...]] = OrderedDict()
 _ROUTES_LOCK = threading.Lock()
 
@@ -193,28 +196,6 @@ def ce_efficiency(constants: dict[str, Any], arch: str) -> float:
     return ce / (ce + overhead)
 
 
-def _link_name(rf: Any, link: int) -> str:
-    """Name of the class of link ``link`` of a routed pattern (``nic`` when it has none)."""
-    cls = int(rf.link_class[link]) if link >= 0 else -1
-    return str(rf.class_names[cls]) if 0 <= cls < len(rf.class_names) else "nic"
-
-
-def _slowest(
-    flows: FlowSet,
-    capacity_Bps: Any,
-    flow_fraction: np.ndarray,
-    name: Any,
-    need_name: bool = True,
-) -> tuple[float, str] | None:
-    """Return the slowest connection's rate and bottleneck name, or None (solve in full).
-
-    See :mod:`fabric_model.collectives.first_round` (imported here: it builds on this module).
-    """
-    from fabric_model.collectives.first_round import slowest
-
-    return slowest(flows, capacity_Bps, flow_fraction, name, need_name)
-
-
 def same_domain_group_pairs(group: np.ndarray, domain: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group ids of every ordered endpoint pair in one NVLink domain (self-pairs included).
 
@@ -262,36 +243,6 @@ def _scenario_constants(scenario: Scenario, hw: Hardware) -> dict[str, Any]:
     if mc != "auto" and int(mc) < int(constants["max_channels"]):
         over["max_channels"] = int(mc)
     return {**constants, **over} if over else constants
-
-
-@dataclass(frozen=True)
-class PatternResult:
-    """Rates of one traffic pattern's connections, over the ECMP seeds when hashing.
-
-    Attributes
-    ----------
-    min_rate_Bps : np.ndarray
-        Slowest connection's rate per seed (one entry when routing is deterministic).
-    mean_rate_Bps : float
-        Mean connection rate, averaged over seeds.
-    bottleneck : str
-        Link class that froze the slowest connection (first seed).
-    mean_switch_hops : float
-        Mean switches crossed by the pattern's connections.
-    max_switch_hops : int
-        Most switches crossed by any connection.
-    """
-
-    min_rate_Bps: np.ndarray
-    mean_rate_Bps: float
-    bottleneck: str
-    mean_switch_hops: float
-    max_switch_hops: int
-
-    @property
-    def rate_Bps(self) -> float:
-        """Expected slowest-connection rate (mean over seeds)."""
-        return float(self.min_rate_Bps.mean())
 
 
 @dataclass(frozen=True, eq=False)
@@ -456,7 +407,7 @@ class FabricContext:
         path to the NIC(s) (``Hardware.host_link_GBps``). NCCL spreads a GPU's channels
         evenly over its NICs, so with ``nics`` NICs each carries at most ``host / nics``;
         the cap is set on the NIC links in line-rate units (``/ net_efficiency``, which
-        ``_common`` applies to every network rate), so the achievable payload per GPU is the
+        ``terms.assemble`` applies to every network rate), so the achievable payload per GPU is the
         host link's. A single NIC slower than the host link (400G behind PCIe Gen5 x16) is
         unaffected. Switchless fabrics (torus, hypercube) forward through NICs and are left
         as they are.
@@ -768,8 +719,6 @@ class FabricContext:
         if demand is None and src.size >= CLASS_MIN_CONNECTIONS:
             result = self._solve_by_class(src, dst)
         if result is None and demand is None:  # k copies over NIC slots: one (symmetry.py)
-            from fabric_model.collectives import symmetry
-
             result = symmetry.solve_slot_copies(self, src, dst)
         if result is None:
             result = self._solve(src, dst, demand)
@@ -815,27 +764,23 @@ class FabricContext:
         n_cls = rep_s.size
         rf = route(topo, rep_s, rep_d, "adaptive", cap)
         n_base = rf.link_capacity_Bps.size
-        from fabric_model.collectives.first_round import Appended, class_flows
-
         # the fabric's links, then each class's aggregate NIC links (not copied: the first
         # round reads the few it crosses)
-        capacity = Appended(
+        capacity = first_round.Appended(
             rf.link_capacity_Bps,
             np.concatenate([members * cap[up[rep_s]], members * cap[down[rep_d]]]),
         )
 
         # each class's NIC links become its members' summed links, its weights x members
-        flows = class_flows(rf, up[rep_s], down[rep_d], members, capacity.size)
+        flows = first_round.class_flows(rf, up[rep_s], down[rep_d], members, capacity.size)
         hops = rf.switch_hops
 
         def name(link: int) -> str:
-            return "nic-leaf" if link >= n_base or link < 0 else _link_name(rf, link)
+            return "nic-leaf" if link >= n_base or link < 0 else link_class_name(rf, link)
 
-        fast = None if full else _slowest(flows, capacity, rf.flow_fraction, name)
+        fast = None if full else first_round.slowest(flows, capacity, rf.flow_fraction, name)
         if fast is not None:  # the slowest class from the first round (first_round.py)
-            from fabric_model.collectives.first_round import DeferredMean
-
-            return DeferredMean(
+            return first_round.DeferredMean(
                 np.array([fast[0]]),
                 fast[1],
                 float(np.average(hops, weights=members)),
@@ -882,8 +827,6 @@ class FabricContext:
         the utilisation (0-1), the flows crossing it and the flows it froze (the max-min
         bottleneck of); equally full links are listed binding ones first.
         """
-        from fabric_model.collectives import first_round
-
         qps = self.scenario.fabric.qps_per_connection
         rf = _route_cached(
             self.topology, src, dst, self.policy, self.capacity_Bps, qps, 0, keep=False
@@ -902,7 +845,7 @@ class FabricContext:
         counts = np.bincount(np.asarray(fl.flow_link_indices, np.int64), minlength=cap.size)
         rows = []
         for link in order:
-            name = _link_name(rf, int(link))
+            name = link_class_name(rf, int(link))
             rows.append(
                 {
                     "link": int(link),
@@ -920,8 +863,6 @@ class FabricContext:
     def _solve(
         self, src: np.ndarray, dst: np.ndarray, demand: np.ndarray | None, *, full: bool = False
     ) -> PatternResult:
-        from fabric_model.collectives import first_round  # it builds on this module
-
         policy = self.policy
         seeds = range(ECMP_SEEDS) if policy == "ecmp" else range(1)
         mins, means = [], []
@@ -931,13 +872,14 @@ class FabricContext:
         for seed in seeds:
             # a full solve builds the pattern's flow set: not kept (the cache counts no such)
             rf = _route_cached(self.topology, src, dst, policy, cap, qps, seed, keep=not full)
-            name = partial(_link_name, rf)
+            name = partial(link_class_name, rf)
             # the slowest connection from the first round (first_round.py); the bottleneck's
             # name only on the first seed
             fast = None if full else first_round.slowest_routed(rf, demand, name, not bottleneck)
             # a pattern no hash can move (every connection under one leaf) routes alike for
-            # every seed: the first seed's solve stands for all
-            alike = len(seeds) - 1 if SEED_SHORTCUT and getattr(rf, "seed_free", False) else 0
+            # every seed: the first seed's solve stands for all (``FastPaths.seed_shortcut``)
+            seed_free = getattr(rf, "seed_free", False) and shortcuts().seed_shortcut
+            alike = len(seeds) - 1 if seed_free else 0
             if fast is not None:
                 mins += [fast[0]] * (1 + alike)
                 if not bottleneck:
@@ -1015,7 +957,7 @@ class FabricContext:
 
         A uniform pattern on a torus, hypercube or dragonfly+ is solved on one orbit
         representative's classes (:func:`fabric_model.collectives.symmetry.
-        solve_all_to_all_by_symmetry`, exact; off with ``symmetry.ENABLED = False``); where
+        solve_all_to_all_by_symmetry`, exact; off with ``fast_paths(symmetry=False)``); where
         the symmetry does not hold, every class is solved.
 
         With ``full`` the slowest class comes from the full max-min solve, not its first
@@ -1030,8 +972,6 @@ class FabricContext:
     ) -> tuple[PatternResult, int]:
         """:meth:`solve_all_to_all`; with ``full`` the slowest class is found by a full solve."""
         if dst_weight is None:
-            from fabric_model.collectives import symmetry
-
             by_orbit = symmetry.solve_all_to_all_by_symmetry(self, components)
             if by_orbit is not None:
                 return by_orbit
@@ -1100,13 +1040,11 @@ class FabricContext:
         def name(link: int) -> str:
             if link >= n_base or link < 0:
                 return "nic-leaf" if self.topology.tiers else "nic"
-            return _link_name(rf, link)
+            return link_class_name(rf, link)
 
-        fast = None if full else _slowest(flows, capacity, np.ones(1), name)
+        fast = None if full else first_round.slowest(flows, capacity, np.ones(1), name)
         if fast is not None:  # the slowest class from the first round (first_round.py)
-            from fabric_model.collectives.first_round import DeferredMean
-
-            deferred = DeferredMean(
+            deferred = first_round.DeferredMean(
                 np.array([fast[0]]),
                 fast[1],
                 float(np.average(hops, weights=n_members)),

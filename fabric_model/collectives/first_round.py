@@ -21,7 +21,8 @@ classes at exactly one level, as on a non-blocking fat-tree) is resolved by buil
 solver's heap and popping it until one of them comes up (:mod:`._heap_order`). The mean
 connection rate needs every round: :class:`DeferredMean` solves it in full only if it is
 read (no figure of the model reads it).
-``tests/test_speed_paths.py`` holds all of this equal to the full solve.
+``tests/test_speed_paths.py`` holds all of this equal to the full solve; the shortcut is
+off with ``fast_paths(first_round=False)`` (:mod:`fabric_model._fastpaths`).
 """
 
 from __future__ import annotations
@@ -34,13 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from fabric_model.collectives.context import PatternResult
+from fabric_model._fastpaths import shortcuts
+from fabric_model.collectives.model import PatternResult
 from fabric_model.flows import FlowSet
 from fabric_model.flows._tolerance import REL_TOL
 from fabric_model.routing.base import ColumnRouted
 
 __all__ = [
-    "ENABLED",
     "DeferredMean",
     "FirstRound",
     "class_flows",
@@ -49,9 +50,6 @@ __all__ = [
     "slowest_routed",
     "weighted_flows",
 ]
-
-#: Off: every pattern is solved in full (the tests compare the two paths).
-ENABLED = True
 
 
 def _kernels() -> ModuleType:
@@ -312,9 +310,10 @@ def slowest(
     flow_fraction``: with one fraction for every flow (queue pairs of ECMP, one flow per
     class), the first round's level over that fraction. ``name`` labels a link id; with
     ``need_name`` the label is that of the worst flow's bottleneck
-    (:meth:`FirstRound.bottleneck_link`). None where :func:`first_round` is.
+    (:meth:`FirstRound.bottleneck_link`). None where :func:`first_round` is, and with the
+    shortcut off (``FastPaths.first_round``).
     """
-    if not ENABLED:
+    if not shortcuts().first_round:
         return None
     frac = np.asarray(flow_fraction, dtype=np.float64).ravel()
     if frac.size == 0 or not np.all(frac == frac[0]):
@@ -407,7 +406,7 @@ def slowest_routed(
     A pattern that sums its own loads (:func:`first_round`) is never turned into a flow
     set here.
     """
-    if not ENABLED:
+    if not shortcuts().first_round:
         return None
     per_flow = None if demand is None else demand[rf.flow_of_connection]
     if hasattr(rf, "link_loads"):

@@ -1,5 +1,8 @@
 """The result types of the collective layer and the NCCL-like time formula.
 
+A solved traffic pattern is a :class:`PatternResult` (its slowest connection per ECMP seed,
+the link class that froze it, hops); :func:`link_class_name` names a routed link's class.
+
 An algorithm reduces to an :class:`AlgoModel`: its bus bandwidth at large messages (from the
 flow solver on the real fabric, before the protocol factor), its per-protocol latency (NCCL's
 base + per-step terms, plus the path's extra switch hops and fiber), and the size-dependent
@@ -25,14 +28,20 @@ from fabric_model.errors import FabricModelError
 
 __all__ = [
     "CEILINGS",
+    "MAX_CLASSES",
     "OPS",
     "AlgoModel",
     "AlgorithmUnavailableError",
     "CollectiveTime",
+    "PatternResult",
     "bus_factor",
     "ceiling_name",
+    "link_class_name",
     "link_tier",
 ]
+
+#: Most flow classes a class-aggregated solve takes (the class and orbit solves refuse more).
+MAX_CLASSES = 1_500_000
 
 #: What a collective's bandwidth ceiling can be (besides a switch tier's link-class name,
 #: e.g. ``leaf-spine``): the NIC line rate, NVLink (ring or tree over it), the NVSwitch's
@@ -49,6 +58,42 @@ CEILINGS = (
     "sharp",
     "nccl-channels",
 )
+
+
+def link_class_name(rf: Any, link: int) -> str:
+    """Name of the class of link ``link`` of a routed pattern (``nic`` when it has none)."""
+    cls = int(rf.link_class[link]) if link >= 0 else -1
+    return str(rf.class_names[cls]) if 0 <= cls < len(rf.class_names) else "nic"
+
+
+@dataclass(frozen=True)
+class PatternResult:
+    """Rates of one traffic pattern's connections, over the ECMP seeds when hashing.
+
+    Attributes
+    ----------
+    min_rate_Bps : np.ndarray
+        Slowest connection's rate per seed (one entry when routing is deterministic).
+    mean_rate_Bps : float
+        Mean connection rate, averaged over seeds.
+    bottleneck : str
+        Link class that froze the slowest connection (first seed).
+    mean_switch_hops : float
+        Mean switches crossed by the pattern's connections.
+    max_switch_hops : int
+        Most switches crossed by any connection.
+    """
+
+    min_rate_Bps: np.ndarray
+    mean_rate_Bps: float
+    bottleneck: str
+    mean_switch_hops: float
+    max_switch_hops: int
+
+    @property
+    def rate_Bps(self) -> float:
+        """Expected slowest-connection rate (mean over seeds)."""
+        return float(self.min_rate_Bps.mean())
 
 
 def link_tier(link_class: str) -> str:

@@ -31,9 +31,10 @@ heads' total ``bwIntra`` as NCCL's NVLink figure and ``bwInter`` as each head's 
 
 from __future__ import annotations
 
-from fabric_model.collectives.algorithms import _common, nvls_heads, sharp_model
+from fabric_model.collectives.algorithms import nvls_heads, sharp_model
 from fabric_model.collectives.context import FabricContext
 from fabric_model.collectives.model import AlgoModel, AlgorithmUnavailableError, bus_factor
+from fabric_model.collectives.terms import assemble
 from fabric_model.collectives.versions import FEATURES, has
 
 __all__ = ["NCCL_MAX_NVLS_ARITY", "nvls_sharp_model", "sharp_any_model"]
@@ -131,6 +132,6 @@ def nvls_sharp_model(ctx: FabricContext, op: str) -> AlgoModel:
         ctx.nvlink_Bps * ctx.nvlink_efficiency * nvls_eff * (heads - 1) / heads * (d - 1) / d,
         d * ctx.nics * min(ctx.nic_Bps, ctx.nic_feed_Bps),
     )
-    return _common(
+    return assemble(
         ctx, op, "nvls-sharp", intra, res, scale, lat, tuner_busbw_Bps=factor * tuner_algbw
     )

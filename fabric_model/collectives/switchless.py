@@ -52,6 +52,7 @@ import numpy as np
 
 from fabric_model.collectives.context import ECMP_SEEDS, FabricContext, PatternResult
 from fabric_model.collectives.model import AlgoModel, AlgorithmUnavailableError, bus_factor
+from fabric_model.collectives.terms import assemble, latencies, nvlink_ring_Bps
 from fabric_model.flows import solve_maxmin
 from fabric_model.plant.design import SWITCHLESS
 from fabric_model.routing import route
@@ -353,8 +354,6 @@ def _model(ctx: FabricContext, op: str, name: str, multi: bool) -> AlgoModel:
     (``f_op sum_i (L_i - 1)`` neighbour steps on the torus, ``f_op d`` on the hypercube),
     each one cable hop (NCCL's NET hwLat + the path's NIC forwarding and fiber).
     """
-    from fabric_model.collectives.algorithms import _common, _latencies, _nvlink_ring_Bps
-
     if op not in _OPS:
         raise AlgorithmUnavailableError(
             f"{name} runs allreduce, allgather, reducescatter on {ctx.topology.family}; not {op}"
@@ -363,13 +362,13 @@ def _model(ctx: FabricContext, op: str, name: str, multi: bool) -> AlgoModel:
         raise AlgorithmUnavailableError(f"hierarchical runs allreduce only, not {op}")
     n, d = ctx.n_ranks, ctx.domain
     f = 2.0 if op == "allreduce" else 1.0
-    intra = bus_factor(op, n) / (f * (d - 1) / d) * _nvlink_ring_Bps(ctx) if d > 1 else math.inf
+    intra = bus_factor(op, n) / (f * (d - 1) / d) * nvlink_ring_Bps(ctx) if d > 1 else math.inf
     if ctx.topology.family == "torus-3d":
         res, steps = _torus_network(ctx, op, multi)
     else:
         res, steps = _hypercube_network(ctx, op, multi)
-    lat = _latencies(ctx, "ring", _PROTOS, f * (d - 1), steps, res.mean_switch_hops)
-    return _common(ctx, op, name, intra, res, 1.0, lat)
+    lat = latencies(ctx, "ring", _PROTOS, f * (d - 1), steps, res.mean_switch_hops)
+    return assemble(ctx, op, name, intra, res, 1.0, lat)
 
 
 def ring_model(ctx: FabricContext, op: str) -> AlgoModel:

@@ -92,16 +92,21 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fabric_model.collectives.context import MAX_CLASSES, FabricContext, PatternResult
+from fabric_model._fastpaths import shortcuts
+from fabric_model.collectives.first_round import DeferredMean, slowest
+from fabric_model.collectives.model import MAX_CLASSES, PatternResult, link_class_name
 from fabric_model.families import family_names
 from fabric_model.flows import FlowSet, solve_maxmin
 from fabric_model.routing import route
 
+if TYPE_CHECKING:  # the context calls these solves with itself (it imports this module)
+    from fabric_model.collectives.context import FabricContext
+
 __all__ = [
-    "ENABLED",
     "SLOT_MIN_CONNECTIONS",
     "SYMMETRIC_FAMILIES",
     "solve_all_to_all_by_symmetry",
@@ -110,8 +115,6 @@ __all__ = [
 
 #: Families with an orbit solve below (``Family.symmetry`` in the family registry).
 SYMMETRIC_FAMILIES = family_names(lambda f: f.symmetry)
-#: Use the orbit solve where it applies (tests switch it off to compare with every class).
-ENABLED = True
 
 _Map = Callable[[np.ndarray], np.ndarray]
 
@@ -635,7 +638,7 @@ def solve_all_to_all_by_symmetry(
     topo = ctx.topology
     spread = ("ecmp", "dmodk", "minimal", "dor")
     policy = "adaptive" if ctx.policy in spread else ctx.policy
-    if not ENABLED or topo.family not in _FAMILIES or policy != "adaptive":
+    if topo.family not in _FAMILIES or policy != "adaptive":
         return None
     w = ctx.scenario.what_if
     if w.degraded_link_factor < 1.0 or w.failed_switch != "none":  # one link or switch apart
@@ -660,8 +663,8 @@ def solve_all_to_all_by_symmetry(
     pat = _Pattern(nodes, counts, same)
     for cand in candidates:
         group = _validate(cand, pat)
-        if group is not None:
-            return _solve(ctx, pat, group, all_ep, policy)
+        if group is not None:  # the orbit solve applies (off: the caller solves every class)
+            return _solve(ctx, pat, group, all_ep, policy) if shortcuts().symmetry else None
     return None
 
 
@@ -859,14 +862,11 @@ def solve_slot_copies(
         As :meth:`FabricContext.solve` (slowest and mean connection rate of every copy); None
         where the pattern or the fabric does not have this form (the caller solves it all).
     """
-    from fabric_model.collectives.context import _link_name, _slowest
-
     topo = ctx.topology
     k = int(ctx.nics_used_per_domain)
     w = ctx.scenario.what_if
     if (
-        not ENABLED
-        or topo.family not in ("fat-tree", "rail-only", "dragonfly-plus")
+        topo.family not in ("fat-tree", "rail-only", "dragonfly-plus")
         or ctx.policy != "adaptive"
         or topo.tiers < 2
         or k < 2
@@ -944,6 +944,8 @@ def solve_slot_copies(
         if topo.family == "fat-tree" and topo.tiers == 4 and how[0] != "same":
             shared.append(sp_bundles)
     del node
+    if not shortcuts().symmetry:  # the copies are alike (off: every connection solved)
+        return None
     rf = route(topo, cols_s[:, 0], cols_d[:, 0], "adaptive", cap)
     capacity = rf.link_capacity_Bps.copy()
     for lo, hi in shared:
@@ -951,12 +953,10 @@ def solve_slot_copies(
     hops = rf.switch_hops
 
     def name(link: int) -> str:
-        return _link_name(rf, link)
+        return link_class_name(rf, link)
 
-    fast = None if full else _slowest(rf.flows, capacity, rf.flow_fraction, name)
+    fast = None if full else slowest(rf.flows, capacity, rf.flow_fraction, name)
     if fast is not None:
-        from fabric_model.collectives.first_round import DeferredMean
-
         return DeferredMean(
             np.array([fast[0]]),
             fast[1],

@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fabric_model.collectives import algo_models, times_from_models
-from fabric_model.collectives.algorithms import ring_channels
 from fabric_model.collectives.context import FabricContext
 from fabric_model.collectives.model import AlgorithmUnavailableError
+from fabric_model.collectives.terms import ring_channels
 from fabric_model.collectives.versions import max_ctas
 from fabric_model.scenario import Scenario
 

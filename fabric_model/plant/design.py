@@ -2,14 +2,15 @@
 
 This is the thin scenario layer: it looks up the GPU, server, switch and NIC in the catalog,
 checks that they fit together (a clear :class:`ScenarioError` naming the key otherwise), and
-hands plain numbers to the topology builders.
+hands plain numbers to the topology builders. ``fabric.switch = auto`` builds and prices the
+design on each candidate switch (:func:`priced`, through :mod:`fabric_model.plant.bill`,
+which prices resolved parts), so the whole bill's front door,
+:func:`fabric_model.plant.cost.bill_of_materials`, sits above this module.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-from dataclasses import dataclass
 from typing import Any
 
 from fabric_model.caching import lru_cached
@@ -21,8 +22,11 @@ from fabric_model.errors import (
     UnknownCatalogKeyError,
 )
 from fabric_model.families import family_names
+from fabric_model.plant.bill import BillOfMaterials, price_fabric
+from fabric_model.plant.hardware import Hardware
 from fabric_model.plant.host_path import check_host_path
 from fabric_model.plant.hybrid import check_hybrid, partition_scenario
+from fabric_model.plant.lines import ocs_channel
 from fabric_model.scenario import Scenario
 from fabric_model.scenario.ocs import ocs_plan_key
 from fabric_model.topology import (
@@ -32,7 +36,7 @@ from fabric_model.topology import (
     build_topology_from_request,
 )
 from fabric_model.topology.hybrid import HybridRequest
-from fabric_model.topology.ocs import OCS_DATA, OcsRequest
+from fabric_model.topology.ocs import OcsRequest
 from fabric_model.transports import Transport, flap_stall_s, transports
 
 __all__ = [
@@ -43,56 +47,13 @@ __all__ = [
     "job_scenario",
     "ocs_channel",
     "ocs_request",
+    "priced",
     "resolve_hardware",
     "topology_request",
 ]
 
 #: Families without switches: their links run NIC to NIC (``Family.switchless``).
 SWITCHLESS = frozenset(family_names(lambda f: f.switchless))
-
-
-@dataclass(frozen=True)
-class Hardware:
-    """The concrete parts a scenario resolves to."""
-
-    gpu: Gpu
-    server: Server
-    vendor: Vendor
-    switch: Switch
-    nic: Nic
-    radix: int
-    routing: str
-    #: Independent network planes (``fabric.planes``); ``radix`` counts ports at the
-    #: per-plane speed ``fabric.link_gbps / planes``.
-    planes: int = 1
-    #: Why ``fabric.switch = auto`` chose this switch over the vendor's others (empty when
-    #: there was one candidate or the switch was given).
-    switch_choice: str = ""
-    #: Switch-port optics, ``"pluggable"`` or ``"cpo"`` (``fabric.optics`` resolved).
-    optics: str = "pluggable"
-    #: The transport (``fabric.transport`` resolved: the vendor's unless set).
-    transport: Transport | None = None
-    #: Whether PFC is on (a PFC transport with ``what_if.pfc`` on; False where it has none).
-    pfc: bool = True
-
-    @property
-    def host_link_GBps(self) -> float:
-        """Payload bandwidth per direction of one GPU's PCIe path to its NICs, 10^9 bytes/s."""
-        return float(self.server.host_link_GBps)
-
-    @property
-    def nic_host_link_GBps(self) -> float:
-        """Payload bandwidth per direction of one NIC's own PCIe interface, 10^9 bytes/s."""
-        nic = self.nic.host_link_GBps
-        return float(nic) if nic is not None else math.inf
-
-    def nic_feed_GBps(self, nics_per_gpu: int) -> float:
-        """Most payload one NIC can move each way when a GPU drives ``nics_per_gpu`` of them.
-
-        The NIC's own host interface, and the GPU's host link shared evenly by its NICs
-        (NCCL spreads a GPU's channels evenly over its NICs).
-        """
-        return min(self.nic_host_link_GBps, self.host_link_GBps / nics_per_gpu)
 
 
 def _lookup(key: str, fn, value: str):  # type: ignore[no-untyped-def]
@@ -410,15 +371,13 @@ def _choose_switch(
     if cat is load_catalog() and key in _CHOICE_CACHE:
         chosen, note = _CHOICE_CACHE[key]
         return cat.switch(chosen), note
-    from fabric_model.plant.cost import bill_of_materials  # cost imports this module
-
     scored = []
     for rank, sw in enumerate(candidates):
         variant = dataclasses.replace(
             scenario, fabric=dataclasses.replace(scenario.fabric, switch=sw.key)
         )
         try:
-            bom = bill_of_materials(variant, cat)
+            bom = priced(variant, cat)
         except FabricModelError:
             continue
         scored.append((bom.topology.tiers, bom.capex_usd, rank, sw, bom))
@@ -580,6 +539,30 @@ def build_topology(scenario: Scenario, catalog: Catalog | None = None) -> Topolo
     return build_topology_from_request(scenario.fabric.topology, topology_request(scenario, hw))
 
 
+def priced(
+    scenario: Scenario,
+    catalog: Catalog | None = None,
+    *,
+    own_vendor: bool = True,
+    topology: Topology | None = None,
+) -> BillOfMaterials:
+    """Resolve the scenario's hardware, build its topology and price it.
+
+    What :func:`fabric_model.plant.cost.bill_of_materials` returns (a hybrid's partitions
+    on their own parts). ``topology``: the scenario's already built topology, to save
+    building it again.
+    """
+    cat = catalog or load_catalog()
+    hw = resolve_hardware(scenario, cat)
+    topo = topology or build_topology_from_request(
+        scenario.fabric.topology, topology_request(scenario, hw)
+    )
+    partitions: tuple[Hardware, ...] = ()
+    if topo.family == "hybrid":
+        partitions = tuple(resolve_hardware(partition_scenario(scenario, p), cat) for p in "ab")
+    return price_fabric(scenario, hw, topo, cat, own_vendor=own_vendor, partitions=partitions)
+
+
 def hybrid_request(scenario: Scenario, hardware: Hardware, base: TopologyRequest) -> HybridRequest:
     """Return the :class:`HybridRequest` of a hybrid scenario (``base``: the whole cluster's).
 
@@ -614,93 +597,6 @@ def hybrid_request(scenario: Scenario, hardware: Hardware, base: TopologyRequest
         core_switch_key=hardware.switch.key,
         shared_oversubscription=float(scenario.hybrid.shared_oversubscription),
     )
-
-
-@dataclass(frozen=True)
-class OcsChannel:
-    """The optical channel of one circuit: what it loses and the transceiver that closes it.
-
-    Attributes
-    ----------
-    length_m
-        Fiber from one block through the OCS to the other (two runs), m.
-    loss_db
-        The OCS's insertion loss, the fiber's attenuation and the patch connections, dB.
-    text
-        How ``loss_db`` is made up, in words.
-    optic
-        The transceiver at each block end (:meth:`Catalog.ocs_optic_for`).
-    side
-        ``"nic"`` (NVLink-domain and cube blocks) or ``"switch"`` (a pod's uplinks).
-    """
-
-    length_m: float
-    loss_db: float
-    text: str
-    optic: Any
-    side: str
-
-
-def ocs_channel(
-    scenario: Scenario,
-    hardware: Hardware,
-    run_m: float,
-    catalog: Catalog | None = None,
-    *,
-    optic_key: str = "",
-) -> OcsChannel:
-    """Return the channel of a circuit whose two block-to-OCS runs are ``run_m`` each.
-
-    ``loss = OCS insertion loss + 2 run x fiber dB/km + patch connections x connector dB``
-    (``assets/ocs.yaml``); the transceiver is the cheapest whose channel budget covers it,
-    counting the OCS ports its fibers take, or ``optic_key`` checked against it.
-
-    Raises
-    ------
-    InfeasibleDesignError
-        On ``ocs.switch`` when no transceiver's budget closes through the OCS (or
-        ``optic_key``'s does not), on ``fabric.link_gbps`` when none runs the speed through
-        an OCS, on ``fabric.direct_link_m`` when the run is beyond its reach.
-    """
-    cat = catalog or load_catalog()
-    sw = cat.ocs_switch(scenario.ocs.switch)
-    budget = OCS_DATA["link_budget"]
-    per_km = float(budget["fiber_db_per_km"]["value"])
-    n_conn = int(budget["patch_connections"]["value"])
-    conn_db = float(budget["connector_db"]["value"])
-    length = 2.0 * run_m
-    loss = sw.insertion_loss_db + per_km * length / 1000.0 + n_conn * conn_db
-    text = (
-        f" ({sw.key} {sw.insertion_loss_db:g} dB + {length:g} m of fiber at {per_km:g} dB/km "
-        f"+ {n_conn} patch connections at {conn_db:g} dB)"
-    )
-    pod = scenario.ocs.block == "pod"
-    side = "switch" if pod else "nic"
-    if optic_key:
-        fixed = cat.optic(optic_key)
-        if fixed.reach_m < length:
-            raise InfeasibleDesignError(
-                "fabric.direct_link_m",
-                f"{fixed.key} reaches {fixed.reach_m:g} m; a circuit here runs {length:g} m",
-            )
-        if float(fixed.channel_loss_db or 0.0) < loss - 1e-9:
-            raise InfeasibleDesignError(
-                "ocs.switch",
-                f"the link budget does not close: the channel through the OCS loses "
-                f"{loss:.2f} dB{text}, and {fixed.key} allows {fixed.channel_loss_db:g} dB",
-            )
-        return OcsChannel(length, loss, text, fixed, side)
-    optic = cat.ocs_optic_for(
-        side,
-        scenario.fabric.link_gbps,
-        length,
-        loss,
-        cage_gbps=hardware.switch.cage_gbps if pod else None,
-        protocol=hardware.vendor.protocol,
-        port_usd=sw.port_price_usd,
-        loss_text=text,
-    )
-    return OcsChannel(length, loss, text, optic, side)
 
 
 def ocs_request(scenario: Scenario, hardware: Hardware, base: TopologyRequest) -> OcsRequest:

@@ -48,7 +48,7 @@ import numpy as np
 from fabric_model.catalog import Catalog
 from fabric_model.errors import ScenarioError
 from fabric_model.families import FAMILIES
-from fabric_model.plant.design import Hardware
+from fabric_model.plant.hardware import Hardware
 from fabric_model.plant.lines import BomLine
 from fabric_model.plant.storage_mgmt import (
     MANAGEMENT_AGGREGATION,

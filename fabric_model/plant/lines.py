@@ -5,34 +5,40 @@ length, the twin-port rule on switch ends, breakout modules for planes) are appl
 link class or switch tier at a time, so the compute fabric, the storage and management
 networks (:mod:`fabric_model.plant.storage_mgmt`) and the floor plan's tallies
 (:mod:`fabric_model.plant.floorplan`) price their parts the same way; the whole bill is
-assembled in :mod:`fabric_model.plant.cost`.
+assembled in :mod:`fabric_model.plant.bill`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fabric_model.catalog import Cable, Catalog, Optic
+from fabric_model.catalog import Cable, Catalog, Optic, load_catalog
 from fabric_model.errors import InfeasibleDesignError
-from fabric_model.plant.design import Hardware, ocs_channel, resolve_hardware
+from fabric_model.plant.hardware import Hardware
 from fabric_model.plant.hybrid import partition_scenario, partition_view
 from fabric_model.scenario import CostSpec, Scenario
 from fabric_model.topology import LinkClass, Topology
 from fabric_model.topology.hybrid import HybridTopology
+from fabric_model.topology.ocs import OCS_DATA
 
 __all__ = [
     "CATEGORIES",
     "CPO_SUFFIX",
     "BomLine",
     "LinkMedia",
+    "OcsChannel",
+    "fabric_lines",
     "hybrid_bom_lines",
     "is_cpo",
     "link_lines",
     "link_media",
     "ocs_bom_lines",
+    "ocs_channel",
+    "unit_price",
 ]
 
 #: Capex/power categories, in display order.
@@ -89,7 +95,8 @@ def _uses_cpo(hw: Hardware) -> bool:
     return hw.optics == "cpo" and hw.switch.has_cpo
 
 
-def _price(override: float | None, catalog_value: float) -> float:
+def unit_price(override: float | None, catalog_value: float) -> float:
+    """Return a part's unit price: the ``costs.*`` override if set, else the catalog's."""
     return float(catalog_value) if override is None else float(override)
 
 
@@ -180,13 +187,18 @@ def link_media(lc: LinkClass, hw: Hardware, cat: Catalog) -> LinkMedia:
     return LinkMedia(None, cat.fiber, nic_optic, switch_optic)
 
 
-def _bom_lines(
+def fabric_lines(
     topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec, own_vendor: bool
 ) -> list[BomLine]:
+    """Return the bill lines of one fabric: its switches per tier, NICs, and every link class.
+
+    ``own_vendor``: whether ``costs.switch_usd`` / ``costs.nic_usd`` apply (False for
+    another vendor's variant of the design).
+    """
     lines: list[BomLine] = []
     sw, nic = hw.switch, hw.nic
-    switch_price = _price(costs.switch_usd if own_vendor else None, sw.price_usd)
-    nic_price = _price(costs.nic_usd if own_vendor else None, nic.price_usd)
+    switch_price = unit_price(costs.switch_usd if own_vendor else None, sw.price_usd)
+    nic_price = unit_price(costs.nic_usd if own_vendor else None, nic.price_usd)
     for tier, count in topo.switches_by_tier.items():
         if count:
             lines.append(
@@ -236,7 +248,7 @@ def link_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec) -> l
                     copper.key,
                     lc.name,
                     math.ceil(lc.n_links / media.links_per_cable),
-                    _price(costs.copper_cable_usd, copper.price_usd),
+                    unit_price(costs.copper_cable_usd, copper.price_usd),
                     copper.power_w,
                     cat.source_note("cables", copper.key, "price_usd"),
                 )
@@ -250,7 +262,7 @@ def link_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec) -> l
                 fiber.key,
                 lc.name,
                 lc.n_links,
-                _price(costs.fiber_usd, fiber.price_usd),
+                unit_price(costs.fiber_usd, fiber.price_usd),
                 fiber.power_w,
                 cat.source_note("cables", fiber.key, "price_usd"),
             )
@@ -264,7 +276,7 @@ def link_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec) -> l
                     optic.key,
                     f"{lc.name} (NIC side)",
                     math.ceil(lc.n_nic_ends / lc.nic_breakout),
-                    _price(costs.optic_nic_usd, optic.price_usd),
+                    unit_price(costs.optic_nic_usd, optic.price_usd),
                     optic.power_w,
                     cat.source_note("optics", optic.key, "price_usd"),
                 )
@@ -287,7 +299,7 @@ def link_lines(topo: Topology, hw: Hardware, cat: Catalog, costs: CostSpec) -> l
                         optic.key,
                         f"{lc.name} ({tier} side)",
                         n_modules,
-                        _price(costs.optic_switch_usd, optic.price_usd),
+                        unit_price(costs.optic_switch_usd, optic.price_usd),
                         optic.power_w,
                         cat.source_note("optics", optic.key, "price_usd"),
                     )
@@ -330,6 +342,7 @@ def hybrid_bom_lines(
     hardware: Hardware,
     catalog: Catalog,
     own_vendor: bool,
+    partitions: Sequence[Hardware],
 ) -> list[BomLine]:
     """Bill lines of a hybrid: each partition priced with its vendor's parts, then the shared tier.
 
@@ -340,17 +353,16 @@ def hybrid_bom_lines(
     if not isinstance(topo, HybridTopology):
         raise InfeasibleDesignError("fabric.topology", "not a hybrid topology")
     lines: list[BomLine] = []
-    for part, p in zip(("a", "b"), topo.partitions, strict=True):
+    for part, p, hw in zip(("a", "b"), topo.partitions, partitions, strict=True):
         ps = partition_scenario(scenario, part)
-        hw = resolve_hardware(ps, catalog)
         own = own_vendor and ps.fabric.vendor == scenario.fabric.vendor
         view = partition_view(topo, p.name, p.topology, p.topology.request)
-        lines.extend(_bom_lines(view, hw, catalog, scenario.costs, own))
+        lines.extend(fabric_lines(view, hw, catalog, scenario.costs, own))
     shared_req = dataclasses.replace(topo.request, n_gpus=0)
     shared = partition_view(topo, "shared", topo.partitions[0].topology, shared_req)
     lines.extend(
         line
-        for line in _bom_lines(shared, hardware, catalog, scenario.costs, own_vendor)
+        for line in fabric_lines(shared, hardware, catalog, scenario.costs, own_vendor)
         if line.quantity
     )
     return lines
@@ -371,7 +383,7 @@ def ocs_bom_lines(
     uplink is one fiber run to an OCS port with one transceiver at the block end (NIC side
     for NVLink domains and cubes; switch side, by the twin-port rule, on a pod's spines or
     leaf) and none at the OCS, which is passive. The transceiver's budget is checked again at
-    the floor plan's run length (:func:`~fabric_model.plant.design.ocs_channel`).
+    the floor plan's run length (:func:`ocs_channel`).
 
     Raises
     ------
@@ -382,7 +394,7 @@ def ocs_bom_lines(
     p = topo.params
     ocs = catalog.ocs_switch(str(p["ocs_key"]))
     sw, nic = hardware.switch, hardware.nic
-    switch_price = _price(costs.switch_usd if own_vendor else None, sw.price_usd)
+    switch_price = unit_price(costs.switch_usd if own_vendor else None, sw.price_usd)
     lines: list[BomLine] = []
     for tier, count in topo.switches_by_tier.items():
         if not count:
@@ -421,7 +433,7 @@ def ocs_bom_lines(
             nic.key,
             "servers",
             built_gpus * topo.request.nics_per_gpu,
-            _price(costs.nic_usd if own_vendor else None, nic.price_usd),
+            unit_price(costs.nic_usd if own_vendor else None, nic.price_usd),
             nic.power_w,
             catalog.source_note("nics", nic.key, "price_usd"),
         )
@@ -443,14 +455,14 @@ def ocs_bom_lines(
             fiber.key,
             up.name,
             up.n_links,
-            _price(costs.fiber_usd, fiber.price_usd),
+            unit_price(costs.fiber_usd, fiber.price_usd),
             fiber.power_w,
             catalog.source_note("cables", fiber.key, "price_usd"),
         )
     )
     if channel.side == "nic":
         n_modules, where = up.n_nic_ends, f"{up.name} (NIC side)"
-        price = _price(costs.optic_nic_usd, optic.price_usd)
+        price = unit_price(costs.optic_nic_usd, optic.price_usd)
     else:
         per = optic.ports_per_module(up.link_gbps)
         n_modules = sum(
@@ -459,7 +471,7 @@ def ocs_bom_lines(
             if g.tier != "ocs"
         )
         where = f"{up.name} ({up.ends[0]} side)"
-        price = _price(costs.optic_switch_usd, optic.price_usd)
+        price = unit_price(costs.optic_switch_usd, optic.price_usd)
     lines.append(
         BomLine(
             "optics",
@@ -473,3 +485,90 @@ def ocs_bom_lines(
         )
     )
     return lines
+
+
+@dataclass(frozen=True)
+class OcsChannel:
+    """The optical channel of one circuit: what it loses and the transceiver that closes it.
+
+    Attributes
+    ----------
+    length_m
+        Fiber from one block through the OCS to the other (two runs), m.
+    loss_db
+        The OCS's insertion loss, the fiber's attenuation and the patch connections, dB.
+    text
+        How ``loss_db`` is made up, in words.
+    optic
+        The transceiver at each block end (:meth:`Catalog.ocs_optic_for`).
+    side
+        ``"nic"`` (NVLink-domain and cube blocks) or ``"switch"`` (a pod's uplinks).
+    """
+
+    length_m: float
+    loss_db: float
+    text: str
+    optic: Any
+    side: str
+
+
+def ocs_channel(
+    scenario: Scenario,
+    hardware: Hardware,
+    run_m: float,
+    catalog: Catalog | None = None,
+    *,
+    optic_key: str = "",
+) -> OcsChannel:
+    """Return the channel of a circuit whose two block-to-OCS runs are ``run_m`` each.
+
+    ``loss = OCS insertion loss + 2 run x fiber dB/km + patch connections x connector dB``
+    (``assets/ocs.yaml``); the transceiver is the cheapest whose channel budget covers it,
+    counting the OCS ports its fibers take, or ``optic_key`` checked against it.
+
+    Raises
+    ------
+    InfeasibleDesignError
+        On ``ocs.switch`` when no transceiver's budget closes through the OCS (or
+        ``optic_key``'s does not), on ``fabric.link_gbps`` when none runs the speed through
+        an OCS, on ``fabric.direct_link_m`` when the run is beyond its reach.
+    """
+    cat = catalog or load_catalog()
+    sw = cat.ocs_switch(scenario.ocs.switch)
+    budget = OCS_DATA["link_budget"]
+    per_km = float(budget["fiber_db_per_km"]["value"])
+    n_conn = int(budget["patch_connections"]["value"])
+    conn_db = float(budget["connector_db"]["value"])
+    length = 2.0 * run_m
+    loss = sw.insertion_loss_db + per_km * length / 1000.0 + n_conn * conn_db
+    text = (
+        f" ({sw.key} {sw.insertion_loss_db:g} dB + {length:g} m of fiber at {per_km:g} dB/km "
+        f"+ {n_conn} patch connections at {conn_db:g} dB)"
+    )
+    pod = scenario.ocs.block == "pod"
+    side = "switch" if pod else "nic"
+    if optic_key:
+        fixed = cat.optic(optic_key)
+        if fixed.reach_m < length:
+            raise InfeasibleDesignError(
+                "fabric.direct_link_m",
+                f"{fixed.key} reaches {fixed.reach_m:g} m; a circuit here runs {length:g} m",
+            )
+        if float(fixed.channel_loss_db or 0.0) < loss - 1e-9:
+            raise InfeasibleDesignError(
+                "ocs.switch",
+                f"the link budget does not close: the channel through the OCS loses "
+                f"{loss:.2f} dB{text}, and {fixed.key} allows {fixed.channel_loss_db:g} dB",
+            )
+        return OcsChannel(length, loss, text, fixed, side)
+    optic = cat.ocs_optic_for(
+        side,
+        scenario.fabric.link_gbps,
+        length,
+        loss,
+        cage_gbps=hardware.switch.cage_gbps if pod else None,
+        protocol=hardware.vendor.protocol,
+        port_usd=sw.port_price_usd,
+        loss_text=text,
+    )
+    return OcsChannel(length, loss, text, optic, side)

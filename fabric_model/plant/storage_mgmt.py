@@ -34,7 +34,7 @@ from typing import Any
 from fabric_model.caching import lru_cached
 from fabric_model.catalog import Catalog
 from fabric_model.errors import InfeasibleDesignError
-from fabric_model.plant.design import Hardware
+from fabric_model.plant.hardware import Hardware
 from fabric_model.plant.lines import CATEGORIES, BomLine, link_lines
 from fabric_model.scenario import FACILITY_DATA, CostSpec, Scenario
 from fabric_model.topology import Topology, TopologyRequest, build_topology_from_request

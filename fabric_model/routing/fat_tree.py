@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from fabric_model._fastpaths import shortcuts
 from fabric_model.caching import register
 from fabric_model.errors import InfeasibleDesignError
 from fabric_model.flows import FlowSet
@@ -59,9 +60,6 @@ __all__ = ["EcmpWalk", "route_fat_tree"]
 
 _ADAPTIVE_CLASSES = ("leaf-up bundle", "pod-up bundle", "pod-down bundle", "leaf-down bundle")
 _SUPERPOD_CLASSES = ("super-pod-up bundle", "super-pod-down bundle")
-
-#: Off: ``ecmp`` always routes through the vectorised reference (the tests compare both).
-KERNEL_ENABLED = True
 
 #: The routing layout of each built topology (keyed by its graph, dropped with it): every
 #: pattern routed on one fabric (each ECMP seed, each collective) reuses it.
@@ -404,7 +402,9 @@ def _per_path(
     qps: int,
     rng: np.random.Generator | None,
 ) -> RoutedFlows:
-    if policy == "ecmp" and KERNEL_ENABLED and src.size:
+    # ``ecmp`` walked by the kernel; off (``FastPaths.ecmp_kernel``), and where the walk
+    # declines, the vectorised paths below (also ``dmodk``'s router)
+    if policy == "ecmp" and shortcuts().ecmp_kernel and src.size:
         walk = EcmpWalk.route(topo, lay, src, dst, hops, cap, qps, rng)
         if walk is not None:
             return walk

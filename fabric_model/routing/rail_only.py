@@ -147,14 +147,9 @@ register(
     clear=_clear_parts,
 )
 
-#: Off: every call rebuilds the parts (``tests/test_speed_paths.py`` compares both).
-CACHE_ENABLED = True
-
 
 def _parts(topo: Topology) -> list[_Part]:
     """Return the per-rail fat-trees and sub-to-global id maps of every part (kept per fabric)."""
-    if not CACHE_ENABLED:
-        return _build_parts(topo)
     g = topo.graph
     with _PARTS_LOCK:
         cached = _PARTS.get(g)
@@ -381,8 +376,6 @@ def _adaptive_capacity(
         capacity.flags.writeable = False  # shared by every pattern routed on the fabric
         return capacity
 
-    if not CACHE_ENABLED:
-        return build()
     return kept_per_capacity(g, "rail-only adaptive capacity", cap, build)
 
 
@@ -394,22 +387,20 @@ def _adaptive_space(
     They depend on the fabric alone (not the pattern or the capacities): kept with its parts.
     """
     g = topo.graph
-    if CACHE_ENABLED:
-        with _PARTS_LOCK:
-            cached = _ADAPTIVE_SPACES.get(g)
-        if cached is not None:
-            return cached
+    with _PARTS_LOCK:
+        cached = _ADAPTIVE_SPACES.get(g)
+    if cached is not None:
+        return cached
     n_bundles = sum(p.n_bundles * p.n_rails for p in parts)
     b_indptr, b_links = _members(parts)
     owner = np.repeat(np.arange(n_bundles, dtype=np.int64), np.diff(b_indptr))
     b_labels = [np.tile(_bundle_labels(p, n_link_classes), p.n_rails) for p in parts]
     all_labels = np.concatenate([labels, *b_labels]).astype(np.int16)
     out = (owner, b_links, all_labels)
-    if CACHE_ENABLED:
-        for value in out:
-            value.flags.writeable = False  # shared by every pattern routed on the fabric
-        with _PARTS_LOCK:
-            _ADAPTIVE_SPACES[g] = out
+    for value in out:
+        value.flags.writeable = False  # shared by every pattern routed on the fabric
+    with _PARTS_LOCK:
+        _ADAPTIVE_SPACES[g] = out
     return out
 
 

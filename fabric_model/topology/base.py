@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from fabric_model._fastpaths import shortcuts
+from fabric_model.topology import _reference
 from fabric_model.units import gbps_to_Bps, gbps_to_GBps
 
 __all__ = [
@@ -151,12 +153,6 @@ class LinkClass:
         return self.n_links * sum(1 for e in self.ends if e == "nic")
 
 
-#: Off: :attr:`FabricGraph.out_indptr_indices` and :func:`pairs_not_same_domain` take their
-#: reference paths (NumPy sorts); ``tests/test_speed_paths.py`` compares both.
-FAST_OUT_ORDER = True
-FAST_PAIR_COUNTS = True
-
-
 @dataclass(frozen=True, eq=False)
 class FabricGraph:
     """Compact array form of a fabric, for routing and the flow solver.
@@ -195,12 +191,12 @@ class FabricGraph:
     @cached_property
     def out_indptr_indices(self) -> tuple[np.ndarray, np.ndarray]:
         """CSR of outgoing links per node: ``(indptr, link_ids)``."""
-        if FAST_OUT_ORDER:  # a counting sort, equal to the stable argsort (_kernels.py)
-            from fabric_model.topology._kernels import stable_order_by_key
+        if shortcuts().out_order_kernel:  # a counting sort, equal to the stable argsort
+            from fabric_model.topology._kernels import stable_order_by_key  # lazy: numba
 
             order = stable_order_by_key(self.link_src, self.n_nodes)
         else:
-            order = np.argsort(self.link_src, kind="stable").astype(np.int32)
+            order = _reference.stable_order_by_key(self.link_src, self.n_nodes)
         counts = np.bincount(self.link_src, minlength=self.n_nodes)
         indptr = np.zeros(self.n_nodes + 1, dtype=np.int64)
         np.cumsum(counts, out=indptr[1:])
@@ -422,12 +418,13 @@ def pairs_not_same_domain(keys: np.ndarray, dom: np.ndarray) -> float:
     ``sum_k n_k^2 - sum_(k, d) n_kd^2`` with ``n_k`` the members of key ``k`` and ``n_kd``
     those of key ``k`` in domain ``d``. When the combined key is already sorted (leaves and
     domains both numbered in GPU order, the usual case) its equal values are runs and their
-    lengths are the counts, so no sort is needed; the sums are of integers, exact either way.
+    lengths are the counts, so no sort is needed; the sums are of integers, exact either way
+    (``FastPaths.pair_count_runs``; off, or unsorted: the ``np.unique`` count).
     """
     if keys.size == 0:
         return 0.0
     combined = keys * (int(dom.max()) + 1) + dom
-    if FAST_PAIR_COUNTS and bool(np.all(combined[1:] >= combined[:-1])):
+    if bool(np.all(combined[1:] >= combined[:-1])) and shortcuts().pair_count_runs:
         edges = np.flatnonzero(combined[1:] != combined[:-1]) + 1
         runs = np.diff(np.concatenate(([0], edges, [combined.size])))
         return same_group_pairs(keys, keys) - float(int(np.dot(runs, runs)))
@@ -444,7 +441,7 @@ def pairs_not_same_domain_rows(keys: np.ndarray, dom: np.ndarray) -> float:
     """
     if keys.shape[0] == 0 or keys.shape[1] == 0:
         return 0.0
-    if not FAST_PAIR_COUNTS or keys.shape[0] == 1:
+    if keys.shape[0] == 1 or not shortcuts().pair_count_runs:
         return sum((pairs_not_same_domain(row, dom) for row in keys), 0.0)
     shift = np.arange(keys.shape[0], dtype=np.int64)[:, None] * (int(keys.max()) + 1)
     return pairs_not_same_domain((keys + shift).ravel(), np.tile(dom, keys.shape[0]))

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -183,17 +182,10 @@ def _endpoint_leaf_keys(req: TopologyRequest, down: int) -> np.ndarray:
 def _groups(tier: str, ports_per_switch: np.ndarray | list[int]) -> tuple[PortGroup, ...]:
     """Switches of ``tier`` grouped by port count, most ports first (zero-port ones dropped)."""
     ports = np.asarray(ports_per_switch).ravel()
-    if not FAST_GROUPS:
-        counts = Counter(int(p) for p in ports if p > 0)
-        return tuple(PortGroup(tier, p, n) for p, n in sorted(counts.items(), reverse=True))
     values, counts_ = np.unique(ports[ports > 0], return_counts=True)
     return tuple(
         PortGroup(tier, int(p), int(n)) for p, n in zip(values[::-1], counts_[::-1], strict=True)
     )
-
-
-#: Off: :func:`_groups` counts in Python (``tests/test_speed_paths.py`` compares both).
-FAST_GROUPS = True
 
 
 def _round_robin_groups(tier: str, n_items: int, n_bins: int) -> tuple[PortGroup, ...]:
@@ -293,13 +285,7 @@ def pod_layout(n_leaves: int, up: int, spine_down: int, r_spine: float, radix: i
     Kept for the last few shapes, read-only: the builder and the router of one fabric (and
     the rails of a rail-only fabric, which share one shape) ask for the same layout.
     """
-    if not POD_LAYOUT_CACHE:
-        return _pod_layout(n_leaves, up, spine_down, r_spine, radix)
     return _pod_layout_cached(int(n_leaves), int(up), int(spine_down), float(r_spine), int(radix))
-
-
-#: Off: every call recomputes the layout (``tests/test_speed_paths.py`` compares both).
-POD_LAYOUT_CACHE = True
 
 
 def clear_layout_cache() -> None:

@@ -23,6 +23,7 @@ import dataclasses
 
 import numpy as np
 
+from fabric_model.errors import InfeasibleDesignError
 from fabric_model.families import family_names
 from fabric_model.topology.base import FabricGraph, LinkClass, PortGroup, Topology
 
@@ -150,8 +151,6 @@ def failed_switch_capacities(
     InfeasibleDesignError
         On ``what_if.failed_switch`` for a design without that tier.
     """
-    from fabric_model.errors import InfeasibleDesignError
-
     g = topo.graph
     if tier == "leaf":
         up = int(np.flatnonzero(g.link_src == endpoint)[0])

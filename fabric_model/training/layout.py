@@ -32,6 +32,7 @@ from functools import cached_property
 
 import numpy as np
 
+from fabric_model._fastpaths import shortcuts
 from fabric_model.collectives.context import FabricContext, PatternResult
 from fabric_model.scenario import Scenario
 
@@ -117,14 +118,9 @@ class Layout:
         return math.prod(getattr(self, c) for c in DIMENSIONS[dim])
 
 
-#: Off: :func:`_slowest_group` lays out every group even when all are alike
-#: (``tests/test_speed_paths.py`` compares both).
-FAST_SLOWEST_GROUP = True
-
-#: Off: :meth:`GroupContext._physical` by its NumPy expression (the tests compare the two).
-FAST_PHYSICAL = True
-#: Below this many endpoints the NumPy expression runs (no compiler loaded for a small
-#: fabric: the command line's default ``step``); above, the kernel.
+#: Below this many endpoints :meth:`GroupContext._physical` runs its NumPy expression (no
+#: compiler loaded for a small fabric: the command line's default ``step``); above, the
+#: kernel, equal to it (``tests/test_speed_paths.py`` sets this to compare the two).
 PHYSICAL_KERNEL_MIN_ENTRIES = 65_536
 
 
@@ -147,7 +143,8 @@ def _slowest_group(members: np.ndarray, offsets: np.ndarray, dom: int) -> tuple[
     puts the most traffic on each of those GPUs' NICs. Returns that group's index (0 when no
     group straddles: group 0 is then as fast as any) and how many groups straddle.
     """
-    if FAST_SLOWEST_GROUP and offsets.size > 1 and not np.any(offsets % dom):
+    # ``FastPaths.slowest_group``; off, every group is laid out
+    if offsets.size > 1 and not np.any(offsets % dom) and shortcuts().slowest_group:
         # every group is group 0 moved by whole domains: all straddle alike, or none does
         _, straddles = _slowest_group(members, offsets[:1], dom)
         return 0, int(offsets.size) if straddles else 0
@@ -291,7 +288,7 @@ class GroupContext(FabricContext):
         nics = self.nics
         n_total = self.scenario.cluster.n_gpus
         entries = offsets.size * np.size(logical)
-        if FAST_PHYSICAL and entries >= PHYSICAL_KERNEL_MIN_ENTRIES:
+        if entries >= PHYSICAL_KERNEL_MIN_ENTRIES:
             # one pass (training/_kernels.py), equal to the expression below
             from fabric_model.training._kernels import physical_endpoints
 

@@ -35,16 +35,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from fabric_model.errors import NcclLogError
-from fabric_model.validate.nccl_log import (
+from fabric_model.validate.nccl_results import (
     NcclTestRow,
     NcclTestsLog,
-    _avg_check,
-    _binary_op,
-    _decode_nccl_code,
-    _guess_op,
-    _normalize_op,
-    _row_warnings,
-    _RowResult,
+    RowResult,
+    avg_check,
+    binary_op,
+    decode_nccl_code,
+    guess_op,
+    normalize_op,
+    row_warnings,
 )
 
 __all__ = ["JSON_VERSIONS", "looks_like_json", "parse_nccl_tests_json"]
@@ -233,7 +233,7 @@ def _resolve_op(
     args = data.get("args")
     found = None
     if isinstance(args, list) and args:
-        found = _binary_op(os.path.basename(str(args[0])))
+        found = binary_op(os.path.basename(str(args[0])))
     if found is not None:
         binary, op = found
         if op is None:
@@ -246,7 +246,7 @@ def _resolve_op(
         return op
     if requested is not None:
         return requested
-    guessed, why = _guess_op(rows, n_ranks)
+    guessed, why = guess_op(rows, n_ranks)
     warnings.append(
         f"json: op {'guessed as ' + repr(guessed) if guessed != 'unknown' else 'unknown'} "
         f"from the results ({why}); args[0] names no *_perf binary"
@@ -286,7 +286,7 @@ def parse_nccl_tests_json(text: str | bytes, *, op: str | None = None) -> NcclTe
     if not text.strip():
         raise NcclLogError("empty input: there is no nccl-tests output to read")
     data = _load(text)
-    requested = _normalize_op(op) if op is not None else None
+    requested = normalize_op(op) if op is not None else None
     warnings: list[str] = []
     version = data.get("version")
     if version not in JSON_VERSIONS:
@@ -297,28 +297,28 @@ def parse_nccl_tests_json(text: str | bytes, *, op: str | None = None) -> NcclTe
     config, devices = _config(data)
     n_ranks = _n_ranks(config, devices)
     rows: list[NcclTestRow] = []
-    row_warnings: list[tuple[int, str]] = []
+    per_row: list[tuple[int, str]] = []
     for i, result in enumerate(data["results"], start=1):
         try:
             row = _row(result, i)
         except ValueError as exc:
-            row_warnings.append((i, f"unreadable result ignored: {exc}"))
+            per_row.append((i, f"unreadable result ignored: {exc}"))
             continue
         rows.append(row)
-        row_warnings.extend(_row_warnings(_RowResult(row=row)))
+        per_row.extend(row_warnings(RowResult(row=row)))
     if not rows:
-        detail = f" ({len(row_warnings)} unreadable)" if row_warnings else ""
+        detail = f" ({len(per_row)} unreadable)" if per_row else ""
         raise NcclLogError(f"the JSON's 'results' list has no readable result{detail}")
     avg, oob, footer_warnings = _footer(data)
-    warnings += _located(row_warnings) + [f"json: {w}" for w in footer_warnings]
+    warnings += _located(per_row) + [f"json: {w}" for w in footer_warnings]
     if avg is not None:
-        warnings += [f"json: {msg}" for _, msg in _avg_check(rows, avg, 0)]
+        warnings += [f"json: {msg}" for _, msg in avg_check(rows, avg, 0)]
     final_op = _resolve_op(data, requested, rows, n_ranks, warnings)
     per_process = max(1, (n_ranks or len(devices)) // max(1, len(devices))) if devices else 1
     names = tuple(str(d.get("device_info", "")) for d in devices for _ in range(per_process))
     hosts = tuple(dict.fromkeys(str(d.get("hostname", "")) for d in devices))
     code = data.get("nccl_version")
-    nccl_version = _decode_nccl_code(str(code)) if isinstance(code, int) else None
+    nccl_version = decode_nccl_code(str(code)) if isinstance(code, int) else None
     header = {str(k): str(v) for k, v in config.items() if k != "devices"}
     header["json version"] = str(version)
     return NcclTestsLog(
