@@ -29,6 +29,7 @@ from fabric_model.run.slices import (
 )
 from fabric_model.run.traffic import TrafficShape
 from fabric_model.scenario import apply_overrides
+from fabric_model.topology.torus3d import torus_dims
 
 BASE = load_preset("dgx-h100-ib-ndr")
 #: 32 blocks of one 8-GPU server each, a 4 x 4 x 2 grid, two spare blocks
@@ -120,8 +121,6 @@ def test_slice_packer_torus_golden(torus: Cluster) -> None:
     full = []
     for n in (4, 6, 8, 12, 16, 32):
         circ = sf.circuits(tuple(range(n)), shape)
-        from fabric_model.topology.torus3d import torus_dims
-
         full.append(_diameter(circ.hops) == sum(d // 2 for d in torus_dims(n)))
     assert np.mean(full) == pytest.approx(case["ocs_full_torus_share"])
 
@@ -142,7 +141,7 @@ def _is_box(blocks: list[int], dims: tuple[int, int, int]) -> bool:
     for d, size in enumerate(dims):
         vals = sorted(set(coords[:, d].tolist()))
         # contiguous modulo the grid: one gap at most, around the wrap
-        gaps = sum(1 for a, b in zip(vals, vals[1:] + [vals[0] + size], strict=True) if b - a > 1)
+        gaps = sum(1 for a, b in zip(vals, [*vals[1:], vals[0] + size], strict=True) if b - a > 1)
         if gaps > 1 or (gaps == 0 and len(vals) != size):
             return False
         spans.append(len(vals))
