@@ -415,6 +415,7 @@ class _Sim:
         self.days = days
         self.seed = seed
         self.rates = FabricRates(cluster.ctx, cluster.layout, seed=_seed_int(seed, "ecmp") % 2**32)
+        self._slice_solves = cluster.slices.solves if cluster.slices is not None else 0
         gpn = self.lay.gpus_per_node
         self.gpn = gpn
         self.free_gpus = np.full(self.lay.n_nodes, gpn, dtype=np.int64)
@@ -1080,7 +1081,8 @@ class _Sim:
             self.busy,
             capacity,
             status,
-            self.rates.solves,
+            self.rates.solves
+            + (self.c.slices.solves - self._slice_solves if self.c.slices is not None else 0),
             self.max_owner_gpus,
             self.segments,
             np.array(self.timeline, dtype=np.float64).reshape(-1, 6),

@@ -92,6 +92,7 @@ class SliceFabrics:
     grid: SliceGrid
     reference: FabricRates
     _fabrics: OrderedDict[tuple[object, ...], FabricRates] = field(default_factory=OrderedDict)
+    _evicted_solves: int = 0
 
     @classmethod
     def build(cls, scenario: Scenario, layout: ClusterLayout) -> SliceFabrics:
@@ -102,6 +103,12 @@ class SliceFabrics:
         ctx = FabricContext.from_scenario(ref)
         ref_rates = FabricRates(ctx, _flat_layout(layout, layout.n_nodes))
         return cls(scenario, layout, layout.ocs, ref_rates)
+
+    @property
+    def solves(self) -> int:
+        """Max-min solves the slices' fabrics and the reference have run (since built)."""
+        kept = sum(fr.solves for fr in self._fabrics.values())
+        return self.reference.solves + self._evicted_solves + kept
 
     # ------------------------------------------------------------------ slices
     def pattern_of(self, n_blocks: int, circuits: str | None = None) -> str:
@@ -161,7 +168,7 @@ class SliceFabrics:
         hit = FabricRates(ctx, _flat_layout(self.layout, n * g.nodes_per_block))
         self._fabrics[key] = hit
         if len(self._fabrics) > _KEEP:
-            self._fabrics.popitem(last=False)
+            self._evicted_solves += self._fabrics.popitem(last=False)[1].solves
         return hit
 
     def _installed(self, ctx: FabricContext, blocks: tuple[int, ...]) -> FabricContext:
