@@ -132,11 +132,14 @@ class ClusterLayout:
         n_leaf_sw, n_upper = 0, 0
         if topo.tiers:
             switches, _, _ = slurm_tree(plan)
-            leaves = [s for s in switches if s.nodes]
+            # an OCS design's spare blocks are built beyond cluster.n_gpus: their servers are
+            # not the scheduler's (ocs.spare_blocks take failed blocks' places)
+            leaves = [s for s in switches if any(n < n_nodes for n in s.nodes)]
             leaf_idx = {s.name: i for i, s in enumerate(leaves)}
             leaf_of = np.full(n_nodes, -1, dtype=np.int64)
             for i, s in enumerate(leaves):
-                leaf_of[np.asarray(s.nodes, dtype=np.int64)] = i
+                mine = np.asarray(s.nodes, dtype=np.int64)
+                leaf_of[mine[mine < n_nodes]] = i
             pod_of_leaf = np.zeros(len(leaves), dtype=np.int64)
             upper = [s for s in switches if s.children and any(k in leaf_idx for k in s.children)]
             for p, s in enumerate(upper):
