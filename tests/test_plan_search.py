@@ -143,8 +143,11 @@ def test_space_uses_degrees_that_divide_not_only_powers_of_two() -> None:
     assert set(sp.cols["zero"].tolist()) == set(field_spec("parallel.zero_stage").choices)
     modes = {m for m, _ in sp.recompute_modes}
     assert modes == set(field_spec("training.recompute").choices)
-    # straddling degrees are in the space, flagged: TP16 and EP64 do not tile 72
-    straddle = (sp.cols["tp"] == 16) | (sp.cols["ep"] * sp.cols["tp"] * sp.cols["cp"] == 64)
+    # straddling degrees are in the space, flagged: TP16 and EP64 do not tile 72 (the EP
+    # block is EP x CP x TP, or ETP x EP on the expert grid of an expert TP below TP)
+    c = sp.cols
+    block = np.where(c["etp"] == c["tp"], c["ep"] * c["tp"] * c["cp"], c["etp"] * c["ep"])
+    straddle = (c["tp"] == 16) | (block == 64)
     assert straddle.any() and not sp.tiles[straddle].any()
     assert sp.tiles[(sp.cols["tp"] == 8) & (sp.cols["ep"] == 1) & (sp.cols["cp"] == 1)].all()
 

@@ -42,6 +42,7 @@ from fabric_model.scenario import (
     dump_scenario,
     field_spec,
     scenario_from_text,
+    with_dependents,
 )
 from ui.cache_keys import scenario_cache
 from ui.exports import export_file_name
@@ -490,12 +491,10 @@ def sidebar_scenario() -> ScenarioState:
             value = st.session_state[_VALUES][key] = "auto"
         overrides[key] = value
     base = load_preset(preset)
-    if overrides.get("fabric.vendor", base.fabric.vendor) != base.fabric.vendor:
-        # the preset's transport is its vendor's (meta-24k-roce: PFC-only RoCE); another
-        # vendor runs its own unless the URL or a file sets one
-        overrides.setdefault("fabric.transport", "auto")
     try:
-        scenario = apply_overrides(base, overrides)
+        # another vendor than the preset's runs its own transport unless the URL or a file
+        # sets one (meta-24k-roce: PFC-only RoCE)
+        scenario = apply_overrides(base, with_dependents(base, overrides))
     except FabricModelError as exc:
         _scenario_file_controls(preset, None)
         return ScenarioState(preset, None, str(exc))

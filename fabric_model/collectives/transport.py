@@ -40,15 +40,22 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
 from fabric_model.caching import lru_cached
-from fabric_model.collectives._kernels import DCQCN_FIELDS, dcqcn_incast
 from fabric_model.errors import FabricModelError
 from fabric_model.transports import transport_params, transports
 
 __all__ = ["Incast", "incast", "keeps_max_min", "overload", "pfc_headroom_bytes"]
+
+
+def _kernels() -> ModuleType:
+    """Return the DCQCN kernel's module, imported on first use (no compiler until then)."""
+    from fabric_model.collectives import _kernels as kernels
+
+    return kernels
 
 
 def _dcqcn_vector() -> np.ndarray:
@@ -67,7 +74,7 @@ def _dcqcn_vector() -> np.ndarray:
         "kmax_bytes": d["kmax_bytes"],
         "pmax": d["pmax"],
     }
-    return np.array([si[f] for f in DCQCN_FIELDS], dtype=np.float64)
+    return np.array([si[f] for f in _kernels().DCQCN_FIELDS], dtype=np.float64)
 
 
 def pfc_headroom_bytes(port_Bps: float, cable_m: float, mtu_bytes: float) -> float:
@@ -304,7 +311,7 @@ def _dcqcn(
     for i, x in enumerate(xs):
         # a phase lasts at most a few times its ideal time plus the recovery; allow 50x
         steps = int(50.0 * (x / c + 1e-3) / dt) + 1000
-        t, paused = dcqcn_incast(
+        t, paused = _kernels().dcqcn_incast(
             float(x), float(n), c * load / n, c, buf, xoff, rtt, mtu, pfc, params, dt, steps
         )
         if t <= 0.0:

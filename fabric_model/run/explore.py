@@ -25,7 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabric_model.errors import FabricModelError, ScenarioError
-from fabric_model.scenario import Scenario, apply_overrides, coerce_value, parse_assignment
+from fabric_model.scenario import (
+    Scenario,
+    apply_overrides,
+    coerce_value,
+    parse_assignment,
+    with_dependents,
+)
 
 __all__ = [
     "DEFAULT_MAX_DESIGNS",
@@ -128,26 +134,19 @@ def design_grid(
 
 
 def design_scenario(base: Scenario, overrides: dict[str, Any]) -> Scenario:
-    """Return ``base`` with ``overrides``; a changed GPU brings its server, as the sidebar does.
+    """Return ``base`` with ``overrides``; a changed GPU or vendor brings what follows it.
 
-    A varied ``cluster.gpu`` sets ``cluster.gpus_per_node`` and ``cluster.nvlink_domain`` to
-    its catalog server's unless those keys are varied too.
+    As the sidebar does (:func:`~fabric_model.scenario.with_dependents`): a varied
+    ``cluster.gpu`` sets its catalog server's ``cluster.gpus_per_node`` and
+    ``cluster.nvlink_domain``, a varied ``fabric.vendor`` its own transport, unless those
+    keys are varied too.
 
     Raises
     ------
     FabricModelError
         When the combination is not a valid scenario (the message names the key).
     """
-    over = dict(overrides)
-    gpu = over.get("cluster.gpu")
-    if gpu is not None and gpu != base.cluster.gpu:
-        from fabric_model.catalog import load_catalog
-
-        cat = load_catalog()
-        server = cat.server(cat.gpu(gpu).server)
-        over.setdefault("cluster.gpus_per_node", server.gpus_per_server)
-        over.setdefault("cluster.nvlink_domain", server.nvlink_domain)
-    return apply_overrides(base, over)
+    return apply_overrides(base, with_dependents(base, overrides))
 
 
 @dataclass(frozen=True)

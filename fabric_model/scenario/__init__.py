@@ -46,6 +46,7 @@ from fabric_model.scenario.io import (
     load_scenario,
     parse_assignment,
     scenario_from_text,
+    with_dependents,
 )
 from fabric_model.scenario.nccl import NCCL_ALGOS, NCCL_VERSIONS, NcclSpec
 from fabric_model.scenario.nccl import NCCL_VERSIONS_PATH as NCCL_VERSIONS_PATH
@@ -99,4 +100,5 @@ __all__ = [
     "load_scenario",
     "parse_assignment",
     "scenario_from_text",
+    "with_dependents",
 ]

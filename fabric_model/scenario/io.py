@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from fabric_model.catalog import load_catalog
 from fabric_model.errors import ScenarioError, ScenarioFileError, shown_value
 from fabric_model.scenario.document import Scenario
 from fabric_model.scenario.registry import coerce_value, field_spec
@@ -22,6 +23,7 @@ __all__ = [
     "load_scenario",
     "parse_assignment",
     "scenario_from_text",
+    "with_dependents",
 ]
 
 
@@ -45,6 +47,26 @@ def parse_assignment(text: str) -> tuple[str, str]:
     key = key.strip()
     field_spec(key)
     return key, value
+
+
+def with_dependents(base: Scenario, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``overrides`` plus the keys that follow a changed GPU or vendor, unless set.
+
+    A changed ``cluster.gpu`` brings its catalog server's ``cluster.gpus_per_node`` and
+    ``cluster.nvlink_domain``; a changed ``fabric.vendor`` runs its own transport
+    (``fabric.transport = auto``: a preset's transport belongs to its vendor, as
+    meta-24k-roce's PFC-only RoCE does). The sidebar and ``explore --vary`` both use it.
+    """
+    over = dict(overrides)
+    gpu = over.get("cluster.gpu")
+    if gpu is not None and gpu != base.cluster.gpu:
+        cat = load_catalog()
+        server = cat.server(cat.gpu(gpu).server)
+        over.setdefault("cluster.gpus_per_node", server.gpus_per_server)
+        over.setdefault("cluster.nvlink_domain", server.nvlink_domain)
+    if over.get("fabric.vendor", base.fabric.vendor) != base.fabric.vendor:
+        over.setdefault("fabric.transport", "auto")
+    return over
 
 
 def apply_overrides(scenario: Scenario, overrides: Mapping[str, Any]) -> Scenario:

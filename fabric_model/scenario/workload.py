@@ -169,6 +169,21 @@ class ParallelismPlan:
         ),
     )
     ep: int = _f(1, FieldSpec("int", "expert-parallel degree", "", min=1, max=4096))
+    etp: int | str = _f(
+        "auto",
+        FieldSpec(
+            "int",
+            "expert tensor-parallel degree: how many GPUs split each routed expert, apart "
+            "from parallel.tp (Megatron-Core --expert-tensor-parallel-size, MoE parallel "
+            "folding: the experts of a pipeline stage run on etp x ep x expert-data-parallel "
+            "of its tp x cp x dp GPUs); auto = the framework's default (Megatron-Core: tp; "
+            "torchtitan: 1)",
+            "",
+            min=1,
+            max=1024,
+            auto=True,
+        ),
+    )
     cp: int = _f(1, FieldSpec("int", "context-parallel degree", "", min=1, max=1024))
     vpp: int = _f(
         1, FieldSpec("int", "interleaved virtual pipeline stages per rank", "", min=1, max=64)

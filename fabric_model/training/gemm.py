@@ -243,16 +243,20 @@ def gemm_rates(s: Scenario, gpu: Gpu) -> GemmRates:
     )
 
 
-def expert_tokens(s: Scenario, cp: int, ep: int, micro_batch: int) -> tuple[float, bool]:
+def expert_tokens(
+    s: Scenario, cp: int, ep: int, micro_batch: int, gathered: float = 1.0
+) -> tuple[float, bool]:
     """Return ``(M, exact)``: the tokens each local expert multiplies per micro-batch.
 
-    Balanced routing gives every expert ``b s / cp x top_k x ep / n_experts`` tokens (the
-    sequence of its tensor-parallel group, gathered); capacity padding
-    (``training.moe_pad_to_capacity``) raises every expert to the capacity,
-    ``moe_capacity_factor`` times that, in fixed shapes (``exact``).
+    Balanced routing gives every expert ``b s / cp x top_k x ep / n_experts x etp / tp``
+    tokens: the ``ep`` ranks of its EP group each send their ``b s / (cp tp)`` sequence-
+    parallel tokens' copies, and the ``etp`` ranks splitting the expert gather theirs
+    (``gathered = etp / tp``; 1 at ``etp = tp``: its tensor-parallel group's sequence,
+    gathered); capacity padding (``training.moe_pad_to_capacity``) raises every expert to
+    the capacity, ``moe_capacity_factor`` times that, in fixed shapes (``exact``).
     """
     m, tr = s.model, s.training
-    balanced = micro_batch * m.seq_len / cp * m.top_k * ep / max(1, m.n_experts)
+    balanced = micro_batch * m.seq_len / cp * m.top_k * ep / max(1, m.n_experts) * gathered
     if tr.moe_pad_to_capacity and tr.moe_capacity_factor > 0:
         return balanced * tr.moe_capacity_factor, True
     return balanced, False
@@ -293,13 +297,17 @@ def _gemms(
     return out
 
 
-def linear_utilisation(s: Scenario, tp: int, cp: int, ep: int, micro_batch: int, gpu: Gpu) -> float:
+def linear_utilisation(
+    s: Scenario, tp: int, cp: int, ep: int, micro_batch: int, gpu: Gpu, etp: int | None = None
+) -> float:
     """FLOP-weighted utilisation of the linear GEMMs of the model's layer mix (docstring).
 
     Dense GEMMs by their tile and wave quantization; the routed experts as grouped GEMMs
-    (:func:`expert_gemm_utilisation`) of :func:`expert_tokens` each, under the roofline of
+    (:func:`expert_gemm_utilisation`) of :func:`expert_tokens` each, ``ffn_hidden / etp``
+    wide (expert tensor parallelism, ``tp`` when None), under the roofline of
     :func:`gemm_rates`.
     """
+    etp = tp if etp is None else etp
     m = s.model
     tokens = micro_batch * m.seq_len / cp
     moe_layers = m.layers - m.dense_layers if m.kind == "moe" else 0
@@ -313,10 +321,10 @@ def linear_utilisation(s: Scenario, tp: int, cp: int, ep: int, micro_batch: int,
                 flops += work
                 time += work / gemm_utilisation(a, b, gpu)
         if moe:
-            m_e, exact = expert_tokens(s, cp, ep, micro_batch)
+            m_e, exact = expert_tokens(s, cp, ep, micro_batch, etp / tp)
             padding = s.training.moe_capacity_factor if exact else 1.0
             local = max(1, m.n_experts // ep)
-            f, h = m.ffn_hidden / tp, float(m.hidden)
+            f, h = m.ffn_hidden / etp, float(m.hidden)
             u = expert_gemm_utilisation(
                 m_e, f, h, m.gated_mlp, local, gpu, gemm_rates(s, gpu), exact=exact
             )

@@ -9,6 +9,12 @@ parallel (``tp``), context parallel (``cp``), expert parallel (``ep``), pipeline
 so TP fills the NVLink domain first, and data parallelism (``ep_r`` and ``edp_r``; the
 gradients of non-expert weights are also reduced across ``cp``) spans the scale-out fabric.
 
+The routed experts may run on a grid of their own (:meth:`Layout.expert_grid`): Megatron-
+Core's MoE parallel folding (``parallel_state.py``, the expert ``RankGenerator``; Liu et
+al., arXiv 2504.14960) regroups the ``tp x cp x dp`` GPUs of each pipeline stage as expert
+tensor parallel (``etp``, innermost), expert parallel (``ep``) and expert data parallel
+(``edp = tp cp dp / (etp ep)``).
+
 A :class:`GroupContext` is a :class:`~fabric_model.collectives.FabricContext` for one such
 communicator: its ranks are group 0's GPUs, its "domain" is the group's members that share
 one NVLink domain, and every pattern it solves is replicated over the dimension's other
@@ -56,6 +62,25 @@ class Layout:
     ep: int
     pp: int
     edp: int
+
+    @classmethod
+    def expert_grid(cls, etp: int, ep: int, pp: int, stage_gpus: int) -> Layout:
+        """Return the expert grid ``etp x ep x edp`` of pipeline stages of ``stage_gpus``.
+
+        As Megatron-Core lays it out: expert TP on consecutive ranks, EP on the next
+        (``etp x ep`` consecutive ranks), then the pipeline and the expert data-parallel
+        groups (``edp = stage_gpus / (etp ep)``). Folding needs Megatron-Core's default
+        rank order, pipeline last, in which a stage's GPUs are consecutive
+        (``parallel_state.py`` asserts equal data-parallel sizes of the attention and the
+        experts otherwise), so the expert groups sit where the runs put them, on the
+        NVLink domains their consecutive ranks fill; the attention's own layout keeps
+        Llama 3's order (:attr:`~fabric_model.training.step.Plan.layout`).
+
+        >>> g = Layout.expert_grid(etp=1, ep=8, pp=4, stage_gpus=16)  # Mixtral TP2 DP8, ETP1
+        >>> g.members("ep").tolist(), g.size("edp")
+        ([0, 1, 2, 3, 4, 5, 6, 7], 2)
+        """
+        return cls(tp=etp, cp=1, ep=ep, pp=pp, edp=max(1, stage_gpus // (etp * ep)))
 
     @property
     def n_gpus(self) -> int:

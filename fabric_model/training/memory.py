@@ -8,9 +8,11 @@
   everything (the stages of Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward
   Training Trillion Parameter Models", section 5), and then gathers two layers' bf16
   weights at a time (the one computing and the one prefetched). Non-expert weights are
-  split by ``tp`` and the rank's layers; routed experts by ``ep x tp`` (expert tensor
-  parallelism equal to ``tp``, Megatron's default), and their data-parallel group is
-  ``dp / ep``; both groups include ``cp``. With FP8 GEMMs the
+  split by ``tp`` and the rank's layers, their data-parallel group is ``dp x cp``; routed
+  experts by ``ep x etp`` (``parallel.etp``, expert tensor parallelism: Megatron-Core's
+  ``expert_tensor_parallel_size``, ``tp`` by default), their data-parallel group the rest
+  of the stage's GPUs, ``edp = tp cp dp / (etp ep)`` (MoE parallel folding, Megatron-Core
+  ``parallel_state.py``). With FP8 GEMMs the
   rank also keeps an FP8 copy of its GEMM weights (:data:`FP8_WEIGHT_CACHE_BYTES`). With
   BF16 gradient buffers the distributed optimizer's FP32 copy of its gradient shard exists
   only from the optimizer step to the next step's ``zero_grad`` (Megatron-LM
@@ -31,7 +33,9 @@
   MLP             norm input ``h``; FC1 input ``h``; FC1 output ``2 f`` gated (gate and up,
                   SwiGLU fused as Megatron's ``bias_swiglu`` keeps it) or ``f``; FC2 input ``f``
   MoE layer       norm input and router/expert input ``h``; per routed copy (``top_k``)
-                  the permuted input ``h``, FC1 output and FC2 input; the expert output
+                  the permuted input ``h`` (gathered over the expert-TP group: ``etp /
+                  tp`` of the stage's tokens per GPU, each whole), FC1 output and FC2 input
+                  (``f / etp`` wide: ``f / tp`` per token on average); the expert output
                   ``h`` only where the combine weights it (torchtitan): Megatron-Core
                   (0.13 on, "memory efficient token permutation", ``experts.py``
                   ``activation_func_with_probs``) multiplies the routing probabilities
@@ -330,12 +334,23 @@ def linear_input_bytes(s: Scenario, tp: int = 1) -> float:
     return BF16 if hopper and tp > 1 else 1.0
 
 
-def _layer_bytes_per_token(s: Scenario, moe_layer: bool, mode: str, tp: int = 1) -> float:
+def _layer_bytes_per_token(
+    s: Scenario, moe_layer: bool, mode: str, tp: int = 1, etp: int | None = None
+) -> float:
     """Bytes one layer keeps per token of a micro-batch, before tensor parallelism.
 
     Selective recomputation of the ``cheap`` modules drops the norms' outputs (the QKV, FC1
     and router inputs), the activation's output (FC2 input) and MLA's up-projected heads.
+
+    A routed expert's input is what Megatron-Core's all-to-all dispatcher hands it: the
+    tokens its EP peers sent, all-gathered over the ``etp`` GPUs that split the expert
+    (``token_dispatcher.py``, ``dispatch_postprocess``), kept whole by the grouped linear
+    layer for its weight gradient; a GPU holds ``etp / tp`` of its stage's routed copies
+    (``etp`` defaults to ``tp``), in the dtype of an expert GEMM's saved input
+    (Transformer Engine runs the grouped linear with ``tp_size = 1``: the dispatcher does
+    the communication, so no backward all-gather of the input).
     """
+    etp = tp if etp is None else etp
     m = s.model
     h = float(m.hidden)
     if mode == "full":
@@ -356,7 +371,8 @@ def _layer_bytes_per_token(s: Scenario, moe_layer: bool, mode: str, tp: int = 1)
     act_in = activation_input_bytes(s)
     if moe_layer:
         f = float(m.ffn_hidden)
-        routed = lin * h + _mlp_bytes(f, lin, m.gated_mlp, not cheap, act_in)
+        lin_e = linear_input_bytes(s)
+        routed = lin_e * h * etp + _mlp_bytes(f, lin_e, m.gated_mlp, not cheap, act_in)
         if s.training.framework != "megatron":  # the expert output the combine weights
             routed += BF16 * h
         mlp = (
@@ -391,7 +407,7 @@ def activation_bytes_per_layer(
     """
     mode = recompute or plan.recompute
     tokens = s.model.seq_len / plan.cp * plan.micro_batch
-    kept = tokens * _layer_bytes_per_token(s, moe_layer, mode, plan.tp) / plan.tp
+    kept = tokens * _layer_bytes_per_token(s, moe_layer, mode, plan.tp, plan.expert_tp) / plan.tp
     if mode == "none":
         kept += attention_score_bytes_per_layer(s, plan)
     return kept
@@ -408,7 +424,8 @@ def routed_copy_bytes_per_layer(s: Scenario, plan: Plan, moe_layer: bool) -> flo
     m = s.model
     tokens = m.seq_len / plan.cp * plan.micro_batch
     out = BF16 if s.training.framework != "megatron" else 0.0  # see _layer_bytes_per_token
-    return tokens * m.top_k * (linear_input_bytes(s, plan.tp) + out) * m.hidden / plan.tp
+    per_gpu = tokens * m.top_k * m.hidden / plan.tp  # the stage's copies over its tp GPUs
+    return per_gpu * (linear_input_bytes(s) * plan.expert_tp + out)
 
 
 def activation_traffic_bytes_per_layer(s: Scenario, plan: Plan, moe_layer: bool) -> float:
@@ -563,7 +580,8 @@ def _ranks(pp: int) -> list[int]:
 
 
 def _process_groups(plan: Plan) -> int:
-    return sum(1 for g in (plan.tp, plan.pp, plan.dp, plan.cp, plan.ep) if g > 1)
+    own_etp = plan.expert_tp > 1 and plan.expert_tp != plan.tp  # its own communicator
+    return sum(1 for g in (plan.tp, plan.pp, plan.dp, plan.cp, plan.ep) if g > 1) + own_etp
 
 
 def fp8_weight_bytes(s: Scenario) -> float:
@@ -647,9 +665,10 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
     fp4 = s.training.precision == "fp4"
     titan = s.training.framework == "torchtitan"
     dp_dense = plan.dp * plan.cp
-    # expert data parallelism over DP x CP (Megatron-Core MoE parallel folding; torchtitan's
-    # FSDP2 + EP): an EP not dividing DP x CP is reported by the plan
-    dp_expert = max(1, plan.dp * plan.cp // plan.ep)
+    # expert data parallelism: the rest of the stage's tp x cp x dp GPUs after etp x ep
+    # (Megatron-Core MoE parallel folding; torchtitan's FSDP2 + EP): a grid that does not
+    # divide them is reported by the plan
+    dp_expert = plan.edp
     w_b, g_b, o_b, g_shard_b = model_state_bytes(s)
     moe_share = counts.moe_layers / L
     per_layer = moe_share * activation_bytes_per_layer(s, plan, True) + (
@@ -676,7 +695,7 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
         ends = (rank == 0) + (rank == plan.pp - 1)
         embed = counts.output_layer * (1 if m.tied_embeddings and plan.pp == 1 else ends)
         p_dense = (dense_per_layer * layers + copies * embed) / plan.tp
-        p_expert = expert_per_layer * layers / (plan.ep * plan.tp)
+        p_expert = expert_per_layer * layers / (plan.ep * plan.expert_tp)
         p_gemm = p_dense + p_expert - copies * embed / plan.tp
         weights = grads = optim = step_grads = 0.0
         z = plan.zero_stage

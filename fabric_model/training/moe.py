@@ -3,7 +3,8 @@
 Per MoE layer and micro-batch on one GPU, forward and backward (:func:`moe_layer_time`):
 
 - **Expert GEMMs**: one grouped GEMM per local expert set, each expert with the ``M`` tokens
-  routed to it (``b s / cp x top_k x ep / n_experts`` balanced), at the utilisation of
+  routed to it (``b s / cp x top_k x ep / n_experts x etp / tp`` balanced: the expert-TP
+  group gathers its ranks' tokens) and ``ffn_hidden / etp`` wide, at the utilisation of
   :func:`~fabric_model.training.gemm.expert_gemm_utilisation`: tile and wave quantization
   at small ``M`` (fine-grained experts see few tokens each) and the roofline of reading
   each expert's weights whatever ``M`` is.
@@ -17,8 +18,9 @@ Per MoE layer and micro-batch on one GPU, forward and backward (:func:`moe_layer
   Megatron-Core's all-to-all dispatcher (``training.ep_dispatch = per_expert``,
   ``token_dispatcher.py``, ``MoEAlltoAllTokenDispatcher``) runs, forward: permutation 1
   (``permute``: ``T k`` rows read and written before the all-to-all), permutation 2
-  (``sort_chunks_by_idxs``: the ``R = T_tp k`` received rows sorted by local expert, only
-  with more than one local expert), its inverse after the experts, and ``unpermute``
+  (``sort_chunks_by_idxs``: the ``R = etp T k`` rows received and gathered over the
+  expert-TP group sorted by local expert, only with more than one local expert), its
+  inverse after the experts, and ``unpermute``
   (``T k`` rows read, ``T`` rows written, weighted by the routing probabilities); the
   backward pass moves the same bytes. DeepEP / HybridEP (``per_node``) send each token once
   per destination rank and permute the received rows once each way: ``4 R`` rows.
@@ -142,10 +144,11 @@ def moe_layer_time(s: Scenario, plan: Plan, gpu: Gpu) -> MoeLayerTime:
     h, n_exp, k = float(m.hidden), max(1, m.n_experts), m.top_k
     rates = gemm_rates(s, gpu)
     hbm = rates.hbm_Bps
-    m_e, exact = expert_tokens(s, plan.cp, plan.ep, plan.micro_batch)
+    etp = plan.expert_tp
+    m_e, exact = expert_tokens(s, plan.cp, plan.ep, plan.micro_batch, etp / plan.tp)
     pad = dispatch_padding(s)
     local = max(1, n_exp // plan.ep)
-    f = m.ffn_hidden / plan.tp
+    f = m.ffn_hidden / etp
     mats = 2.0 if m.gated_mlp else 1.0
     util = expert_gemm_utilisation(m_e, f, h, m.gated_mlp, local, gpu, rates, exact=exact)
     expert_flops = 6.0 * m_e * local * f * h * (mats + 1.0)  # forward + backward, padded
@@ -161,7 +164,8 @@ def moe_layer_time(s: Scenario, plan: Plan, gpu: Gpu) -> MoeLayerTime:
     router_s += ROUTER_SCORE_PASSES * t_r * n_exp * FP32 / hbm
 
     # permutation: rows of h BF16 elements moved, forward; the backward moves the same
-    rows_received = plan.micro_batch * m.seq_len / plan.cp * k * pad  # R, per TP rank
+    # R: the rows received, gathered over the expert-TP group
+    rows_received = plan.micro_batch * m.seq_len / plan.cp * k * pad * etp / plan.tp
     if tr.ep_dispatch == "per_node":
         rows = 4.0 * rows_received
     else:

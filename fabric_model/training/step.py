@@ -144,6 +144,8 @@ class Plan:
     layers_per_stage: int
     recompute: str
     schedule: str = "1f1b"
+    #: Expert tensor-parallel degree (``parallel.etp``); 0 = ``tp``.
+    etp: int = 0
 
     @property
     def sequences_per_step(self) -> int:
@@ -151,15 +153,27 @@ class Plan:
         return self.dp * self.micro_batch * self.micro_batches
 
     @property
+    def expert_tp(self) -> int:
+        """GPUs that split each routed expert (``parallel.etp``)."""
+        return self.etp or self.tp
+
+    @property
+    def edp(self) -> int:
+        """Expert data-parallel degree: ``tp x cp x dp / (etp x ep)`` (at least 1)."""
+        return max(1, self.tp * self.cp * self.dp // (self.expert_tp * self.ep))
+
+    @property
     def folded(self) -> bool:
-        """Whether expert parallelism spans context-parallel ranks (EP does not divide DP).
+        """Whether the experts run on their own grid (:attr:`expert_layout`).
 
         Megatron-Core's MoE parallel folding (``expert_tensor_parallel_size``, the expert
         rank generator of ``parallel_state.py``) forms the expert groups out of the same
-        ``tp x cp x dp`` ranks as the attention's, with EP innermost after TP; torchtitan's
-        FSDP2 + EP borrows EP from ``dp_shard x cp`` the same way.
+        ``tp x cp x dp`` ranks as the attention's, expert TP innermost, then EP, then expert
+        DP; torchtitan's FSDP2 + EP borrows EP from ``dp_shard x cp`` (and ``tp`` with
+        ``etp = 1``) the same way. The grid is the attention's own when ``etp = tp`` and EP
+        divides DP.
         """
-        return self.ep > 1 and self.dp % self.ep != 0
+        return (self.ep > 1 and self.dp % self.ep != 0) or self.expert_tp != self.tp
 
     @property
     def layout(self) -> Layout:
@@ -170,15 +184,16 @@ class Plan:
 
     @property
     def expert_layout(self) -> Layout:
-        """The rank layout the expert all-to-all and the expert gradients see.
+        """The rank layout the expert all-to-all, expert TP and expert gradients see.
 
-        Without folding it is :attr:`layout`; folded, EP takes the ``ep`` ranks right after
-        TP (across the context-parallel ranks first) and the expert data-parallel group
-        the rest of ``cp x dp``.
+        Without folding it is :attr:`layout`; folded, Megatron-Core's expert grid
+        (:meth:`~fabric_model.training.layout.Layout.expert_grid`): expert TP innermost, EP
+        on the next ranks (across the rest of TP and the context-parallel ranks first), the
+        expert data-parallel group the rest of ``tp x cp x dp``.
         """
         if not self.folded:
             return self.layout
-        return Layout(tp=self.tp, cp=1, ep=self.ep, pp=self.pp, edp=self.dp * self.cp // self.ep)
+        return Layout.expert_grid(self.expert_tp, self.ep, self.pp, self.tp * self.cp * self.dp)
 
     def label(self) -> str:
         """Short text such as ``TP8 PP16 DP128`` (degrees above 1, DP always)."""
@@ -186,6 +201,7 @@ class Plan:
             f"TP{self.tp}" if self.tp > 1 else "",
             f"CP{self.cp}" if self.cp > 1 else "",
             f"EP{self.ep}" if self.ep > 1 else "",
+            f"ETP{self.expert_tp}" if self.expert_tp != self.tp else "",
             f"PP{self.pp}" + (f"x{self.vpp}" if self.vpp > 1 else "") if self.pp > 1 else "",
             f"DP{self.dp}",
         ]
@@ -423,14 +439,8 @@ def resolve_plan(scenario: Scenario) -> tuple[Plan | None, list[Problem]]:
             )
         elif m.n_experts % par.ep:
             problems.append(Problem("parallel.ep", f"must divide model.n_experts = {m.n_experts}"))
-        if (dp * par.cp) % par.ep:
-            problems.append(
-                Problem(
-                    "parallel.ep",
-                    f"must divide data x context parallelism {dp * par.cp:,} (experts are "
-                    f"spread over data- and context-parallel ranks: MoE parallel folding)",
-                )
-            )
+    etp, etp_problems = _expert_tp(s, dp)
+    problems += etp_problems
     layout_problem = pipeline_layout_problem(s, par.pp, par.vpp)
     if layout_problem:
         problems.append(Problem("parallel.pipeline_layout", layout_problem))
@@ -515,8 +525,98 @@ def resolve_plan(scenario: Scenario) -> tuple[Plan | None, list[Problem]]:
         layers_per_stage=layers_per_stage,
         recompute=tr.recompute,
         schedule=schedule,
+        etp=etp,
     )
     return plan, problems
+
+
+def _expert_tp(s: Scenario, dp: int) -> tuple[int, list[Problem]]:
+    """Resolve ``parallel.etp`` and list the rules the expert grid breaks.
+
+    ``auto`` is the framework's default: Megatron-Core's ``tp`` (``parallel_state.py``,
+    ``initialize_model_parallel``: "expert_tensor_parallel_size (default = tp_size)"),
+    torchtitan's 1 with expert parallelism (``job_config.py``,
+    ``expert_tensor_parallel_degree = 1``, "no effect ... when ep = 1": its experts then
+    follow ``tp``). The rules:
+    Megatron-Core builds the expert grid ``etp x ep x edp`` out of each pipeline stage's
+    ``tp x cp x dp`` GPUs ("world_size is not divisible by expert_tensor_model_pipeline_
+    parallel size"), and Transformer Engine splits each expert's FFN by ``etp``
+    (``divide(output_size, tp_size)`` of its grouped linear layers); torchtitan
+    (``parallel_dims.py``) supports ``etp = tp`` with EP over ``dp_shard x cp`` (EP a
+    multiple of CP) or ``etp = 1`` with EP over ``dp_shard x cp x tp`` (a multiple of
+    ``cp x tp``). Expert TP is tensor parallelism: like ``tp``, inside one NVLink domain.
+    """
+    par, m, tr = s.parallel, s.model, s.training
+    titan = tr.framework == "torchtitan"
+    moe = m.kind == "moe"
+    if par.etp == "auto":
+        etp = 1 if titan and moe and par.ep > 1 else par.tp
+    else:
+        etp = int(par.etp)
+    if not moe or (titan and par.ep == 1):  # nothing for the key to split
+        if etp != par.tp:
+            needs = "an MoE model" if not moe else "expert parallelism under torchtitan"
+            return par.tp, [
+                Problem(
+                    "parallel.etp",
+                    f"expert tensor parallelism needs {needs}; set it to parallel.tp "
+                    f"= {par.tp} or auto",
+                )
+            ]
+        return etp, []
+    problems: list[Problem] = []
+    key = "parallel.ep" if etp == par.tp else "parallel.etp"
+    own = "parallel.tp" if par.etp == "auto" and etp == par.tp else "parallel.etp"
+    grid, block = etp * par.ep, par.tp * par.cp * dp
+    if block % grid:
+        problems.append(
+            Problem(
+                key,
+                f"etp x ep = {etp} x {par.ep} must divide tp x cp x dp = {block:,} (the experts "
+                f"of a pipeline stage run on its tensor-, context- and data-parallel GPUs: "
+                f"MoE parallel folding"
+                + (
+                    "; parallel.etp = 1 lets EP span the TP ranks too)"
+                    if etp == par.tp > 1 and block % par.ep == 0
+                    else ")"
+                ),
+            )
+        )
+    if m.ffn_hidden % etp:
+        problems.append(
+            Problem(
+                own,
+                f"must divide the experts' model.ffn_hidden = {m.ffn_hidden} (each routed "
+                f"expert's FFN is split by the expert tensor-parallel degree, {etp})",
+            )
+        )
+    if etp > s.cluster.nvlink_domain and etp != par.tp:  # tp's own rule says it otherwise
+        problems.append(
+            Problem(
+                "parallel.etp",
+                f"{etp} exceeds the NVLink domain of {s.cluster.nvlink_domain} GPUs (expert "
+                f"tensor parallelism needs NVLink bandwidth, as tensor parallelism does)",
+            )
+        )
+    if titan and par.ep > 1:
+        if etp not in (1, par.tp):
+            problems.append(
+                Problem(
+                    "parallel.etp",
+                    f"torchtitan runs expert tensor parallelism at 1 or at parallel.tp = "
+                    f"{par.tp} only",
+                )
+            )
+        elif par.ep % (par.cp * (par.tp if etp == 1 else 1)):
+            borrowed = "cp x tp" if etp == 1 else "cp"
+            problems.append(
+                Problem(
+                    "parallel.ep",
+                    f"torchtitan's EP borrows all of {borrowed} at etp = {etp}: it must be a "
+                    f"multiple of {par.cp * (par.tp if etp == 1 else 1)}",
+                )
+            )
+    return etp, problems
 
 
 # ------------------------------------------------------------------------------ step
@@ -700,7 +800,7 @@ def optimizer_step_s(s: Scenario, plan: Plan, mem: MemoryBreakdown, gpu: Gpu) ->
     w_b, g_b, o_b, g_shard_b = model_state_bytes(s)
     copies = parameter_copies(plan.schedule)  # DualPipe's mirror copies share the shard
     shard = 1 if plan.zero_stage == 0 else plan.dp * plan.cp * copies
-    eshard = 1 if plan.zero_stage == 0 else max(1, plan.dp * plan.cp // plan.ep) * copies
+    eshard = 1 if plan.zero_stage == 0 else plan.edp * copies
     params = mem.params_dense / shard + mem.params_expert / eshard
     moved = params * (max(g_b, g_shard_b) + 2 * o_b + w_b)
     return moved / (gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY)
@@ -764,7 +864,7 @@ def compute_times(s: Scenario, plan: Plan, counts: ShapeCounts, gpu: Gpu) -> Com
         "full": layer_flops / 3.0,
     }[plan.recompute] * plan.layers_per_stage
     # linear GEMMs: at the precision's peak, slowed by their shapes' tile and wave quantization
-    util = linear_utilisation(s, plan.tp, plan.cp, plan.ep, plan.micro_batch, gpu)
+    util = linear_utilisation(s, plan.tp, plan.cp, plan.ep, plan.micro_batch, gpu, plan.expert_tp)
     linear_share = (layer_flops - layer_attn) / layer_flops
     stretch = 1.0 / (linear_speedup * util) - 1.0  # extra BF16-peak time per linear FLOP
     stage_eq = stage_model + stretch * plan.layers_per_stage * (layer_flops - layer_attn)
@@ -810,6 +910,45 @@ def compute_times(s: Scenario, plan: Plan, counts: ShapeCounts, gpu: Gpu) -> Com
         weight_grad_s=t_w,
         moe_overhead_s=moe_overhead,
     )
+
+
+def _tensor_parallel_s(
+    s: Scenario, plan: Plan, counts: ShapeCounts, fab: DimensionFabric, efab: DimensionFabric
+) -> tuple[float, str]:
+    """Seconds per step of tensor parallelism's collectives, and what they are.
+
+    Megatron sequence parallelism: an all-gather before and a reduce-scatter after each
+    tensor-parallel block (attention, a dense MLP, an MoE layer's shared experts) of the
+    ``b s h`` activation, forward and backward (and the forward again under full
+    recomputation). An MoE layer's routed experts are not a TP block: Megatron-Core's
+    all-to-all dispatcher all-gathers the routed tokens each GPU received over the expert
+    tensor-parallel group, ``etp x b s / (cp tp) x top_k`` rows, and reduce-scatters the
+    experts' output back (``token_dispatcher.py``, ``dispatch_postprocess`` and
+    ``combine_preprocess``), forward and backward, on the expert grid's ``etp`` GPUs:
+    nothing at ``etp = 1``.
+    """
+    m = s.model
+    mb, seq, h = plan.micro_batches, m.seq_len, m.hidden
+    act = plan.micro_batch * (seq / plan.cp) * h * BF16
+    rounds = 3 if plan.recompute == "full" else 2
+    moe_stage = plan.layers_per_stage * counts.moe_layers / m.layers
+    blocks = 2 * plan.layers_per_stage - moe_stage * (0 if m.shared_experts else 1)
+    total, parts = 0.0, []
+    if plan.tp > 1:
+        n_each = rounds * blocks * mb
+        ag = fab.collective("tp", "allgather", act)
+        rs = fab.collective("tp", "reducescatter", act)
+        total += n_each * (ag.time_s + rs.time_s)
+        parts += [_describe(ag, n_each, act), _describe(rs, n_each, act)]
+    if plan.expert_tp > 1 and moe_stage > 0:
+        routed = act * m.top_k * dispatch_padding(s) * plan.expert_tp / plan.tp
+        n_each = rounds * moe_stage * mb
+        ag = efab.collective("tp", "allgather", routed)
+        rs = efab.collective("tp", "reducescatter", routed)
+        total += n_each * (ag.time_s + rs.time_s)
+        parts.append("expert TP " + _describe(ag, n_each, routed))
+        parts.append("expert TP " + _describe(rs, n_each, routed))
+    return total, "; ".join(parts)
 
 
 def _host_memory_problem(s: Scenario, mem: MemoryBreakdown, server: Server) -> str:
@@ -1037,13 +1176,9 @@ def _training_step(
     h = m.hidden
     act = plan.micro_batch * (seq / plan.cp) * h * BF16
     full_rc = plan.recompute == "full"
-    if plan.tp > 1:
-        n_each = (4 + (2 if full_rc else 0)) * plan.layers_per_stage * mb
-        ag = fab.collective("tp", "allgather", act)
-        rs = fab.collective("tp", "reducescatter", act)
-        comm["tp"] = n_each * (ag.time_s + rs.time_s)
+    if plan.tp > 1 or plan.expert_tp > 1:
+        comm["tp"], detail["tp"] = _tensor_parallel_s(s, plan, counts, fab, efab)
         exposed["tp"] = comm["tp"] * (1.0 - tr.tp_overlap)
-        detail["tp"] = _describe(ag, n_each, act) + "; " + _describe(rs, n_each, act)
     if plan.cp > 1:
         d_head = m.head_dim or h // m.heads
         kv_width = (
@@ -1100,7 +1235,7 @@ def _training_step(
     # gradients in their reduction dtype, weights gathered in theirs (FP8 with
     # fp8_param_gather); exposure by the bucket mechanism, or the training.dp_overlap override
     dp_group = plan.dp * plan.cp
-    edp_group = plan.dp * plan.cp // plan.ep
+    edp_group = plan.edp
     p_dense, p_expert = mem.params_dense, mem.params_expert
     w_b, g_b, _, _ = model_state_bytes(s)
     ag_b = w_b if tr.fp8_param_gather else BF16
@@ -1174,7 +1309,7 @@ def _training_step(
     scale_out = tuple(
         d
         for d in exposed
-        if (d == "pp" and pp_network) or (d != "pp" and _crosses_domains(fab, d, plan))
+        if (d == "pp" and pp_network) or (d != "pp" and _crosses_domains(fab, efab, d, plan))
     )
     exposed_total = sum(exposed.values())
     step = compute + imbalance + bubble + offload + optimizer + exposed_total
@@ -1306,14 +1441,20 @@ def _ocs_phases(
     return rfab, refab, switches * ms / 1000.0, note
 
 
-def _crosses_domains(fab: DimensionFabric, dim: str, plan: Plan) -> bool:
+def _crosses_domains(fab: DimensionFabric, efab: DimensionFabric, dim: str, plan: Plan) -> bool:
     """Whether the slowest group of ``dim`` spans more than one NVLink domain.
 
-    Data parallelism counts its dense (``dp``) and expert (``edp``) groups.
+    Data parallelism counts its dense (``dp``) and expert (``edp``) groups, tensor
+    parallelism its expert-TP groups; the expert groups are those of the expert grid
+    (``efab``).
     """
-    dims = [dim] if dim != "dp" else ["dp"] + (["edp"] if plan.ep > 1 else [])
-    for d in dims:
-        g = fab.group(d)
+    groups = {"dp": [(fab, "dp")], "ep": [(efab, "ep")], "tp": [(fab, "tp")]}.get(dim, [(fab, dim)])
+    if dim == "dp" and plan.ep > 1:
+        groups.append((efab, "edp"))
+    if dim == "tp" and plan.expert_tp > 1:
+        groups.append((efab, "tp"))
+    for f, d in groups:
+        g = f.group(d)
         if g.n_ranks > 1 and (g.n_domains > 1 or g.straddling_groups):
             return True
     return False

@@ -41,7 +41,7 @@ from fabric_model.errors import FabricModelError, ScenarioError
 from fabric_model.plant.cost import bill_of_materials
 from fabric_model.scenario import Scenario, apply_overrides, field_spec
 from fabric_model.scenario.shapes import shape_counts
-from fabric_model.training.fabric import FABRIC_READS, DimensionFabric
+from fabric_model.training.fabric import FABRIC_READS, DimensionFabric, group_shape
 from fabric_model.training.gemm import linear_utilisation, precision_speedups
 from fabric_model.training.layout import Layout
 from fabric_model.training.memory import (
@@ -49,7 +49,7 @@ from fabric_model.training.memory import (
     memory_per_gpu,
     model_state_bytes,
 )
-from fabric_model.training.moe import moe_layer_time
+from fabric_model.training.moe import dispatch_padding, moe_layer_time
 from fabric_model.training.schedules import bubble_s, resolve_schedule, schedule_problems
 from fabric_model.training.step import (
     BF16,
@@ -407,8 +407,36 @@ def _interleavings(layers: int, pp: int, vpp_max: int) -> list[int]:
     ]
 
 
-def _layouts(s: Scenario) -> list[tuple[int, int, int, int]]:
-    """Return ``(tp, cp, ep, pp)`` of every rank layout the plan rules admit."""
+def _expert_tps(s: Scenario, tp: int) -> list[int]:
+    """Return the expert tensor-parallel degrees the search tries beside ``tp``.
+
+    ``tp`` itself (Megatron-Core's default) and 1 (the experts whole on each GPU, the
+    setting of NVIDIA's MoE recipes beside TP 2-8 and torchtitan's default), each where
+    the framework allows it: the degree must divide the experts' FFN (Transformer
+    Engine's split); torchtitan supports no other values. Only ``[tp]`` for a dense model.
+    """
+    if s.model.kind != "moe":
+        return [tp]
+    return [e for e in dict.fromkeys((tp, 1)) if s.model.ffn_hidden % e == 0]
+
+
+def _expert_ok(s: Scenario, tp: int, cp: int, dp: int, ep: int, etp: int) -> bool:
+    """Whether the expert grid ``etp x ep`` is one the framework builds on this stage.
+
+    At ``etp = tp`` the search keeps EP within data parallelism (EP divides DP), as it did
+    before it searched expert TP; below it, Megatron-Core's rule (``etp x ep`` divides
+    ``tp x cp x dp``) or torchtitan's (EP a multiple of ``cp x tp``), with expert
+    parallelism (at EP 1 a smaller ``etp`` only copies every expert over the TP ranks).
+    """
+    if etp == tp:
+        return dp % ep == 0 and (s.training.framework != "torchtitan" or ep % cp == 0)
+    if ep == 1 or (tp * cp * dp) % (etp * ep):
+        return False
+    return s.training.framework != "torchtitan" or ep % (cp * tp) == 0
+
+
+def _layouts(s: Scenario) -> list[tuple[int, int, int, int, int]]:
+    """Return ``(tp, cp, ep, pp, etp)`` of every rank layout the plan rules admit."""
     m, n = s.model, s.cluster.n_gpus
     seqs = s.training.global_batch_tokens / m.seq_len
     tps = [
@@ -421,8 +449,9 @@ def _layouts(s: Scenario) -> list[tuple[int, int, int, int]]:
     ]
     pp_max = min(m.layers, _key_max("parallel.pp"))
     eps = expert_degrees(s, every_divisor=True)
-    out: list[tuple[int, int, int, int]] = []
+    out: list[tuple[int, int, int, int, int]] = []
     for tp in tps:
+        etps = _expert_tps(s, tp)
         for cp in cps:
             if n % (tp * cp):
                 continue
@@ -430,14 +459,24 @@ def _layouts(s: Scenario) -> list[tuple[int, int, int, int]]:
                 dp = n // (tp * cp * pp)
                 if pp > pp_max or dp > seqs:  # every replica needs a micro-batch
                     continue
-                out.extend((tp, cp, ep, pp) for ep in eps if dp % ep == 0)
+                out.extend(
+                    (tp, cp, ep, pp, et)
+                    for et in etps
+                    for ep in eps
+                    if _expert_ok(s, tp, cp, dp, ep, et)
+                )
     return out
 
 
-def _tiles(tp: np.ndarray, cp: np.ndarray, ep: np.ndarray, domain: int) -> np.ndarray:
-    """Return whether the TP, CP x TP and EP x CP x TP blocks each divide or fill domains."""
+def _tiles(
+    tp: np.ndarray, cp: np.ndarray, ep: np.ndarray, domain: int, expert: np.ndarray | None = None
+) -> np.ndarray:
+    """Return whether the TP, CP x TP and EP x CP x TP blocks each divide or fill domains.
+
+    ``expert``: the expert grid's EP block where it is not the attention's (``etp x ep``).
+    """
     ok = np.ones(tp.shape, dtype=bool)
-    for block in (tp, tp * cp, tp * cp * ep):
+    for block in (tp, tp * cp, tp * cp * ep if expert is None else expert):
         ok &= (domain % block == 0) | (block % domain == 0)
     return ok
 
@@ -446,7 +485,7 @@ def _tiles(tp: np.ndarray, cp: np.ndarray, ep: np.ndarray, domain: int) -> np.nd
 class _Space:
     """The plan space as arrays (one entry per plan) with each term of its lower bound."""
 
-    cols: dict[str, np.ndarray]  # tp, cp, ep, pp, vpp, mb, rc (mode index), zero (stage)
+    cols: dict[str, np.ndarray]  # tp, cp, ep, pp, etp, vpp, mb, rc (mode index), zero
     terms: dict[str, np.ndarray]  # seconds per BOUND_TERMS entry
     tiles: np.ndarray
     recompute_modes: tuple[tuple[str, str], ...]  # (training.recompute, .recompute_modules)
@@ -462,6 +501,7 @@ class _Space:
             "parallel.pp": c["pp"],
             "parallel.cp": c["cp"],
             "parallel.ep": c["ep"],
+            "parallel.etp": c["etp"],
             "parallel.vpp": c["vpp"],
             "parallel.dp": "auto",
             "parallel.zero_stage": c["zero"],
@@ -498,10 +538,10 @@ def _grid(
 ) -> dict[str, np.ndarray]:
     """Return the columns of every plan: layouts x interleavings x batch x modes x stages."""
     m = s.model
-    lay = np.array(_layouts(s), dtype=np.int64).reshape(-1, 4)
+    lay = np.array(_layouts(s), dtype=np.int64).reshape(-1, 5)
     vpp_max = _key_max("parallel.vpp")
     mbs = [b for b in MICRO_BATCHES if b <= _key_max("training.micro_batch")]
-    parts = [np.zeros((0, 8), np.int64)]
+    parts = [np.zeros((0, 9), np.int64)]
     for pp in np.unique(lay[:, 3]):
         rows = np.flatnonzero(lay[:, 3] == pp)
         grid = np.array(
@@ -521,7 +561,7 @@ def _grid(
         )
     cols = dict(
         zip(
-            ("tp", "cp", "ep", "pp", "vpp", "mb", "rc", "zero"),
+            ("tp", "cp", "ep", "pp", "etp", "vpp", "mb", "rc", "zero"),
             np.concatenate(parts).T,
             strict=True,
         )
@@ -579,10 +619,10 @@ def _domain_share(layout: Layout, dim: str, domain: int) -> int:
     (1), as :class:`~fabric_model.training.layout.GroupContext` treats the slowest group.
     The smallest over every group of ``dim``, so never above the step's.
     """
+    if layout.size(dim) <= 1:
+        return 1
     members, offsets = layout.members(dim), layout.offsets(dim)
     size = members.size
-    if size <= 1:
-        return 1
     if dim != "tp" and domain % layout.tp == 0:
         # members sit on multiples of tp: groups one tensor-parallel rank apart share domains
         offsets = offsets[offsets % layout.tp == 0]
@@ -617,8 +657,24 @@ def _space(s: Scenario) -> _Space:
     zeros = tuple(int(z) for z in field_spec("parallel.zero_stage").choices)
     c = _grid(s, modes, zeros)
     tp, cp, ep, pp, vpp, mb = (c[k] for k in ("tp", "cp", "ep", "pp", "vpp", "mb"))
+    etp = c["etp"]
     seq, h = m.seq_len, m.hidden
     dp = n // (tp * cp * pp)
+
+    def plan_of(t: int, k: int, e: int, p: int, et: int) -> Plan:
+        """Return a plan of these degrees (its rank layouts, as the step forms them)."""
+        return Plan(t, p, n // (t * k * p), e, k, 1, 0, 1, 1, 1, "none", etp=et)
+
+    seen_shares: dict[tuple[Any, ...], int] = {}
+
+    def share(layout: Layout, dim: str) -> int:
+        """:func:`_domain_share`, once per group shape (it fixes members and offsets)."""
+        key = (group_shape(layout, dim), layout.tp if dim != "tp" else 0)
+        if key not in seen_shares:
+            seen_shares[key] = _domain_share(layout, dim, dom)
+        return seen_shares[key]
+
+    folded = _per_combo([tp, cp, ep, pp, etp], lambda *d: float(plan_of(*d).folded)) > 0
     full = np.array([mode == "full" for mode, _ in modes])[c["rc"]]
 
     # ---- the step's compute_times(), vectorised: compute, imbalance, bubble -------------
@@ -640,7 +696,9 @@ def _space(s: Scenario) -> _Space:
         ]
     )  # reruns that are not GEMMs are left out: a floor
     rerun = extra[c["rc"]] * lps
-    util = _per_combo([tp, cp, ep, mb], lambda t, k, e, b: linear_utilisation(s, t, k, e, b, gpu))
+    util = _per_combo(
+        [tp, cp, ep, mb, etp], lambda t, k, e, b, et: linear_utilisation(s, t, k, e, b, gpu, et)
+    )
     stretch = 1.0 / (speedup * util) - 1.0
     stage_eq = stage + stretch * lps * (layer_flops - layer_attn)
     rerun_eq = np.where(
@@ -650,13 +708,14 @@ def _space(s: Scenario) -> _Space:
 
     variants = {mod: replace(s, training=replace(tr, recompute_modules=mod)) for _, mod in modes}
 
-    def traffic(t: int, k: int, e: int, b: int, r: int) -> float:
+    def traffic(t: int, k: int, b: int, r: int, et: int) -> float:
+        """Return the memory-bound kernels' bytes of a layer (they do not depend on EP)."""
         mode, modules = modes[r]
         stub = Plan(
             tp=t,
             pp=1,
-            dp=e,
-            ep=e,
+            dp=1,
+            ep=1,
             cp=k,
             vpp=1,
             zero_stage=0,
@@ -664,6 +723,7 @@ def _space(s: Scenario) -> _Space:
             micro_batches=1,
             layers_per_stage=1,
             recompute=mode,
+            etp=et,
         )
         v = variants[modules]
         return moe_share * activation_traffic_bytes_per_layer(v, stub, True) + (
@@ -671,7 +731,9 @@ def _space(s: Scenario) -> _Space:
         ) * activation_traffic_bytes_per_layer(v, stub, False)
 
     t_mem = (
-        lps * _per_combo([tp, cp, ep, mb, c["rc"]], traffic) / (gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY)
+        lps
+        * _per_combo([tp, cp, mb, c["rc"], etp], traffic)
+        / (gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY)
     )
     per_flop = mb * seq / (tp * cp) / peak
     t_mb = (stage_eq + rerun_eq) * per_flop + t_mem
@@ -679,18 +741,18 @@ def _space(s: Scenario) -> _Space:
     n_mb = np.maximum(1, np.ceil(tr.global_batch_tokens / seq / (dp * mb) - 1e-9))
     imbalance = np.zeros(tp.shape)
     if counts.moe_layers:  # the MoE router, permutation and hottest experts (training.moe)
-        moe_seen: dict[tuple[int, int, int, int], tuple[float, float, float]] = {}
+        moe_seen: dict[tuple[int, int, int, int, int], tuple[float, float, float]] = {}
 
-        def moe_terms(t: int, k: int, e: int, b: int, part: int) -> float:
-            terms = moe_seen.get((t, k, e, b))
+        def moe_terms(t: int, k: int, e: int, b: int, et: int, part: int) -> float:
+            terms = moe_seen.get((t, k, e, b, et))
             if terms is None:
-                lt = moe_layer_time(s, Plan(t, 1, e, e, k, 1, 0, b, 1, 1, "none"), gpu)
+                lt = moe_layer_time(s, Plan(t, 1, e, e, k, 1, 0, b, 1, 1, "none", etp=et), gpu)
                 terms = (lt.overhead_s, lt.forward_s, lt.expert_gemm_s * (lt.hottest - 1.0))
-                moe_seen[(t, k, e, b)] = terms
+                moe_seen[(t, k, e, b, et)] = terms
             return terms[part]
 
         moe_lps = lps * counts.moe_layers / m.layers
-        moe_t = [_per_combo([tp, cp, ep, mb], partial(moe_terms, part=i)) for i in range(3)]
+        moe_t = [_per_combo([tp, cp, ep, mb, etp], partial(moe_terms, part=i)) for i in range(3)]
         t_mb = t_mb + moe_lps * moe_t[0]
         t_fwd = t_fwd + moe_lps * moe_t[1]
         imbalance = n_mb * moe_lps * moe_t[2]
@@ -721,22 +783,50 @@ def _space(s: Scenario) -> _Space:
     act = mb * (seq / cp) * h * BF16
     per_layer = np.where(full, 6, 4)  # collectives per layer and micro-batch (+ recompute)
     tp_in = _per_combo([tp], lambda t: _domain_share(Layout(t, 1, 1, 1, n // t), "tp", dom))
+    # TP blocks per layer: attention and MLP; an MoE layer's shared experts (its routed
+    # experts gather their tokens over the expert-TP group instead)
+    moe_lps = lps * counts.moe_layers / m.layers
+    blocks = 2 - (0 if m.shared_experts else 1) * counts.moe_layers / m.layers
     tp_s = np.where(
         tp > 1,
         (1 - tr.tp_overlap)
         * per_layer
+        / 2
+        * blocks
         * lps
         * n_mb
         * 2
         * _moved_s(act, tp, tp_in, tot_Bps, nic_Bps),
         0.0,
     )
+    if counts.moe_layers:
+        etp_in = _per_combo(
+            [tp, cp, ep, pp, etp],
+            lambda *d: share(plan_of(*d).expert_layout, "tp"),
+        )
+        routed = act * m.top_k * dispatch_padding(s) * etp / tp
+        tp_s = tp_s + np.where(
+            etp > 1,
+            (1 - tr.tp_overlap)
+            * per_layer
+            / 2
+            * moe_lps
+            * n_mb
+            * 2
+            * _moved_s(routed, etp, etp_in, tot_Bps, nic_Bps),
+            0.0,
+        )
     elem = (1.0 + 3 * BF16) / 4 if tr.precision == "fp8" else BF16
     copies = _per_combo([ep], lambda e: dispatch_copies(s, e))
     a2a = mb * seq / cp / tp * copies * h * elem
-    ep_in = _per_combo(
-        [tp, cp, ep], lambda t, k, e: _domain_share(Layout(t, k, e, 1, n // (t * k * e)), "ep", dom)
-    )
+
+    def ep_share(t: int, k: int, e: int, p: int, et: int) -> float:
+        plan = plan_of(t, k, e, p, et)
+        if plan.folded:  # the expert grid's EP groups
+            return share(plan.expert_layout, "ep")
+        return share(Layout(t, k, e, 1, n // (t * k * e)), "ep")
+
+    ep_in = _per_combo([tp, cp, ep, pp, etp], ep_share)
     ep_s = np.where(
         ep > 1,
         (1 - tr.ep_overlap)
@@ -754,7 +844,7 @@ def _space(s: Scenario) -> _Space:
         nccl["base_latency_us"]["ring"]["Simple"]
         + min(nccl["hw_latency_us"][link]["ring"]["Simple"] for link in ("nvlink", "net"))
     ) * 1e-6
-    p2p_Bps = np.where(tp * cp * ep >= dom, nic_Bps, tot_Bps)
+    p2p_Bps = np.where(np.where(folded, tp * cp, tp * cp * ep) >= dom, nic_Bps, tot_Bps)
     pp_s = np.where(pp > 1, 2 * (vpp * n_mb + pp - 1) * (p2p_lat_s + act / tp / p2p_Bps), 0.0)
     # data parallel, over Megatron-core buckets: the fewest parameters any pipeline rank
     # holds (the memory model reports the heaviest rank, whose layers may be balanced down
@@ -775,9 +865,9 @@ def _space(s: Scenario) -> _Space:
         ("dp", counts.non_expert_layer_params / tp, most_dense, dp * cp),
         (
             "edp",
-            counts.expert_params / (ep * tp),
-            counts.expert_params / m.layers * lps / (ep * tp),
-            dp // ep * cp,
+            counts.expert_params / (ep * etp),
+            counts.expert_params / m.layers * lps / (ep * etp),
+            tp * cp * dp // (etp * ep),
         ),
     ):
         params = per_layer_params / m.layers * fewest
@@ -785,9 +875,12 @@ def _space(s: Scenario) -> _Space:
             shard = np.where(z == 0, 1, n_g)
             opt_s += params / shard * opt_bytes / (gpu.hbm_GBps * 1e9 * HBM_EFFICIENCY)
         k = _per_combo(
-            [tp, cp, ep, pp],
-            lambda t, q, e, p, dim=dim: _domain_share(
-                Layout(t, q, e, p, n // (t * q * e * p)), dim, dom
+            [tp, cp, ep, pp, etp],
+            lambda t, q, e, p, et, dim=dim: share(
+                plan_of(t, q, e, p, et).expert_layout
+                if dim == "edp"
+                else plan_of(t, q, e, p, et).layout,
+                dim,
             ),
         )
         moved = _moved_s(params * BF16, n_g, k, tot_Bps, nic_Bps)
@@ -823,7 +916,10 @@ def _space(s: Scenario) -> _Space:
         "pp": pp_s,
         "dp": dp_s,
     }
-    return _Space(cols=c, terms=terms, tiles=_tiles(tp, cp, ep, dom), recompute_modes=modes)
+    expert_block = np.where(folded, etp * ep, tp * cp * ep)
+    return _Space(
+        cols=c, terms=terms, tiles=_tiles(tp, cp, ep, dom, expert_block), recompute_modes=modes
+    )
 
 
 def plan_space(scenario: Scenario) -> list[dict[str, Any]]:
@@ -850,6 +946,7 @@ def _with_plan(base: Scenario, over: dict[str, Any]) -> Scenario:
         pp=over["parallel.pp"],
         cp=over["parallel.cp"],
         ep=over["parallel.ep"],
+        etp=over["parallel.etp"],
         vpp=over["parallel.vpp"],
         dp="auto",
         zero_stage=over["parallel.zero_stage"],
