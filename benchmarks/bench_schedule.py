@@ -6,7 +6,9 @@ policy: the wall time of the run, the max-min solves it needed, the events' outc
 CPU seconds of the process (the wall time on a shared machine waits for the other jobs).
 Targets (issue 27): 500 jobs on 4,096 GPUs under 3 s; 10,000 jobs on 32,768 GPUs over 30 days
 under 60 s on 2 cores (``--large``); 131,072 GPUs (40,000 jobs, 30 days) under 5 min
-(``--huge``).
+(``--huge``). The OCS row (issue 28) places slices of blocks on optical circuit switches
+(2,048 H100 in 256 blocks of one server, job circuits): each slice's own fabric is built and
+solved once per shape.
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ from fabric_model.run.cluster_sim import Cluster, _seed_int, run_schedule
 from fabric_model.run.jobs import generate_jobs
 from fabric_model.scenario import apply_overrides
 
-SMALL = [("dgx-h100-ib-ndr", 4096, 500, 7.0, p) for p in ("first-fit", "tree")]
-LARGE = [("dgx-h100-ib-ndr", 32768, 10_000, 30.0, "tree")]
-HUGE = [("dgx-h100-ib-ndr", 131072, 40_000, 30.0, "tree")]
+OCS = {"fabric.topology": "ocs", "ocs.circuits": "job"}
+SMALL = [("dgx-h100-ib-ndr", 4096, 500, 7.0, p, {}) for p in ("first-fit", "tree")] + [
+    ("dgx-h100-ib-ndr", 2048, 500, 7.0, "ocs-slice", OCS)
+]
+LARGE = [("dgx-h100-ib-ndr", 32768, 10_000, 30.0, "tree", {})]
+HUGE = [("dgx-h100-ib-ndr", 131072, 40_000, 30.0, "tree", {})]
 
 
 def main() -> None:
@@ -38,8 +43,8 @@ def main() -> None:
     args = ap.parse_args()
     rows = []
     cases = SMALL + (LARGE if args.large else []) + (HUGE if args.huge else [])
-    for preset, gpus, n_jobs, days, policy in cases:
-        s = apply_overrides(load_preset(preset), {"cluster.n_gpus": gpus})
+    for preset, gpus, n_jobs, days, policy, extra in cases:
+        s = apply_overrides(load_preset(preset), {"cluster.n_gpus": gpus, **extra})
         t0 = time.perf_counter()
         c0 = time.process_time()
         cl = Cluster.build(s)
@@ -51,7 +56,7 @@ def main() -> None:
         done = sum(1 for v in res.status.values() if v == "finished")
         rows.append(
             {
-                "preset": preset,
+                "preset": preset + (" ocs" if extra else ""),
                 "gpus": gpus,
                 "jobs": n_jobs,
                 "days": days,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import streamlit as st
 
 from fabric_model.errors import FabricModelError
-from fabric_model.run.placement import POLICIES
 from ui import cluster
 from ui.page_common import current_scenario, require_buildable, show_model_error
 from ui.tables import display_frame
@@ -20,9 +19,10 @@ st.caption(
     "Many jobs on this fabric: a generated job mix (assets/job_mix.yaml, shaped after the "
     "Philly, Helios and Acme traces), FIFO with EASY backfill, each job placed by first-fit, "
     "Slurm topology/tree, Slurm topology/block or Kueue TAS on the fabric's own leaf and "
-    "spine groups, its step slowed by its placement and its neighbours (every parallel "
-    "dimension that leaves an NVLink domain, max-min solved), failures over the bill of "
-    "materials. `python -m fabric_model schedule` runs the same."
+    "spine groups (on an OCS design: a slice of blocks with circuits of its own), its step "
+    "slowed by its placement and its neighbours (every parallel dimension that leaves an "
+    "NVLink domain, max-min solved), failures over the bill of materials. "
+    "`python -m fabric_model schedule` runs the same."
 )
 left, mid, right = st.columns(3)
 _, _, lo, hi, step = cluster.CONTROLS["jobs"]
@@ -42,6 +42,9 @@ with st.expander(
             show_model_error(exc)
         else:
             results = cluster.results_of(runs)
+            slices = cluster.slices_caption(results)
+            if slices:
+                st.caption(slices)
             st.dataframe(display_frame(cluster.summary_frame(results)), hide_index=True)
             chart(cluster.slowdown_cdf_figure(results), key="cluster_cdf", name="cluster slowdown")
             chart(cluster.cost_figure(results), key="cluster_cost", name="cluster cost")
@@ -53,7 +56,7 @@ with st.expander(
             view = str(
                 st.selectbox(
                     "Servers over time under",
-                    list(POLICIES),
+                    cluster.view_options(runs, scenario),
                     key=cluster.VIEW,
                     format_func=cluster.policy_label,
                 )
@@ -64,11 +67,12 @@ with st.expander(
                 name="cluster servers",
             )
             bs = results[view]["block_sizes"]
-            st.caption(
-                f"Recommended Slurm BlockSizes {bs['BlockSizes']} (base block "
-                f"{bs['base_block_nodes']} nodes); --segment per job size in nodes: "
-                f"{bs['segment_by_job_nodes']}."
-            )
+            if not slices:
+                st.caption(
+                    f"Recommended Slurm BlockSizes {bs['BlockSizes']} (base block "
+                    f"{bs['base_block_nodes']} nodes); --segment per job size in nodes: "
+                    f"{bs['segment_by_job_nodes']}."
+                )
             st.subheader("Against another fabric")
             pinned = cluster.pinned_fabric()
             a, b = st.columns(2)
@@ -107,4 +111,4 @@ with st.expander(
                         key="cluster_fabrics",
                         name="cluster fabrics",
                     )
-    cluster.write_url()
+    cluster.write_url(scenario)

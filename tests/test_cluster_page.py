@@ -9,10 +9,10 @@ import pytest
 
 from fabric_model.presets import DEFAULT_PRESET, load_preset
 from fabric_model.run.cluster_sim import Cluster, generated_jobs, run_schedule, schedule
-from fabric_model.run.placement import POLICIES
+from fabric_model.run.placement import POLICIES, SLICE_POLICIES
 from fabric_model.scenario import apply_overrides
 from tests.apptest_helpers import array, figure_titled, open_page, url
-from ui.cluster import PolicyRun, occupancy_grid
+from ui.cluster import PolicyRun, occupancy_grid, policy_label
 
 pytestmark = pytest.mark.app
 
@@ -85,18 +85,25 @@ def test_the_controls_live_in_the_url() -> None:
 
 
 def test_a_pinned_fabric_runs_the_same_jobs() -> None:
-    """The URL's second fabric (a 4:1 tapered spine) runs the sidebar's generated trace under
-    every policy; the comparison holds both fabrics' model numbers."""
-    vs = f"{DEFAULT_PRESET}~fabric.oversubscription=4"
+    """The URL's second fabric (an OCS design: slices of blocks with their own circuits) runs
+    the sidebar's generated trace under each of its slice policies; the comparison holds both
+    fabrics' model numbers, fragmentation by shape beside the fat-tree's."""
+    vs = f"{DEFAULT_PRESET}~fabric.topology=ocs"
     at = open_page(PAGE, {**SMALL, "schedule.vs": vs}, title="Cluster", session_state=OPEN)
     assert not at.exception and not at.error
     table = at.dataframe[1].value
-    assert len(table) == 2 * len(POLICIES)
-    pinned = apply_overrides(load_preset(DEFAULT_PRESET), {"fabric.oversubscription": 4})
-    model = schedule(pinned, generate=100, days=2.0, seed=0, policy="tree")
-    row = table[(table["policy"] == "Slurm tree") & table["fabric"].str.endswith("(pinned)")]
+    assert len(table) == len(POLICIES) + len(SLICE_POLICIES)
+    pinned = apply_overrides(load_preset(DEFAULT_PRESET), {"fabric.topology": "ocs"})
+    model = schedule(pinned, generate=100, days=2.0, seed=0)
+    assert model["policy"] == "ocs-slice"
+    row = table[
+        (table["policy"] == policy_label("ocs-slice")) & table["fabric"].str.endswith("(pinned)")
+    ]
     assert row["utilization"].iloc[0] == pytest.approx(model["utilization"])
     assert row["$ per useful GPU-h"].iloc[0] == pytest.approx(model["cost_per_useful_gpu_hour_usd"])
+    assert row["fragmentation by shape"].iloc[0] == pytest.approx(model["shape_fragmentation"])
+    here = table[~table["fabric"].str.endswith("(pinned)")]
+    assert set(here["policy"]) == {policy_label(p) for p in POLICIES}
     assert url(at)["schedule.vs"] == vs
     at.button(key="cluster_unpin").click().run()
     assert len(at.dataframe) == 1 and "schedule.vs" not in url(at)
@@ -112,3 +119,19 @@ def test_a_bad_url_value_is_named_and_ignored() -> None:
     assert errors[1].startswith("schedule.vs = 'nope~x=1': starts with 'nope', which is not a")
     assert at.slider(key="cluster_jobs").value == 300
     assert not at.dataframe
+
+
+def test_an_ocs_design_runs_its_slice_policies() -> None:
+    """The sidebar's design on optical circuit switches: its three slice policies, the slices
+    named above the table (fragmentation by shape among its columns) and the servers grouped
+    by OCS block."""
+    at = open_page(PAGE, {**SMALL, "fabric.topology": "ocs"}, title="Cluster", session_state=OPEN)
+    assert not at.exception and not at.error
+    table = at.dataframe[0].value
+    assert list(table["policy"]) == [policy_label(p) for p in SLICE_POLICIES]
+    assert "fragmentation by shape" in table.columns
+    assert any("Slices of 128 nvlink blocks" in c.value for c in at.caption)
+    assert at.selectbox(key="cluster_view").value == "ocs-slice"
+    timeline = figure_titled(at, "Which job holds each server")["layout"]
+    assert timeline["yaxis"]["title"]["text"] == "server, by OCS block"
+    assert "schedule.view" not in url(at)

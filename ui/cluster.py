@@ -1,10 +1,11 @@
 """Cluster page: the shared-cluster runs (cached at the UI edge), its URL state, its figures.
 
-Every policy runs the same generated job mix and failure draws
+Every policy of the design's fabric runs the same generated job mix and failure draws
 (:func:`fabric_model.run.cluster_sim.run_schedule`, the runs ``schedule --compare-policies``
-makes); the design's cluster (topology, Slurm grouping, bill) is built once per design. A
-second fabric (pinned here or on the Compare page) runs the same trace: the jobs drawn for
-the sidebar's cluster. Figures are pure functions of the runs.
+makes: Slurm and Kueue placements on a switched fabric, slices of blocks on an OCS design);
+the design's cluster (topology, Slurm grouping, bill) is built once per design. A second
+fabric (pinned here or on the Compare page, an OCS design or a switched one) runs the same
+trace: the jobs drawn for the sidebar's cluster. Figures are pure functions of the runs.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from fabric_model.run.cluster_sim import Cluster, generated_jobs, run_schedule
-from fabric_model.run.placement import POLICIES
+from fabric_model.run.placement import PLACEMENTS, policies_for
 from fabric_model.scenario import Scenario
 from ui import compare
 from ui.cache_keys import scenario_cache
@@ -36,6 +37,7 @@ __all__ = [
     "PolicyRun",
     "comparison_frame",
     "cost_figure",
+    "default_view",
     "fabric_cost_figure",
     "occupancy_grid",
     "over_time_figure",
@@ -47,9 +49,11 @@ __all__ = [
     "run_policies",
     "second_fabric_runs",
     "server_timeline_figure",
+    "slices_caption",
     "slowdown_cdf_figure",
     "summary_frame",
     "unpin_fabric",
+    "view_options",
     "write_url",
 ]
 
@@ -81,6 +85,9 @@ POLICY_LABELS = {
     "tree": "Slurm tree",
     "block": "Slurm block",
     "tas": "Kueue TAS",
+    "ocs-slice": "OCS slice (the circuits' shape)",
+    "ocs-any": "OCS slice (any blocks)",
+    "ocs-box": "OCS slice (a box of blocks)",
 }
 
 
@@ -100,7 +107,7 @@ def read_url_once() -> None:
     """
     for key, default, *_ in CONTROLS.values():
         st.session_state.setdefault(key, default)
-    st.session_state.setdefault(VIEW, "tree" if "tree" in POLICIES else POLICIES[0])
+    st.session_state.setdefault(VIEW, None)
     st.session_state.setdefault(VS, None)
     if st.session_state.get(_URL_READ):
         return
@@ -124,10 +131,10 @@ def read_url_once() -> None:
         st.session_state[key] = value
     view = params.get(PREFIX + "view")
     if view is not None:
-        if view in POLICIES:
+        if view in PLACEMENTS:
             st.session_state[VIEW] = view
         else:
-            st.error(f"{PREFIX}view = {view!r}: one of {', '.join(POLICIES)}; ignored")
+            st.error(f"{PREFIX}view = {view!r}: one of {', '.join(PLACEMENTS)}; ignored")
     vs = params.get(PREFIX + "vs")
     if vs is not None:
         try:
@@ -138,15 +145,30 @@ def read_url_once() -> None:
             )
 
 
-def write_url() -> None:
+def default_view(scenario: Scenario) -> str:
+    """Return the timeline's default policy: ``ocs-slice`` on an OCS design, else ``tree``."""
+    return "ocs-slice" if scenario.fabric.topology == "ocs" else "tree"
+
+
+def view_options(runs: dict[str, PolicyRun], scenario: Scenario) -> list[str]:
+    """Return the timeline's policies (the design's); a view it lacks becomes its default."""
+    options = list(runs)
+    if st.session_state.get(VIEW) not in options:
+        default = default_view(scenario)
+        st.session_state[VIEW] = default if default in options else options[0]
+    return options
+
+
+def write_url(scenario: Scenario) -> None:
     """Make the URL's ``schedule.*`` parameters the controls that differ from the defaults."""
     out = {}
     for name, (key, default, *_) in CONTROLS.items():
         value = int(st.session_state.get(key, default))
         if value != default:
             out[PREFIX + name] = str(value)
-    if st.session_state.get(VIEW, "tree") != "tree":
-        out[PREFIX + "view"] = str(st.session_state[VIEW])
+    view = st.session_state.get(VIEW)
+    if view is not None and view != default_view(scenario):
+        out[PREFIX + "view"] = str(view)
     pinned = pinned_fabric()
     if pinned is not None:
         label, preset, scenario = pinned
@@ -184,13 +206,34 @@ class PolicyRun:
     timeline: np.ndarray
     n_gpus: int
     n_nodes: int
-    #: node -> Slurm block (the timeline's row groups)
+    #: node -> Slurm block, or OCS block on an OCS design (the timeline's row groups)
     block_of: np.ndarray
+    #: what :attr:`block_of` names
+    block_label: str = "Slurm block"
 
 
 @scenario_cache(4)
 def _cluster(scenario: Scenario) -> Cluster:
     return Cluster.build(scenario)
+
+
+def slices_caption(results: dict[str, dict[str, Any]]) -> str | None:
+    """Describe an OCS design's slices for the page (None on a switched fabric)."""
+    first = next(iter(results.values()))
+    sl = first.get("slices")
+    if not sl:
+        return None
+    how = "once (installed)" if sl["reconfigure"] == "never" else f"per {sl['reconfigure']}"
+    return (
+        f"Slices of {sl['blocks']} {sl['block']} blocks of {sl['block_gpus']:,} GPUs on a "
+        f"{' x '.join(map(str, sl['grid_blocks']))} grid: a job larger than a block holds "
+        f"whole blocks joined by circuits of its own ({sl['circuits']}, set {how}, "
+        f"{sl['reconfig_ms']:g} ms), so no job slows another; its slowdown is its slice's "
+        f"circuits against the same job on a non-blocking fabric. {sl['spare_blocks']} spare "
+        "block(s) take failed blocks' places. Fragmentation by shape: the free GPUs while the "
+        "head of the queue waits although as many are free as it asks for (no slice of a "
+        "shape it can take)."
+    )
 
 
 @scenario_cache(16)
@@ -211,11 +254,16 @@ def run_policies(
     lay = cl.layout
     jobs = generated_jobs(n_jobs, trace_gpus or lay.n_gpus, seed)
     out = {}
-    for p in POLICIES:
+    if lay.ocs is not None:
+        block_of = np.arange(lay.n_nodes) // lay.ocs.nodes_per_block
+        label = "OCS block"
+    else:
+        block_of, label = lay.block_of, "Slurm block"
+    for p in policies_for(lay):
         res = run_schedule(cl, jobs, p, days, seed)
         result = {**res.to_dict(), "seed": seed, "preempt": False, "policies": {p: res.summary}}
         out[p] = PolicyRun(
-            result, res.segments, res.timeline, lay.n_gpus, lay.n_nodes, lay.block_of
+            result, res.segments, res.timeline, lay.n_gpus, lay.n_nodes, block_of, label
         )
     return out
 
@@ -251,7 +299,9 @@ def summary_frame(results: dict[str, dict[str, Any]]) -> pd.DataFrame:
                 "p95 wait (h)": r["p95_wait_h"],
                 "slowdown p95": r["slowdown_p95"],
                 "fragmentation": r["fragmentation"],
+                "fragmentation by shape": r["shape_fragmentation"],
                 "interrupted jobs": r["interrupted_jobs"],
+                "spare swaps": r["spare_swaps"],
                 "useful GPU-h": r["useful_gpu_hours"],
                 "$ per useful GPU-h": r["cost_per_useful_gpu_hour_usd"],
             }
@@ -272,6 +322,8 @@ def comparison_frame(fabrics: dict[str, dict[str, dict[str, Any]]]) -> pd.DataFr
                     "goodput": r["goodput"],
                     "p95 wait (h)": r["p95_wait_h"],
                     "slowdown p95": r["slowdown_p95"],
+                    "fragmentation": r["fragmentation"],
+                    "fragmentation by shape": r["shape_fragmentation"],
                     "useful GPU-h": r["useful_gpu_hours"],
                     "$ per useful GPU-h": r["cost_per_useful_gpu_hour_usd"],
                 }
@@ -412,7 +464,7 @@ def occupancy_grid(run: PolicyRun, days: float, bins: int = TIMELINE_BINS) -> np
 
 
 def server_timeline_figure(run: PolicyRun, days: float, policy: str) -> go.Figure:
-    """Each server over time coloured by the job that holds it, rows grouped by Slurm block."""
+    """Each server over time coloured by the job that holds it, rows grouped by block."""
     grid = occupancy_grid(run, days)
     step = timeline_step(run.n_nodes)
     rows = np.arange(0, run.n_nodes, step)
@@ -456,7 +508,7 @@ def server_timeline_figure(run: PolicyRun, days: float, policy: str) -> go.Figur
         },
         xaxis_title="hours",
         yaxis={
-            "title": "server, by Slurm block",
+            "title": f"server, by {run.block_label}",
             "tickvals": mids,
             "ticktext": [f"block {b}" for b in labelled.tolist()],
             "autorange": "reversed",

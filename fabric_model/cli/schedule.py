@@ -27,8 +27,9 @@ def _schedule_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--policy",
-        default="tree",
-        help="placement policy: first-fit, tree, block, tas (default %(default)s)",
+        default=None,
+        help="placement policy: first-fit, tree, block, tas; on fabric.topology = ocs the "
+        "slice policies ocs-slice, ocs-any, ocs-box (default: tree, or ocs-slice on ocs)",
     )
     p.add_argument(
         "--preempt",
@@ -69,6 +70,7 @@ def _schedule_text(d: dict[str, Any]) -> str:
             "p95_wait_h": s["p95_wait_h"] if s["p95_wait_h"] is not None else "-",
             "slowdown_p95": s["slowdown_p95"] if s["slowdown_p95"] is not None else "-",
             "frag": s["fragmentation"],
+            "shape_frag": s["shape_fragmentation"],
             "interrupted": s["interrupted_jobs"],
             "preempted": s["preempted_jobs"],
             "usd_per_useful_gpu_h": s["cost_per_useful_gpu_hour_usd"] or "-",
@@ -76,10 +78,18 @@ def _schedule_text(d: dict[str, Any]) -> str:
         for name, s in d["policies"].items()
     ]
     bs = d["block_sizes"]
-    head = (
-        f"# {d['n_jobs']:,} jobs over {d['days']:g} days, seed {d['seed']}; "
-        f"BlockSizes {bs['BlockSizes']} (base block {bs['base_block_nodes']} nodes)\n"
+    sl = d.get("slices")
+    where = (
+        f"slices of {sl['block']} blocks of {sl['block_gpus']:,} GPUs on a "
+        f"{' x '.join(map(str, sl['grid_blocks']))} grid, {sl['circuits']} circuits set "
+        f"{'once' if sl['reconfigure'] == 'never' else 'per ' + sl['reconfigure']} "
+        f"({sl['reconfig_ms']:g} ms), {sl['spare_blocks']} spare block(s)"
+        if sl
+        else f"BlockSizes {bs['BlockSizes']} (base block {bs['base_block_nodes']} nodes)"
     )
+    head = f"# {d['n_jobs']:,} jobs over {d['days']:g} days, seed {d['seed']}; {where}\n"
+    if sl:
+        rows = [{**row, "spare_swaps": d["policies"][row["policy"]]["spare_swaps"]} for row in rows]
     return head + format_table(rows)
 
 

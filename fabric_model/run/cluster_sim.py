@@ -75,7 +75,14 @@ from fabric_model.errors import FabricModelError
 from fabric_model.plant.cost import BillOfMaterials, bill_of_materials
 from fabric_model.run.interference import FabricRates, Part, Rates
 from fabric_model.run.jobs import Job, TraceError, generate_jobs, parse_plan
-from fabric_model.run.placement import POLICIES, ClusterLayout, block_sizes, place
+from fabric_model.run.placement import (
+    ClusterLayout,
+    block_sizes,
+    check_policy,
+    default_policy,
+    place,
+    policies_for,
+)
 from fabric_model.run.reliability import (
     COMPONENT_CLASSES,
     DAYS_PER_YEAR,
@@ -83,6 +90,8 @@ from fabric_model.run.reliability import (
     run_cost_usd,
     young_daly_interval_s,
 )
+from fabric_model.run.slice_fabrics import SliceFabrics
+from fabric_model.run.slices import SLICE_RULES, slice_blocks_needed
 from fabric_model.run.traffic import TrafficShape
 from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.training.step import StepResult, training_step
@@ -115,13 +124,15 @@ SUMMARY_KEYS = (
     "placement_slowdown_p50",
     "interference_slowdown_p50",
     "fragmentation",
+    "shape_fragmentation",
     "interrupted_jobs",
     "preempted_jobs",
+    "spare_swaps",
     "useful_gpu_hours",
     "cost_per_useful_gpu_hour_usd",
     "block_sizes",
 )
-_SUBMIT, _FINISH, _FAIL, _REPAIR, _REPAIR_PART = 0, 1, 2, 3, 4
+_SUBMIT, _FINISH, _FAIL, _REPAIR, _REPAIR_PART, _SPARE_BACK = 0, 1, 2, 3, 4, 5
 
 
 # ------------------------------------------------------------------------------ job model
@@ -171,18 +182,21 @@ def job_step(scenario: Scenario, model: str, gpus: int, plan: str) -> StepResult
     raise ValueError(reason)
 
 
-def step_with_factors(step: StepResult, factors: dict[str, float]) -> float:
+def step_with_factors(
+    step: StepResult, factors: dict[str, float], unhidden: frozenset[str] = frozenset()
+) -> float:
     """Step time when dimension ``d``'s communication takes ``factors[d]`` x as long.
 
     The compute that hid part of a dimension's communication hides as much of the slower one:
     ``step + sum_d (max(0, comm_d x f_d - hidden_d) - exposed_d)``, ``hidden_d = comm_d -
-    exposed_d``; a dimension not in ``factors`` keeps its time.
+    exposed_d``; a dimension not in ``factors`` keeps its time; one in ``unhidden`` hides
+    nothing (an OCS reconfigured per phase reduces only after the backward).
     """
     extra = 0.0
     for d, f in factors.items():
         comm = step.comm_s.get(d, 0.0)
         exposed = step.exposed_s.get(d, 0.0)
-        hidden = comm - exposed
+        hidden = 0.0 if d in unhidden else comm - exposed
         extra += max(0.0, comm * f - hidden) - exposed
     return step.step_time_s + extra
 
@@ -211,6 +225,18 @@ class Cluster:
     upper_cables: np.ndarray
     spine_rate_per_h: float
     uplink_rate_per_h: float
+    #: an OCS design's slice fabrics and their non-blocking reference (None elsewhere)
+    slices: SliceFabrics | None = None
+
+    @property
+    def step_scenario(self) -> Scenario:
+        """The scenario each job's step is timed on: its own contiguous fabric.
+
+        The design itself for a switched fabric; for an OCS design the non-blocking reference
+        (:func:`fabric_model.run.slice_fabrics.reference_scenario`), so that a slice's
+        circuits show as its placement slowdown.
+        """
+        return self.slices.reference.ctx.scenario if self.slices is not None else self.scenario
 
     @property
     def upper_rate_per_h(self) -> float:
@@ -241,14 +267,17 @@ class Cluster:
             + nics_per_node * (rate["nic"] + link_rate)
         )
         n_nic_links = layout.n_nodes * nics_per_node
-        upper_links = max(0, ctx.topology.n_links - n_nic_links) if layout.tiers else 0
+        # an OCS design's OCS tier (the switches and the fibers into them) is not drawn:
+        # reliability.switch_failures_per_year is an electrical switch's, and no rate of a
+        # passive MEMS cross-connect is sourced here; its blocks' parts are (the nodes' NICs
+        # and uplink optics, a pod's leaves)
+        switched = layout.tiers and layout.ocs is None
+        upper_links = max(0, ctx.topology.n_links - n_nic_links) if switched else 0
         g = ctx.topology.graph
         tier = g.node_tier
-        upper_switches = np.flatnonzero(tier >= 2) if layout.tiers else np.zeros(0, np.int64)
+        upper_switches = np.flatnonzero(tier >= 2) if switched else np.zeros(0, np.int64)
         a, b = tier[g.link_src[0::2]], tier[g.link_dst[0::2]]
-        upper_cables = (
-            np.flatnonzero((a >= 1) & (b >= 1)) if layout.tiers else np.zeros(0, np.int64)
-        )
+        upper_cables = np.flatnonzero((a >= 1) & (b >= 1)) if switched else np.zeros(0, np.int64)
         return cls(
             scenario,
             layout,
@@ -262,6 +291,7 @@ class Cluster:
             if upper_switches.size
             else 0.0,
             upper_links * link_rate / HOURS_PER_YEAR if upper_cables.size else 0.0,
+            SliceFabrics.build(scenario, layout) if layout.ocs is not None else None,
         )
 
 
@@ -276,6 +306,7 @@ class _Run:
     crossing: bool = False  # its traffic leaves its first-hop switches on its nodes
     state: str = "queued"
     nodes: tuple[int, ...] = ()
+    blocks: tuple[int, ...] = ()  # an OCS slice's blocks, in slice order (multi-block jobs)
     gpu_slots: list[tuple[int, int]] = field(default_factory=list)  # (node, n gpus)
     start_h: float = math.nan
     first_start_h: float = math.nan
@@ -311,8 +342,9 @@ class ScheduleResult:
     max_gpu_owners: int
     segments: list[list[Any]] = field(default_factory=list)
     #: rows (time_h, busy GPUs, queued jobs, free GPUs while the head waits, upper parts
-    #: down), one after each event
-    timeline: np.ndarray = field(default_factory=lambda: np.zeros((0, 5)))
+    #: down, free GPUs while the head waits with as many free as it asks for), one after
+    #: each event
+    timeline: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))
 
     def to_dict(self) -> dict[str, Any]:
         """Return the contract's JSON object."""
@@ -383,6 +415,7 @@ class _Sim:
         self.days = days
         self.seed = seed
         self.rates = FabricRates(cluster.ctx, cluster.layout, seed=_seed_int(seed, "ecmp") % 2**32)
+        self._slice_solves = cluster.slices.solves if cluster.slices is not None else 0
         gpn = self.lay.gpus_per_node
         self.gpn = gpn
         self.free_gpus = np.full(self.lay.n_nodes, gpn, dtype=np.int64)
@@ -395,8 +428,13 @@ class _Sim:
         self.seq = 0
         self.busy = 0.0
         self.frag = 0.0
+        self.shape_frag = 0.0
         self.last_t = 0.0
         self.head_blocked = False
+        self.head_gpus = 0  # GPUs the waiting head of the queue asks for
+        grid = self.lay.ocs
+        self.spares_free = grid.spare_blocks if grid is not None and grid.reconfigurable else 0
+        self.spare_swaps = 0
         self.crossing_key: tuple[object, ...] = ()
         self.state_seen: frozenset[Part] = frozenset()
         self.max_owner_gpus = 0
@@ -405,8 +443,8 @@ class _Sim:
         #: upper parts taken down, by the index their repair event carries
         self.parts: list[Part] = []
         #: after each event: time, busy GPUs, queued jobs, free GPUs while the head waits,
-        #: upper parts down
-        self.timeline: list[tuple[float, int, int, int, int]] = []
+        #: upper parts down, free GPUs while the head waits with as many free as it asks for
+        self.timeline: list[tuple[float, int, int, int, int, int]] = []
         self._open: dict[int, int] = {}
 
     # -------------------------------------------------------------------- preparation
@@ -422,7 +460,7 @@ class _Sim:
         nodes = -(-job.gpus // self.gpn)
         if job.gpus >= 2 and (nodes > 1 or job.tokens is not None):
             try:
-                perf = job_step(s, job.model, job.gpus, job.plan)
+                perf = job_step(self.c.step_scenario, job.model, job.gpus, job.plan)
             except ValueError as exc:
                 raise TraceError(
                     f"jobs line {job.line} (id {job.id})",
@@ -439,6 +477,18 @@ class _Sim:
             work_h = job.tokens / perf.tokens_per_s / 3600.0
         else:
             work_h = float(job.duration_h or 0.0)
+        grid = self.lay.ocs
+        if grid is not None and nodes > grid.nodes_per_block:
+            need = slice_blocks_needed(grid, grid.blocks_for(nodes), self.policy)
+            if need is None:
+                raise TraceError(
+                    f"jobs line {job.line} (id {job.id})",
+                    "gpus",
+                    f"{job.gpus:,} GPUs need {grid.blocks_for(nodes)} blocks of "
+                    f"{grid.block_gpus:,}; no {self.policy} slice of them fits the block grid "
+                    f"{' x '.join(map(str, grid.dims))} of {grid.n_blocks} blocks "
+                    f"(ocs.circuits = {grid.circuits})",
+                )
         ckpt = _checkpoint_bytes(s, job.model)
         write_s = ckpt / (job.gpus * s.reliability.checkpoint_write_GBps_per_gpu * 1e9)
         shape = TrafficShape.from_step(perf) if perf is not None else None
@@ -456,7 +506,10 @@ class _Sim:
             busy_gpus = sum(self.runs[i].job.gpus for i in self.running)
             self.busy += busy_gpus * dt
             if self.head_blocked:
-                self.frag += float(self.free_gpus[self.up].sum()) * dt
+                free = float(self.free_gpus[self.up].sum())
+                self.frag += free * dt
+                if free >= self.head_gpus:  # enough GPUs, none in a shape it can take
+                    self.shape_frag += free * dt
             self.last_t = t
 
     def _progress(self, r: _Run, t: float) -> None:
@@ -504,6 +557,10 @@ class _Sim:
         nodes = place(self.policy, self.lay, free, k)
         if nodes is None:
             return None
+        grid = self.lay.ocs
+        if grid is not None and k > grid.nodes_per_block:
+            # a slice: the job holds every GPU of its blocks, its ranks on the first k servers
+            return tuple(int(n) for n in nodes[:k]), [(int(n), gpn) for n in nodes]
         slots = [(int(n), gpn) for n in nodes[:-1]] + [(int(nodes[-1]), g - gpn * (k - 1))]
         return tuple(int(n) for n in nodes), slots
 
@@ -517,13 +574,22 @@ class _Sim:
         if (self.free_gpus < 0).any():
             raise RuntimeError("a GPU given to two jobs")
         r.state, r.nodes, r.gpu_slots = "running", nodes, slots
+        grid = self.lay.ocs
+        reconfig_h = 0.0
+        if grid is not None and len(nodes) > grid.nodes_per_block:
+            per = grid.nodes_per_block
+            r.blocks = tuple(dict.fromkeys(n // per for n, _ in slots))
+            if grid.reconfigurable:  # the OCS sets the slice's circuits before it trains
+                reconfig_h = grid.reconfig_s / 3600.0
+        else:
+            r.blocks = ()
         self._open[r.idx] = len(self.segments)
         self.segments.append([r.idx, t, math.nan, tuple(slots)])
         r.start_h = t
         if math.isnan(r.first_start_h):
             r.first_start_h = t
         r.last_h = t
-        r.train_from_h = t + r.restart_h
+        r.train_from_h = t + r.restart_h + reconfig_h
         r.restart_h = 0.0
         r.since_ckpt_h = 0.0
         # checkpoint interval from the job's own parts' failure rate
@@ -538,7 +604,8 @@ class _Sim:
             tau_s = float(rel.checkpoint_interval_s)
         r.interval_h = tau_s / 3600.0
         r.overhead = (tau_s + r.ckpt_write_s) / tau_s if math.isfinite(tau_s) else 1.0
-        r.crossing = r.shape is not None and self.rates.crosses(r.shape, r.nodes)
+        # an OCS slice's traffic stays on its own circuits: it meets no other job
+        r.crossing = grid is None and r.shape is not None and self.rates.crosses(r.shape, r.nodes)
         r.place_sd = self._placement_slowdown(r)
         self.running.add(r.idx)
         self._set_rate(r, t, r.place_sd)
@@ -561,22 +628,59 @@ class _Sim:
             / self.lay.nics_per_gpu
         )
 
-    def _sd_from(self, r: _Run, rates: Rates) -> float:
-        """Return the job's step slowdown when its dimensions run at ``rates`` (1: no network)."""
+    def _sd_from(
+        self,
+        r: _Run,
+        rates: Rates,
+        contig: Rates | None = None,
+        extra_s: float = 0.0,
+        unhidden: frozenset[str] = frozenset(),
+    ) -> float:
+        """Return the job's step slowdown when its dimensions run at ``rates`` (1: no network).
+
+        ``contig``: the reference rates (default: the job contiguous on this fabric);
+        ``extra_s`` seconds per step added; ``unhidden`` dimensions hide nothing
+        (:func:`step_with_factors`).
+        """
         if r.perf is None or r.shape is None or not rates:
             return 1.0
-        contig = self.rates.contiguous(r.shape, len(r.nodes))
+        if contig is None:
+            contig = self.rates.contiguous(r.shape, len(r.nodes))
         factors = {}
         for d, rate in rates.items():
             if rate <= 0:
                 return math.inf
             factors[d] = max(1.0, contig.get(d, self._nvlink_line_Bps) / rate)
-        return max(1.0, step_with_factors(r.perf, factors) / r.perf.step_time_s)
+        step = step_with_factors(r.perf, factors, unhidden) + extra_s
+        return max(1.0, step / r.perf.step_time_s)
 
     def _placement_slowdown(self, r: _Run) -> float:
+        if self.c.slices is not None:
+            return self._slice_slowdown(r)
         if r.perf is None or r.shape is None or not self.rates.has_traffic(r.shape, r.nodes):
             return 1.0
         return self._sd_from(r, self.rates.alone(r.job.id, r.shape, r.nodes))
+
+    def _slice_slowdown(self, r: _Run) -> float:
+        """Return an OCS job's step on its slice's own circuits over the non-blocking one's.
+
+        A job inside one block sends on its block's own fabric (NVLink, a cube's aggregated
+        mesh, a pod's non-blocking leaf-spine): 1. With ``ocs.reconfigure = phase`` the
+        reduction runs on ring circuits and, when the forward crosses blocks too, pays
+        :data:`~fabric_model.run.slice_fabrics.SWITCHES_PER_STEP` reconfigurations per step
+        and hides nothing (:meth:`~fabric_model.run.slice_fabrics.SliceFabrics.phase`).
+        """
+        sf = self.c.slices
+        if sf is None or r.perf is None or r.shape is None or not r.blocks:
+            return 1.0
+        k = len(r.nodes)
+        contig = sf.contiguous(r.shape, k)
+        if sf.grid.reconfigure == "phase":
+            rates, extra_s, hidden = sf.phase(r.shape, k, r.blocks)
+        else:
+            rates, extra_s, hidden = sf.rates(r.shape, k, r.blocks), 0.0, True
+        unhidden = frozenset() if hidden else frozenset({"dp"})
+        return self._sd_from(r, rates, contig, extra_s, unhidden)
 
     def _free(self, r: _Run) -> None:
         self.segments[self._open.pop(r.idx)][2] = self.last_t
@@ -629,20 +733,38 @@ class _Sim:
     def _predicted_wall_h(self, r: _Run) -> float:
         return r.restart_h + r.work_h * r.overhead
 
-    def _reservation(self, head: _Run, t: float) -> tuple[float, int]:
+    def _need_gpus(self, r: _Run) -> int:
+        """GPUs ``r`` holds once started: its own, or its slice's blocks' on an OCS design."""
+        grid = self.lay.ocs
+        k = -(-r.job.gpus // self.gpn)
+        if grid is None or k <= grid.nodes_per_block:
+            return r.job.gpus
+        need = slice_blocks_needed(grid, grid.blocks_for(k), self.policy)
+        return (need or grid.n_blocks) * grid.block_gpus
+
+    def _have_gpus(self, r: _Run) -> int:
+        """GPUs free now in the units ``r`` takes (a node's, whole nodes, or whole blocks)."""
         gpn = self.gpn
-        g = head.job.gpus
-        if g <= gpn:
-            have = int(self.free_gpus[self.up].max(initial=0))
-        else:
-            have = int((self.up & (self.free_gpus == gpn)).sum()) * gpn
+        if r.job.gpus <= gpn:
+            return int(self.free_gpus[self.up].max(initial=0))
+        whole = self.up & (self.free_gpus == gpn)
+        grid = self.lay.ocs
+        if grid is not None and r.job.gpus > grid.block_gpus:
+            per = grid.nodes_per_block
+            blocks = whole[: grid.n_blocks * per].reshape(grid.n_blocks, per).all(axis=1)
+            return int(blocks.sum()) * grid.block_gpus
+        return int(whole.sum()) * gpn
+
+    def _reservation(self, head: _Run, t: float) -> tuple[float, int]:
+        g = self._need_gpus(head)
+        have = self._have_gpus(head)
         if have >= g:
             return t, have - g
         ends = sorted(
             (
                 max(self.runs[i].last_h, self.runs[i].train_from_h)
                 + (self.runs[i].work_h / self.runs[i].rate if self.runs[i].rate > 0 else math.inf),
-                self.runs[i].job.gpus,
+                sum(n for _, n in self.runs[i].gpu_slots),
             )
             for i in self.running
         )
@@ -704,6 +826,7 @@ class _Sim:
         self.head_blocked = bool(self.queue)
         if not self.queue:
             return
+        self.head_gpus = self.runs[self.queue[0][1]].job.gpus
         shadow, extra = self._reservation(self.runs[self.queue[0][1]], t)
         i = 1
         tried = 0
@@ -713,7 +836,8 @@ class _Sim:
             r = self.runs[self.queue[i][1]]
             tried += 1
             ends_in_time = t + self._predicted_wall_h(r) <= shadow
-            if not ends_in_time and r.job.gpus > extra:
+            need = self._need_gpus(r)
+            if not ends_in_time and need > extra:
                 i += 1
                 continue
             where = self._try_place(r)
@@ -723,7 +847,7 @@ class _Sim:
             self.queue.pop(i)
             self._start(r, t, where)
             if not ends_in_time:
-                extra -= r.job.gpus
+                extra -= need
 
     # -------------------------------------------------------------------- failures
     def _interrupt(self, r: _Run, t: float, preempted: bool = False) -> None:
@@ -746,6 +870,52 @@ class _Sim:
         r.version += 1
         self._free(r)
         self._enqueue(r)
+
+    def _spare_swap(self, t: float, down: np.ndarray) -> bool:
+        """On an OCS design, put a free spare block in place of each block ``down`` touches.
+
+        The OCS re-forms the circuits of the failed block's jobs over the spare
+        (``ocs.reconfig_ms``), so the block's place stays up and its jobs restart from their
+        last checkpoint at once on the same slice instead of requeueing (the failed GPUs'
+        state is gone either way: Jouppi et al., ISCA 2023, and Zu et al., "Resiliency at
+        scale: managing Google's TPUv4 machine learning supercomputer", NSDI 2024: jobs on
+        TPU v4 restart from checkpoints, the OCS gives them healthy cubes without waiting for
+        a repair). The failed block returns as a spare after ``reliability.repair_h``.
+        Returns False (nothing done) on a switched fabric, with ``ocs.reconfigure = never``
+        (the installed circuits do not reach a spare) or when too few spares are free.
+        """
+        grid = self.lay.ocs
+        if grid is None or not grid.reconfigurable:
+            return False
+        blocks = np.unique(down // grid.nodes_per_block)
+        if blocks.size > self.spares_free:
+            return False
+        self.spares_free -= int(blocks.size)
+        self.spare_swaps += int(blocks.size)
+        repair = t + self.c.scenario.reliability.repair_h
+        for _ in range(blocks.size):
+            self._push(repair, _SPARE_BACK)
+        hit = set(grid.nodes_of(blocks).tolist())
+        for i in list(self.running):
+            r = self.runs[i]
+            if hit.intersection(n for n, _ in r.gpu_slots):
+                self._restart_in_place(r, t)
+        return True
+
+    def _restart_in_place(self, r: _Run, t: float) -> None:
+        """``r`` loses the work since its last checkpoint and restarts on its own slice."""
+        self._progress(r, t)
+        lost = r.since_ckpt_h % r.interval_h if math.isfinite(r.interval_h) else r.since_ckpt_h
+        lost = min(lost, r.useful_h)
+        r.work_h += lost
+        r.useful_h -= lost
+        r.interruptions += 1
+        r.since_ckpt_h = 0.0
+        grid = self.lay.ocs
+        reconfig_s = grid.reconfig_s if grid is not None else 0.0
+        restart_s = self.c.scenario.reliability.restart_s + reconfig_s
+        r.train_from_h = max(r.train_from_h, t + restart_s / 3600.0)
+        self._set_rate(r, t, r.sd)
 
     def _fail(self, t: float, cls: str, which: int) -> None:
         lay = self.lay
@@ -777,10 +947,12 @@ class _Sim:
         down = down[self.up[down]]
         if not down.size:
             return
+        if self._spare_swap(t, down):
+            return
         hit = set(down.tolist())
         for i in list(self.running):
             r = self.runs[i]
-            if hit.intersection(r.nodes):
+            if hit.intersection(n for n, _ in r.gpu_slots):
                 self._interrupt(r, t)
         self.up[down] = False
         repair = t + self.c.scenario.reliability.repair_h
@@ -812,6 +984,8 @@ class _Sim:
                 self._fail(t, failures[a][1], b)
             elif kind == _REPAIR_PART:
                 self.rates.repair(self.parts[a])
+            elif kind == _SPARE_BACK:
+                self.spares_free += 1
             else:
                 self.up[a] = True
             # same-time events first, then one scheduling pass
@@ -819,13 +993,15 @@ class _Sim:
                 continue
             self._schedule(t)
             self._refresh_interference(t)
+            free = int(self.free_gpus[self.up].sum()) if self.head_blocked else 0
             self.timeline.append(
                 (
                     t,
                     sum(self.runs[i].job.gpus for i in self.running),
                     len(self.queue),
-                    int(self.free_gpus[self.up].sum()) if self.head_blocked else 0,
+                    free,
                     len(self.rates.state),
+                    free if free >= self.head_gpus else 0,
                 )
             )
             self.max_owner_gpus = max(self.max_owner_gpus, int(self.gpn - self.free_gpus.min()))
@@ -870,6 +1046,7 @@ class _Sim:
                 "interruptions": r.interruptions,
                 "preemptions": r.preemptions,
                 "status": status[r.job.id],
+                **({"blocks": list(r.blocks)} if lay.ocs is not None else {}),
             }
             for r in self.runs
         ]
@@ -886,49 +1063,75 @@ class _Sim:
             "placement_slowdown_p50": _pct(psds, 50) if psds else None,
             "interference_slowdown_p50": _pct(isds, 50) if isds else None,
             "fragmentation": self.frag / capacity if capacity else 0.0,
+            "shape_fragmentation": self.shape_frag / capacity if capacity else 0.0,
             "interrupted_jobs": sum(1 for r in self.runs if r.interruptions),
             "preempted_jobs": sum(1 for r in self.runs if r.preemptions),
+            "spare_swaps": self.spare_swaps,
             "useful_gpu_hours": useful,
             "cost_per_useful_gpu_hour_usd": cost / useful if useful > 0 else None,
             "block_sizes": block_sizes(
                 lay, [-(-r.job.gpus // self.gpn) for r in self.runs if r.job.gpus > self.gpn]
             ),
         }
+        if lay.ocs is not None:
+            summary["slices"] = _slice_facts(lay, self.policy)
         return ScheduleResult(
             summary,
             jobs,
             self.busy,
             capacity,
             status,
-            self.rates.solves,
+            self.rates.solves
+            + (self.c.slices.solves - self._slice_solves if self.c.slices is not None else 0),
             self.max_owner_gpus,
             self.segments,
-            np.array(self.timeline, dtype=np.float64).reshape(-1, 5),
+            np.array(self.timeline, dtype=np.float64).reshape(-1, 6),
         )
+
+
+def _slice_facts(lay: ClusterLayout, policy: str) -> dict[str, Any]:
+    """Describe an OCS design's slices (the ``slices`` object of the JSON)."""
+    g = lay.ocs
+    if g is None:
+        return {}
+    return {
+        "rule": SLICE_RULES[policy],
+        "block": g.kind,
+        "block_gpus": g.block_gpus,
+        "blocks": g.n_blocks,
+        "grid_blocks": list(g.dims),
+        "circuits": g.circuits,
+        "reconfigure": g.reconfigure,
+        "reconfig_ms": g.reconfig_s * 1000.0,
+        "spare_blocks": g.spare_blocks,
+    }
 
 
 def run_schedule(
     cluster: Cluster,
     jobs: list[Job],
-    policy: str = "tree",
+    policy: str | None = None,
     days: float = 30.0,
     seed: int = 0,
     preempt: bool = False,
 ) -> ScheduleResult:
     """Simulate ``jobs`` on ``cluster`` under ``policy`` for ``days`` (see module docstring).
 
-    ``preempt``: a job that cannot start preempts running jobs of lower priority
-    (:meth:`_Sim._victims`); off, as Slurm's ``PreemptType=preempt/none`` default.
+    ``policy``: None is the fabric's default (:func:`~fabric_model.run.placement.
+    default_policy`: ``tree``, or ``ocs-slice`` on an OCS design). ``preempt``: a job that
+    cannot start preempts running jobs of lower priority (:meth:`_Sim._victims`); off, as
+    Slurm's ``PreemptType=preempt/none`` default.
 
     Raises
     ------
     TraceError
-        For a job the cluster cannot run (larger than the cluster, a model that fits no plan).
+        For a job the cluster cannot run (larger than the cluster, a model that fits no plan,
+        no slice shape that holds it).
     FabricModelError
-        For an unknown policy or a bad horizon.
+        For an unknown policy, one that does not place on this fabric, or a bad horizon.
     """
-    if policy not in POLICIES:
-        raise FabricModelError(f"--policy {policy}: one of {', '.join(POLICIES)}")
+    policy = policy or default_policy(cluster.layout)
+    check_policy(policy, cluster.layout)
     if not days > 0:
         raise FabricModelError(f"--days {days}: must be > 0")
     sim = _Sim(cluster, jobs, policy, days, seed, preempt)
@@ -945,7 +1148,7 @@ def schedule(
     jobs: list[Job] | None = None,
     *,
     generate: int | None = None,
-    policy: str = "tree",
+    policy: str | None = None,
     compare: bool = False,
     days: float = 30.0,
     seed: int = 0,
@@ -955,11 +1158,13 @@ def schedule(
     """Run the ``schedule`` verb's model and return its JSON object (ARCHITECTURE.md 3.4).
 
     ``generate`` draws that many jobs (:func:`generated_jobs`) from the seed; with
-    ``compare`` every policy runs the same jobs and failure draws, and ``policies`` maps each
-    to its summary (the top level is ``policy``'s run); ``preempt`` lets a job preempt lower
-    priorities (:func:`run_schedule`).
+    ``compare`` every policy of the fabric (:func:`~fabric_model.run.placement.policies_for`)
+    runs the same jobs and failure draws, and ``policies`` maps each to its summary (the top
+    level is ``policy``'s run; None: the fabric's default); ``preempt`` lets a job preempt
+    lower priorities (:func:`run_schedule`).
     """
     cl = cluster or Cluster.build(scenario)
+    policy = policy or default_policy(cl.layout)
     if jobs is None:
         if generate is None:
             raise FabricModelError("schedule: give --jobs FILE or --generate N")
@@ -970,7 +1175,7 @@ def schedule(
     out["preempt"] = preempt
     if compare:
         pol: dict[str, Any] = {}
-        for p in POLICIES:
+        for p in policies_for(cl.layout):
             res = main if p == policy else run_schedule(cl, jobs, p, days, seed, preempt)
             pol[p] = res.summary
         out["policies"] = pol
@@ -1013,7 +1218,7 @@ def write_jobs_csv(result: dict[str, Any], path: str) -> None:
 
 
 def _seed_task(
-    args: tuple[Scenario, list[Job] | None, int | None, str, bool, float, int, bool],
+    args: tuple[Scenario, list[Job] | None, int | None, str | None, bool, float, int, bool],
 ) -> dict[str, Any]:
     scenario, jobs, generate, policy, compare, days, seed, preempt = args
     return schedule(
@@ -1034,7 +1239,7 @@ def schedule_seeds(
     seeds: list[int],
     *,
     generate: int | None = None,
-    policy: str = "tree",
+    policy: str | None = None,
     compare: bool = False,
     days: float = 30.0,
     workers: int = 2,

@@ -54,7 +54,7 @@ from fabric_model.routing import route
 from fabric_model.run.placement import ClusterLayout
 from fabric_model.run.traffic import JobPattern, TrafficShape, job_pattern
 
-__all__ = ["FabricRates", "Part", "Rates"]
+__all__ = ["FabricRates", "Part", "Rates", "RoutedJob", "solve_routed"]
 
 #: A dimension's rate per NIC share (bytes/s, line-rate units); a dimension absent from the
 #: mapping sends nothing on the network on that placement.
@@ -71,7 +71,7 @@ def _digest(*parts: object) -> int:
 
 
 @dataclass(frozen=True, eq=False)
-class _Routed:
+class RoutedJob:
     """A job's switch-crossing connections routed on one capacity state (NIC entries out)."""
 
     dims: tuple[str, ...]
@@ -91,6 +91,49 @@ class _Routed:
     def n_conns(self) -> int:
         """Routed connections."""
         return int(self.conn_dim.size)
+
+
+def solve_routed(routed: list[RoutedJob], space_Bps: np.ndarray) -> tuple[list[Rates], int]:
+    """Each job's per-dimension rates with all of ``routed`` sharing one link space.
+
+    ``space_Bps``: the capacity of every link-space id the jobs' entries name. Returns the
+    rates and the max-min solves it took (0 when no job leaves its first-hop switches).
+    """
+    out: list[Rates] = []
+    busy = [r for r in routed if r.n_conns]
+    conn_rate: list[np.ndarray] = []
+    solves = 0
+    if busy:
+        offs = np.cumsum([0] + [r.indices.size for r in busy])
+        indptr = np.concatenate(
+            [busy[0].indptr[:1]] + [r.indptr[1:] + o for r, o in zip(busy, offs, strict=False)]
+        )
+        indices = np.concatenate([r.indices for r in busy])
+        used, compact = np.unique(indices, return_inverse=True)
+        flows = FlowSet.built(
+            indptr,
+            compact.astype(np.int32),
+            np.concatenate([r.weights for r in busy]),
+            int(used.size),
+            max_weight=max(r.max_weight for r in busy),
+            flow_demand_Bps=np.concatenate([r.demand for r in busy]),
+        )
+        sol = solve_maxmin(flows, space_Bps[used])
+        solves = 1
+        start = 0
+        for r in busy:
+            n = r.flow_conn.size
+            rate = np.full(r.n_conns, np.inf)
+            np.minimum.at(rate, r.flow_conn, sol.rate_Bps[start : start + n] / r.fraction[:])
+            conn_rate.append(rate)
+            start += n
+    it = iter(conn_rate)
+    for r in routed:
+        per_dim = r.local_Bps.copy()
+        if r.n_conns:
+            np.minimum.at(per_dim, r.conn_dim, next(it) / r.conn_split)
+        out.append(dict(zip(r.dims, per_dim.tolist(), strict=True)))
+    return out, solves
 
 
 @dataclass(eq=False)
@@ -114,7 +157,7 @@ class FabricRates:
     _patterns: OrderedDict[tuple[TrafficShape, tuple[int, ...]], tuple[JobPattern, np.ndarray]] = (
         field(default_factory=OrderedDict)
     )
-    _routed: OrderedDict[tuple[object, ...], _Routed] = field(default_factory=OrderedDict)
+    _routed: OrderedDict[tuple[object, ...], RoutedJob] = field(default_factory=OrderedDict)
     _contig: dict[tuple[TrafficShape, int], Rates] = field(default_factory=dict)
     _alone: OrderedDict[tuple[object, ...], Rates] = field(default_factory=OrderedDict)
     _components: OrderedDict[tuple[object, ...], dict[str, Rates]] = field(
@@ -122,7 +165,7 @@ class FabricRates:
     )
     _states: dict[frozenset[Part], _State] = field(default_factory=dict)
     _canon: OrderedDict[tuple[TrafficShape, int], JobPattern] = field(default_factory=OrderedDict)
-    _for: OrderedDict[tuple[object, ...], tuple[_Routed, frozenset[Part]]] = field(
+    _for: OrderedDict[tuple[object, ...], tuple[RoutedJob, frozenset[Part]]] = field(
         default_factory=OrderedDict
     )
     _down: frozenset[Part] = frozenset()
@@ -337,7 +380,7 @@ class FabricRates:
         """Bring ``part`` back."""
         self._down = self._down - {part}
 
-    def _route(self, pat: JobPattern, cross: np.ndarray, seed: int, st: _State) -> _Routed:
+    def _route(self, pat: JobPattern, cross: np.ndarray, seed: int, st: _State) -> RoutedJob:
         """Route the job's switch-crossing connections on ``st`` (see the module docstring)."""
         ctx = self.ctx
         cap = st.capacity_Bps
@@ -351,7 +394,7 @@ class FabricRates:
         split = pat.split[cross]
         if not src.size:  # every connection between two NICs of one switch: no solve
             none_i, none_f = np.zeros(0, np.int64), np.zeros(0)
-            return _Routed(
+            return RoutedJob(
                 pat.dims, none_i, np.zeros(1, np.int64), none_i, none_f, none_f, none_f,
                 none_i, conn_dim, split, local, 1.0,
             )  # fmt: skip
@@ -389,7 +432,7 @@ class FabricRates:
         share = pat.share[conn_dim[flow_conn]]
         w = weights[keep] * share[flow_of_entry[keep]]
         demand = (conn_cap[cross] * split)[flow_conn] * fraction
-        return _Routed(
+        return RoutedJob(
             pat.dims,
             np.unique(ind),
             new_indptr,
@@ -454,7 +497,7 @@ class FabricRates:
 
     def _routed_on(
         self, key: object, shape: TrafficShape, nodes: tuple[int, ...], parts: frozenset[Part]
-    ) -> _Routed:
+    ) -> RoutedJob:
         ck = (key, shape, nodes, parts)
         hit = self._routed.get(ck)
         if hit is None:
@@ -465,7 +508,7 @@ class FabricRates:
 
     def _routed_for(
         self, key: object, shape: TrafficShape, nodes: tuple[int, ...], parts: frozenset[Part]
-    ) -> tuple[_Routed, frozenset[Part]]:
+    ) -> tuple[RoutedJob, frozenset[Part]]:
         """Return the job's routes with ``parts`` down, and the parts among them its links meet.
 
         Routed once on the healthy fabric; a failure that changes none of its links' capacities
@@ -491,42 +534,20 @@ class FabricRates:
         return hit
 
     # ---------------------------------------------------------------- solving
-    def _solve(self, routed: list[_Routed], parts: frozenset[Part]) -> list[Rates]:
+    def _solve(self, routed: list[RoutedJob], parts: frozenset[Part]) -> list[Rates]:
         """Each job's per-dimension rates, all solved together with ``parts`` down."""
-        out: list[Rates] = []
-        busy = [r for r in routed if r.n_conns]
-        conn_rate: list[np.ndarray] = []
-        if busy:
-            offs = np.cumsum([0] + [r.indices.size for r in busy])
-            indptr = np.concatenate(
-                [busy[0].indptr[:1]] + [r.indptr[1:] + o for r, o in zip(busy, offs, strict=False)]
-            )
-            indices = np.concatenate([r.indices for r in busy])
-            used, compact = np.unique(indices, return_inverse=True)
-            flows = FlowSet.built(
-                indptr,
-                compact.astype(np.int32),
-                np.concatenate([r.weights for r in busy]),
-                int(used.size),
-                max_weight=max(r.max_weight for r in busy),
-                flow_demand_Bps=np.concatenate([r.demand for r in busy]),
-            )
-            sol = solve_maxmin(flows, self._space(parts)[used])
-            self.solves += 1
-            start = 0
-            for r in busy:
-                n = r.flow_conn.size
-                rate = np.full(r.n_conns, np.inf)
-                np.minimum.at(rate, r.flow_conn, sol.rate_Bps[start : start + n] / r.fraction[:])
-                conn_rate.append(rate)
-                start += n
-        it = iter(conn_rate)
-        for r in routed:
-            per_dim = r.local_Bps.copy()
-            if r.n_conns:
-                np.minimum.at(per_dim, r.conn_dim, next(it) / r.conn_split)
-            out.append(dict(zip(r.dims, per_dim.tolist(), strict=True)))
+        busy = any(r.n_conns for r in routed)
+        out, solved = solve_routed(routed, self._space(parts) if busy else np.zeros(0))
+        self.solves += solved
         return out
+
+    def routed(self, job: str, shape: TrafficShape, nodes: tuple[int, ...]) -> RoutedJob:
+        """Return the job's switch-crossing connections routed on the healthy fabric (cached)."""
+        return self._routed_on(job, shape, nodes, frozenset())
+
+    def space_Bps(self) -> np.ndarray:
+        """Return the routers' link-space capacities, healthy fabric (bundles appended)."""
+        return self._space(frozenset())
 
     def contiguous(self, shape: TrafficShape, k: int) -> Rates:
         """Per-dimension rates of the job alone on nodes ``0 .. k-1`` of the healthy fabric."""

@@ -29,6 +29,13 @@ see :mod:`fabric_model.run.cluster_sim`); each returns ``None`` when it cannot p
   largest first, the last the smallest that holds the rest; with
   ``podset-required-topology: block`` a job that fits one block's capacity waits rather than
   spread over blocks.
+
+On an optical-circuit-switched fabric (``fabric.topology = ocs``) a job gets a slice of whole
+blocks joined by circuits of its own instead (:mod:`fabric_model.run.slices`): ``ocs-slice``
+(the default there: the shape the design's circuits need), ``ocs-any`` (any free blocks) and
+``ocs-box`` (a box of the block grid, as a torus pod without an OCS places). The switched
+fabrics' policies are refused on an OCS design and the slice policies elsewhere, naming
+``fabric.topology``.
 """
 
 from __future__ import annotations
@@ -36,20 +43,27 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from fabric_model.errors import FabricModelError
+from fabric_model.run.slices import SliceGrid, grid_dims, ocs_any, ocs_box, ocs_slice
 from fabric_model.scenario import Scenario
+from fabric_model.scenario.ocs import reconfig_ms
 
 __all__ = [
     "PLACEMENTS",
     "POLICIES",
+    "SLICE_POLICIES",
     "ClusterLayout",
     "blocks_spanned",
+    "check_policy",
+    "default_policy",
     "default_segment",
     "leaves_spanned",
     "place",
+    "policies_for",
 ]
 
 
@@ -68,6 +82,8 @@ class ClusterLayout:
     n_leaf_switches: int
     n_upper_switches: int
     tiers: int
+    #: an OCS design's blocks as slices are placed on them (None on a switched fabric)
+    ocs: SliceGrid | None = None
 
     @property
     def n_leaves(self) -> int:
@@ -116,11 +132,14 @@ class ClusterLayout:
         n_leaf_sw, n_upper = 0, 0
         if topo.tiers:
             switches, _, _ = slurm_tree(plan)
-            leaves = [s for s in switches if s.nodes]
+            # an OCS design's spare blocks are built beyond cluster.n_gpus: their servers are
+            # not the scheduler's (ocs.spare_blocks take failed blocks' places)
+            leaves = [s for s in switches if any(n < n_nodes for n in s.nodes)]
             leaf_idx = {s.name: i for i, s in enumerate(leaves)}
             leaf_of = np.full(n_nodes, -1, dtype=np.int64)
             for i, s in enumerate(leaves):
-                leaf_of[np.asarray(s.nodes, dtype=np.int64)] = i
+                mine = np.asarray(s.nodes, dtype=np.int64)
+                leaf_of[mine[mine < n_nodes]] = i
             pod_of_leaf = np.zeros(len(leaves), dtype=np.int64)
             upper = [s for s in switches if s.children and any(k in leaf_idx for k in s.children)]
             for p, s in enumerate(upper):
@@ -135,6 +154,7 @@ class ClusterLayout:
         else:
             block_of = leaf_of.copy()
         block_nodes = int(np.bincount(block_of).max())
+        grid = _slice_grid(scenario, topo.params, gpn) if topo.family == "ocs" else None
         return cls(
             n_nodes,
             gpn,
@@ -147,7 +167,48 @@ class ClusterLayout:
             n_leaf_sw,
             n_upper,
             topo.tiers,
+            grid,
         )
+
+
+def _slice_grid(scenario: Scenario, params: Any, gpn: int) -> SliceGrid:
+    """Return the OCS design's blocks as slices are placed on them (a ``SliceGrid``).
+
+    Raises
+    ------
+    FabricModelError
+        On ``ocs.failed_blocks`` (the one-job what-if: the scheduler draws its own failures)
+        and on blocks that are not whole servers.
+    """
+    o = scenario.ocs
+    if o.failed_blocks:
+        raise FabricModelError(
+            f"ocs.failed_blocks = {o.failed_blocks}: the one-job availability what-if; schedule "
+            "draws failures from reliability.* and replaces failed blocks by spares "
+            "(ocs.spare_blocks): set it to 0"
+        )
+    bg = int(params["block_gpus"])
+    if bg % gpn:
+        raise FabricModelError(
+            f"ocs.block_gpus = {bg}: schedule places whole servers, so a block must be whole "
+            f"servers of cluster.gpus_per_node = {gpn}"
+        )
+    n, built = int(params["n_blocks"]), int(params["n_blocks_built"])
+    static = params["circuits_data"] if o.reconfigure == "never" else None
+    return SliceGrid(
+        n_blocks=n,
+        n_built=built,
+        nodes_per_block=bg // gpn,
+        block_gpus=bg,
+        uplinks=int(params["uplinks_per_block"]),
+        dims=grid_dims(n, built, o.circuits, o.reconfigure, params.get("block_dims")),
+        circuits=o.circuits,
+        reconfigure=o.reconfigure,
+        spare_blocks=int(o.spare_blocks),
+        reconfig_s=reconfig_ms(scenario) / 1000.0,
+        static=static,
+        kind=str(params["block"]),
+    )
 
 
 def leaves_spanned(layout: ClusterLayout, nodes: np.ndarray) -> int:
@@ -298,17 +359,92 @@ def _tas(layout: ClusterLayout, free: np.ndarray, k: int) -> np.ndarray | None:
     return _take_groups(free, rack, racks_of(np.arange(cap_pod.size)), k)
 
 
+def _grid(layout: ClusterLayout) -> SliceGrid:
+    if layout.ocs is None:  # place() refuses first; a direct call lands here
+        raise FabricModelError("a slice policy places on fabric.topology = ocs only")
+    return layout.ocs
+
+
+def _ocs_slice(layout: ClusterLayout, free: np.ndarray, k: int) -> np.ndarray | None:
+    return ocs_slice(_grid(layout), free, k)
+
+
+def _ocs_any(layout: ClusterLayout, free: np.ndarray, k: int) -> np.ndarray | None:
+    return ocs_any(_grid(layout), free, k)
+
+
+def _ocs_box(layout: ClusterLayout, free: np.ndarray, k: int) -> np.ndarray | None:
+    return ocs_box(_grid(layout), free, k)
+
+
 #: The placement policies, by the name ``--policy`` takes: each picks ``k`` whole nodes of a
-#: free mask on the layout, or returns None when it cannot now. A new policy is one function
-#: and one entry here (the command line, the page and the tests read the names from it).
+#: free mask on the layout, or returns None when it cannot now (a slice policy returns every
+#: server of the slice's blocks, the job's ranks on the first ``k``). A new policy is one
+#: function and one entry here (the command line, the page and the tests read the names from
+#: it, :func:`policies_for`).
 PLACEMENTS: dict[str, Callable[[ClusterLayout, np.ndarray, int], np.ndarray | None]] = {
     "first-fit": _first_fit,
     "tree": _tree,
     "block": _block,
     "tas": _tas,
+    "ocs-slice": _ocs_slice,
+    "ocs-any": _ocs_any,
+    "ocs-box": _ocs_box,
 }
-#: Their names, in the registry's order.
-POLICIES = tuple(PLACEMENTS)
+#: The policies that place slices of OCS blocks (``fabric.topology = ocs``).
+SLICE_POLICIES = ("ocs-slice", "ocs-any", "ocs-box")
+#: The switched fabrics' policies, in the registry's order.
+POLICIES = tuple(p for p in PLACEMENTS if p not in SLICE_POLICIES)
+
+
+def policies_for(layout: ClusterLayout) -> tuple[str, ...]:
+    """Return the policies that place on ``layout``'s fabric, in the registry's order.
+
+    An OCS design takes the slice policies (``ocs-box`` only where a box of blocks is a
+    slice: reconfigured circuits, or an installed torus); every other fabric the rest.
+    """
+    g = layout.ocs
+    if g is None:
+        return POLICIES
+    if not g.reconfigurable and g.circuits not in ("torus", "twisted-torus"):
+        return tuple(p for p in SLICE_POLICIES if p != "ocs-box")
+    return SLICE_POLICIES
+
+
+def default_policy(layout: ClusterLayout) -> str:
+    """``ocs-slice`` on an OCS design, ``tree`` (Slurm topology/tree) elsewhere."""
+    return "ocs-slice" if layout.ocs is not None else "tree"
+
+
+def check_policy(policy: str, layout: ClusterLayout) -> None:
+    """Refuse a policy that does not place on ``layout``'s fabric, naming the key.
+
+    Raises
+    ------
+    FabricModelError
+        For an unknown policy, a switched fabric's policy on an OCS design, or a slice
+        policy elsewhere.
+    """
+    if policy not in PLACEMENTS:
+        raise FabricModelError(f"--policy {policy}: one of {', '.join(PLACEMENTS)}")
+    allowed = policies_for(layout)
+    if policy in allowed:
+        return
+    if layout.ocs is not None:
+        raise FabricModelError(
+            f"--policy {policy}: fabric.topology = ocs places jobs on slices of blocks joined "
+            f"by their own circuits: one of {', '.join(allowed)}"
+            + (
+                " (ocs-box needs a torus of blocks: ocs.circuits = torus, or ocs.reconfigure "
+                "job or phase)"
+                if policy == "ocs-box"
+                else ""
+            )
+        )
+    raise FabricModelError(
+        f"--policy {policy}: places slices of blocks on fabric.topology = ocs only; one of "
+        f"{', '.join(allowed)}"
+    )
 
 
 def place(policy: str, layout: ClusterLayout, free: np.ndarray, k: int) -> np.ndarray | None:
@@ -317,14 +453,13 @@ def place(policy: str, layout: ClusterLayout, free: np.ndarray, k: int) -> np.nd
     Raises
     ------
     FabricModelError
-        For an unknown policy.
+        For an unknown policy, or one that does not place on this fabric
+        (:func:`check_policy`).
     """
-    fn = PLACEMENTS.get(policy)
-    if fn is None:
-        raise FabricModelError(f"--policy {policy}: one of {', '.join(POLICIES)}")
+    check_policy(policy, layout)
     if k <= 0 or int(free.sum()) < k:
         return None
-    return fn(layout, free, k)
+    return PLACEMENTS[policy](layout, free, k)
 
 
 def block_sizes(layout: ClusterLayout, job_nodes: list[int]) -> dict[str, object]:

@@ -110,6 +110,7 @@ __all__ = [
     "circuit_matchings",
     "failed_block_ids",
     "ocs_count",
+    "twisted_dims",
 ]
 
 #: The model's OCS data with sources (``assets/ocs.yaml``).
@@ -442,7 +443,7 @@ def _cycle(n: int, slots: int, nodes: np.ndarray, length: int) -> list[tuple[np.
     return out
 
 
-def _twisted_dims(n: int) -> tuple[int, int, int] | None:
+def twisted_dims(n: int) -> tuple[int, int, int] | None:
     """``(2m, m, m)`` or ``(2m, m, 1)`` for ``n`` blocks, else None."""
     for dims_of in (lambda m: (2 * m, m, m), lambda m: (2 * m, m, 1)):
         m = 2
@@ -457,7 +458,7 @@ def _twisted_dims(n: int) -> tuple[int, int, int] | None:
 def _torus(n: int, slots: int, twisted: bool) -> tuple[list[tuple[np.ndarray, int]], Any]:
     """Return the matchings of a (twisted) torus of ``n`` blocks, and its dimensions."""
     if twisted:
-        tw = _twisted_dims(n)
+        tw = twisted_dims(n)
         if tw is None:
             ok = sorted({2 * m**3 for m in range(2, 9)} | {2 * m * m for m in range(2, 23)})
             near = [v for v in ok if v <= 2 * max(n, 8)][-6:]
