@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 
 from fabric_model.cli import main
 from fabric_model.presets import load_preset
-from fabric_model.run.cluster_sim import Cluster, run_schedule, schedule, step_with_factor
+from fabric_model.run.cluster_sim import (
+    Cluster,
+    job_step,
+    run_schedule,
+    schedule,
+    step_with_factor,
+)
 from fabric_model.run.interference import FabricRates
 from fabric_model.run.jobs import Job, TraceError, generate_jobs, load_jobs
 from fabric_model.run.placement import POLICIES, blocks_spanned, leaves_spanned, place
@@ -271,3 +277,10 @@ def test_a_job_split_over_nvlink_domains_pays_the_network() -> None:
         cl, generate_jobs(60, cl.layout.n_gpus, np.random.default_rng(2)), "first-fit", 2.0, 2
     )
     assert all(j["slowdown"] is None or math.isfinite(j["slowdown"]) for j in res.jobs)
+
+
+def test_an_auto_job_plan_is_its_own_not_the_designs():
+    # gb200-nvl72-ndr's recipe interleaves Llama 3 405B (VP4); a 70B job plans without it
+    design = apply_overrides(load_preset("gb200-nvl72-ndr"), {"cluster.n_gpus": 9216})
+    step = job_step(design, "llama3-70b", 2048, "auto")
+    assert step.feasible and step.plan is not None and step.plan.vpp == 1

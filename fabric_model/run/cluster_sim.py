@@ -142,7 +142,16 @@ _SUBMIT, _FINISH, _FAIL, _REPAIR, _REPAIR_PART, _SPARE_BACK = 0, 1, 2, 3, 4, 5
 def _job_scenario(
     scenario: Scenario, model: str, gpus: int, degrees: tuple[tuple[str, int], ...]
 ) -> Scenario:
-    over: dict[str, Any] = {"cluster.n_gpus": gpus, "model.name": model, "parallel.dp": "auto"}
+    # a job's plan is its own: the design's interleaving, expert tensor split and pipeline
+    # layout belong to the design's model (meta-24k-roce's VP4 would not fit a 70B job)
+    over: dict[str, Any] = {
+        "cluster.n_gpus": gpus,
+        "model.name": model,
+        "parallel.dp": "auto",
+        "parallel.vpp": 1,
+        "parallel.etp": "auto",
+        "parallel.pipeline_layout": "auto",
+    }
     for k in ("tp", "pp", "cp", "ep"):
         over[f"parallel.{k}"] = dict(degrees).get(k, 1)
     return apply_overrides(scenario, over)
