@@ -9,6 +9,7 @@ from ui import facade
 from ui.deployment import deployment_downloads
 from ui.diagrams import cable_info, topology_diagram
 from ui.page_common import current_scenario, show_model_error
+from ui.theme import tiers_label
 from ui.topology_figures import hop_histogram_figure, topology_counts_frame
 from ui.widgets import chart
 
@@ -23,7 +24,7 @@ except FabricModelError as exc:
 gbps = topo.request.link_gbps
 top = st.columns(3)
 top[0].metric("GPUs", f"{topo.n_gpus:,}", help="GPUs in the job; NIC ports = GPUs x NICs per GPU")
-top[1].metric("Switch tiers", topo.tiers if topo.tiers else "switchless")
+top[1].metric("Switch tiers", tiers_label(topo.tiers, dict(topo.switches_by_tier)))
 top[2].metric("Switches", f"{topo.n_switches:,}")
 bottom = st.columns(3)
 bottom[0].metric("Cables", f"{topo.n_links:,}")

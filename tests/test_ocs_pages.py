@@ -27,6 +27,8 @@ def test_topology_page_draws_blocks_and_circuits() -> None:
     fig = figure(at)
     title = fig["layout"]["title"]["text"]
     assert title.startswith("OCS") and "ring circuits" in title
+    tiers = next(m.value for m in at.metric if m.label == "Switch tiers")
+    assert tiers == "OCS only"  # NVLink blocks on the OCS: no electrical tier, not switchless
     hover = next(t for t in fig["data"] if t.get("name") == "cables")["hovertext"]
     circuits = [h for h in hover if " circuits (circuit)" in h]
     assert sum(int(h.split("<br>")[1].split()[0]) for h in circuits) == topo.params["n_circuits"]

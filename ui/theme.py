@@ -143,3 +143,15 @@ def vendor_label(key: str) -> str:
 def topology_label(family: str) -> str:
     """Return the display label of topology ``family`` (itself for one not registered)."""
     return TOPOLOGY_LABELS.get(family, family)
+
+
+def tiers_label(tiers: int, switches_by_tier: dict[str, int]) -> str:
+    """Return the switch tiers as a page shows them: electrical tiers, then an optical one.
+
+    An OCS design counts its electrical tiers (0 for NVLink blocks, 2 for fat-tree pods) and
+    its optical circuit switches apart: ``"OCS only"``, ``"2 + OCS"``; a design with no
+    switch at all (torus, hypercube) is ``"switchless"``.
+    """
+    if switches_by_tier.get("ocs"):
+        return f"{tiers} + OCS" if tiers else "OCS only"
+    return str(tiers) if tiers else "switchless"
