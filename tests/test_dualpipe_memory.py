@@ -118,8 +118,9 @@ def test_dualpipe_runs_at_least_twice_pp_micro_batches() -> None:
 
 def test_megatron_keeps_no_expert_output_for_the_combine() -> None:
     """Megatron-Core multiplies the routing weights into the expert activation: per token
-    a routed copy keeps its input h, FC1 output 2f and FC2 input f (BF16); torchtitan
-    weights the expert output h after the experts and keeps it."""
+    a routed copy keeps its input h, FC1 output 2f and FC2 input f (BF16), and the router
+    its FP32 scores and 1-byte map per expert; torchtitan weights the expert output h after
+    the experts and keeps it."""
     s = apply_overrides(Scenario(), MOE)
     plan, problems = resolve_plan(s)
     assert plan is not None and not problems
@@ -128,6 +129,7 @@ def test_megatron_keeps_no_expert_output_for_the_combine() -> None:
     q, kv = m.heads * m.hidden // m.heads, 2 * m.kv_heads * m.hidden // m.heads
     attention = 2 * (h + h + q + kv + q)  # norm input and output, Q K V, attention output
     moe = 2 * (h + h + k * (h + 2 * f + f))  # norm input, router input, the routed copies
+    moe += (4 + 1) * m.n_experts  # the router's FP32 scores and routing map
     megatron = activation_bytes_per_layer(s, plan, True)
     assert megatron == pytest.approx(tokens * (attention + moe), rel=1e-12)
     titan = activation_bytes_per_layer(

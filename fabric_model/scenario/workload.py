@@ -106,6 +106,15 @@ class ModelSpec:
     tied_embeddings: bool = _f(
         False, FieldSpec("bool", "output layer shares the input embedding's weights")
     )
+    qk_norm: bool = _f(
+        False,
+        FieldSpec(
+            "bool",
+            "RMSNorm on each query and key head before the rotary embedding (Qwen3, OLMo 2, "
+            "Gemma 3; Megatron-Core qk_layernorm): the norms keep their inputs for the "
+            "backward pass, a copy of the query and key heads per token",
+        ),
+    )
     max_nodes_per_token: int = _f(
         0,
         FieldSpec(
@@ -429,6 +438,17 @@ class TrainingSpec:
             step=256.0,
         ),
     )
+    precision_aware_optimizer: bool = _f(
+        False,
+        FieldSpec(
+            "bool",
+            "Megatron-Core's precision-aware optimizer (use_precision_aware_optimizer, "
+            "Transformer Engine's FusedAdam) with FP32 states: over BF16 weights the FP32 "
+            "master keeps only its low 16 bits (store_param_remainders) and the optimizer "
+            "reads the BF16 gradient buffer as it is (no FP32 copy of the gradient shard); "
+            "training.optimizer_moments = bf16 implies it",
+        ),
+    )
     optimizer_master: str = _f(
         "fp32",
         FieldSpec(
@@ -497,6 +517,7 @@ SHAPE_KEYS = (
     "rope_head_dim",
     "gated_mlp",
     "tied_embeddings",
+    "qk_norm",
     "max_nodes_per_token",
 )
 

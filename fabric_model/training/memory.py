@@ -26,13 +26,15 @@
 
   ==============  ===========================================================================
   attention       norm input ``h``; QKV input ``h``; Q, K, V ``(heads d_qk + kv (d_qk + d_v))``
-                  (grouped-query K and V shrink with ``kv_heads``; MLA adds its latents);
+                  (grouped-query K and V shrink with ``kv_heads``; MLA adds its latents;
+                  ``model.qk_norm`` the query and key heads again, the norms' inputs);
                   the attention output ``heads d_v`` (FlashAttention's saved output and the
                   projection's input); without FlashAttention the ``heads x s`` softmax (and
                   its dropout mask and output with dropout: Korthikanti's ``5 a s / h``)
   MLP             norm input ``h``; FC1 input ``h``; FC1 output ``2 f`` gated (gate and up,
                   SwiGLU fused as Megatron's ``bias_swiglu`` keeps it) or ``f``; FC2 input ``f``
-  MoE layer       norm input and router/expert input ``h``; per routed copy (``top_k``)
+  MoE layer       norm input and router/expert input ``h``; the router's FP32 scores and
+                  routing map, ``5 n_experts`` bytes; per routed copy (``top_k``)
                   the permuted input ``h`` (gathered over the expert-TP group: ``etp /
                   tp`` of the stage's tokens per GPU, each whole), FC1 output and FC2 input
                   (``f / etp`` wide: ``f / tp`` per token on average); the expert output
@@ -127,6 +129,8 @@ FP8_WEIGHT_CACHE_BYTES = training_constant("fp8_weight_cache_bytes_per_param")
 NVFP4_BYTES = training_constant("nvfp4_bytes_per_element")
 NVFP4_BF16_SHARE = training_constant("nvfp4_bf16_linear_share")
 LOGITS_BYTES = training_constant("logits_bytes_per_element")
+#: Bytes the top-k router keeps per token and expert (FP32 scores, 1-byte routing map).
+ROUTER_BYTES_PER_EXPERT = training_constant("router_bytes_per_expert")
 TITAN_LOGITS_BYTES = training_constant("torchtitan_logits_bytes_per_element")
 FSDP_MASTER_BYTES = training_constant("fsdp_master_bytes_per_param")
 CUDA_CONTEXT_GIB = training_constant("cuda_context_gib")
@@ -264,7 +268,15 @@ class MemoryBreakdown:
 
 
 def _attention_widths(s: Scenario) -> tuple[float, float, float]:
-    """Per-token widths of (Q + K + V, attention output, MLA latents) in elements."""
+    """Per-token widths of (Q + K + V, attention output, MLA latents) in elements.
+
+    With ``model.qk_norm`` the query and key heads are kept twice: Megatron-Core normalises
+    them after the QKV projection (``attention.py``, ``get_query_key_value_tensors``:
+    ``query = apply_module(self.q_layernorm)(query)``, likewise the key) and Transformer
+    Engine's RMSNorm saves its input for the backward pass (``ops/basic/rmsnorm.py``:
+    ``x = input_.contiguous()`` ... ``ctx.save_for_backward(x, rstdevs)``), while the
+    attention kernel keeps the normalised, rotated heads.
+    """
     m = s.model
     d = float(m.head_dim or m.hidden // m.heads)
     if m.kv_lora_rank:  # MLA: per-head keys carry the rotary part, values do not
@@ -272,7 +284,8 @@ def _attention_widths(s: Scenario) -> tuple[float, float, float]:
         qkv = m.heads * d_qk * 2 + m.heads * d
         latents = 2.0 * (m.q_lora_rank + m.kv_lora_rank) + m.rope_head_dim  # input, normed
         return qkv, m.heads * d, latents
-    return (m.heads + 2 * m.kv_heads) * d, m.heads * d, 0.0
+    qk_norm_inputs = (m.heads + m.kv_heads) * d if m.qk_norm else 0.0
+    return (m.heads + 2 * m.kv_heads) * d + qk_norm_inputs, m.heads * d, 0.0
 
 
 def _mlp_bytes(f: float, lin: float, gated: bool, keep_act: bool, act_in: float = BF16) -> float:
@@ -378,6 +391,7 @@ def _layer_bytes_per_token(
         mlp = (
             BF16 * h
             + (0.0 if cheap else BF16 * h)
+            + ROUTER_BYTES_PER_EXPERT * m.n_experts
             + m.top_k * routed
             + m.shared_experts * _mlp_bytes(f, lin, m.gated_mlp, not cheap, act_in)
         )
@@ -600,6 +614,25 @@ def fp8_weight_bytes(s: Scenario) -> float:
     return FP8_WEIGHT_CACHE_BYTES
 
 
+def fp8_casts_rebuilt(s: Scenario, plan: Plan) -> bool:
+    """Whether the FP8 weight casts are rebuilt per layer instead of held through the step.
+
+    torchtitan's Float8 linear (torchao, late 2024: ``Float8Linear.forward_fp8_matmul``)
+    casts the weight on every call and ``manual_float8_matmul_with_args_in_float8``
+    saves that FP8 copy for its backward pass, so without checkpointing every layer's copy
+    is held until its backward pass. With activation checkpointing (torchtitan wraps every
+    block, ``ptd_checkpoint_wrapper``, non-reentrant) a block keeps only its input and, with
+    op-level selective checkpointing, the outputs of the ops on the policy's save list
+    (torchtitan @9dec370 ``parallelize_llama.py``, ``_save_list``: ``mm``, the attention
+    kernels, ``reduce_scatter``, ``abs`` and ``max``; every other op is
+    ``PREFER_RECOMPUTE``): the cast is rebuilt with the block in the backward pass. The
+    published Table 1 shows it: Float8 moves the compiled 8B run's peak by -0.2 GiB, not by
+    the 7 GiB an FP8 copy of every weight would take. Transformer Engine (Megatron-Core)
+    keeps its FP8 weight cache on the module, outside autograd, whatever the recomputation.
+    """
+    return s.training.framework == "torchtitan" and plan.recompute != "none"
+
+
 def model_state_bytes(s: Scenario) -> tuple[float, float, float, float]:
     """Bytes per parameter of (GEMM weights, gradients, optimizer shard, FP32 grad shard).
 
@@ -615,9 +648,15 @@ def model_state_bytes(s: Scenario) -> tuple[float, float, float, float]:
       the optimizer step only (:func:`memory_per_gpu`);
     - optimizer: FP32 master weights and Adam's moments (:data:`OPTIMIZER_BYTES` = 4 + 8);
       ``training.optimizer_moments = bf16`` (the precision-aware optimizer,
-      ``use_precision_aware_optimizer``, exp_avg / exp_avg_sq bf16) halves the moments, and
-      over BF16 weights Transformer Engine's FusedAdam keeps only the master's low 16 bits
-      (``store_param_remainders``, on by default, ``optimizer_config.py``): 2 + 2 + 2;
+      ``use_precision_aware_optimizer``, exp_avg / exp_avg_sq bf16) halves the moments;
+      the precision-aware optimizer (``training.precision_aware_optimizer``, implied by BF16
+      moments) over BF16 weights lets Transformer Engine's FusedAdam manage the master and
+      keep only its low 16 bits (``optimizer/__init__.py``: ``master_weights``,
+      ``use_decoupled_grad``, ``store_param_remainders``, on by default,
+      ``optimizer_config.py``; ``distrib_optimizer.py`` sizes that state ``torch.int16``)
+      and read the BF16 gradient shard as it is (``_copy_model_grads_to_main_grads``:
+      ``shard_main_param.decoupled_grad = shard_model_grad``): 2 + 4 + 4 with FP32
+      moments, 2 + 2 + 2 with BF16 ones;
       ``training.optimizer_master = bf16`` keeps the optimizer's copy of the weights in BF16
       whatever the weights are: NeMo 1.0's Apex DistributedFusedAdam with ``optim.dtype:
       bf16`` stores its parameter shard in the optimizer's dtype when the weights are FP8
@@ -628,19 +667,20 @@ def model_state_bytes(s: Scenario) -> tuple[float, float, float, float]:
     tr = s.training
     weights = fp8_weight_bytes(s) if tr.fp8_param_gather else WEIGHT_BYTES
     grads = GRAD_BYTES if tr.grad_reduce_in_fp32 else BF16
-    # the precision-aware optimizer reads BF16 gradients as they are (main_grads_dtype bf16,
-    # the Megatron-Bridge DeepSeek-V3 recipes' setting): no FP32 copy of the shard
+    precision_aware = tr.precision_aware_optimizer or tr.optimizer_moments == "bf16"
+    # the precision-aware optimizer reads BF16 gradients as they are (decoupled_grad): no
+    # FP32 copy of the shard; nor does Apex's optimizer with a BF16 parameter shard
     grad_shard = (
         0.0
-        if tr.grad_reduce_in_fp32 or "bf16" in (tr.optimizer_moments, tr.optimizer_master)
+        if tr.grad_reduce_in_fp32 or precision_aware or tr.optimizer_master == "bf16"
         else GRAD_BYTES
     )
     moments = OPTIMIZER_BYTES - GRAD_BYTES  # Adam's two FP32 moments (master: 4 bytes)
     master = OPTIMIZER_BYTES - moments
     if tr.optimizer_moments == "bf16":
         moments /= 2
-        if not tr.fp8_param_gather:
-            master /= 2
+    if precision_aware and not tr.fp8_param_gather:  # the master's 16-bit remainder
+        master /= 2
     if tr.optimizer_master == "bf16":  # Apex DistributedFusedAdam's shard in optim.dtype
         master = BF16
     return weights, grads, master + moments, grad_shard
@@ -713,8 +753,14 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
             # freed by the next step's zero_grad (set_to_none), before its forward pass
             step_grads += g_shard_b * p / (n if z >= 1 else 1)
             optim += o_b * p / (n if z >= 1 else 1)
+        # torchao's Float8 linear saves its FP8 weight for the backward pass inside the
+        # block; activation checkpointing keeps none of a block's saved tensors but the
+        # policy's (see fp8_casts_rebuilt), so only the computing layer's casts exist
+        layer_casts = 0.0
         if s.training.fp8_param_gather:  # the FP8 weight replaces the BF16 one (not the embedding)
             weights -= (WEIGHT_BYTES - w_b) * p_gemm / (dp_dense if z >= 3 else 1)
+        elif fp8 and fp8_casts_rebuilt(s, plan):
+            layer_casts = fp8_weight_bytes(s) * p_gemm / max(1, layers)
         elif fp8:  # an FP8 copy of the GEMM weights (Transformer Engine's cache, torchao's casts)
             weights += fp8_weight_bytes(s) * p_gemm
         elif fp4:  # NVFP4 copies (row- and column-wise) with their scales, on the FP4 layers
@@ -731,7 +777,8 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
         # the offloaded layers of every micro-batch in flight sit in host memory; one layer
         # is in transit (the prefetch ahead of the backward pass)
         acts = per_layer * held - offloaded * in_flight + min(offloaded, per_layer)
-        transient = remat if plan.recompute == "full" else 0.0  # one layer rematerialised
+        # one layer rematerialised (full recomputation), with its FP8 weight casts
+        transient = (remat if plan.recompute == "full" else 0.0) + layer_casts
         if rank == plan.pp - 1 or (copies == 2 and rank == 0):  # the loss of one micro-batch
             loss = TITAN_LOGITS_BYTES if titan else LOGITS_BYTES
             transient = max(transient, tokens * m.vocab / plan.tp * loss)
