@@ -420,7 +420,7 @@ _DATA_FILE_LOADERS = {
     "fabric_model/catalog/load.py",
     "fabric_model/collectives/versions.py",
     "fabric_model/transports.py",
-    "fabric_model/collectives/failure_modes.py",
+    "fabric_model/scenario/failure_modes.py",
     "ui/exports.py",
     "ui/report.py",
 }
