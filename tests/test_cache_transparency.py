@@ -420,7 +420,7 @@ _DATA_FILE_LOADERS = {
     "fabric_model/catalog/load.py",
     "fabric_model/collectives/versions.py",
     "fabric_model/transports.py",
-    "fabric_model/collectives/failure_modes.py",
+    "fabric_model/scenario/failure_modes.py",
     "ui/exports.py",
     "ui/report.py",
 }
@@ -453,3 +453,76 @@ def test_every_cache_in_the_source_is_registered() -> None:
             if "register(" not in text:
                 unregistered.append(f"{rel}:{line + 1}")
     assert not unregistered, f"caches not in fabric_model.caching: {unregistered}"
+
+
+#: Module-level containers the code fills that are not caches of results: the verb registry
+#: (filled by the ``verb`` decorator as its modules load) and the command line's parsers (one
+#: per verb, built from no scenario, like the data files above).
+_NOT_RESULT_CACHES = {"fabric_model/cli/registry.py:VERBS", "fabric_model/cli/app.py:_PARSERS"}
+
+
+def test_no_hand_written_cache_beside_the_registry() -> None:
+    """A module-level dict, list or set that a function fills is a cache: it must be registered.
+
+    ``plant.design._CHOICE_CACHE`` was such a dict (``_CHOICE_CACHE[key] = ...`` in
+    ``_choose_switch``) that the pattern scan above does not see and ``clear_caches`` missed.
+    """
+    import ast
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    factories = {"dict", "list", "set", "OrderedDict", "defaultdict", "deque"}
+    mutators = {"setdefault", "update", "add", "append", "extend", "insert", "__setitem__"}
+    binding = re.compile(
+        r"^(?!__all__)\w+(?:\s*:[^=\n]+)?\s*=\s*(?:[{\[]|(?:\w+\.)?(?:"
+        + "|".join(factories)
+        + r")\()",
+        re.M,
+    )
+
+    def container(value: ast.expr | None) -> bool:
+        if isinstance(value, ast.Dict | ast.List | ast.Set | ast.DictComp | ast.ListComp):
+            return True
+        if isinstance(value, ast.Call):
+            f = value.func
+            return (f.id if isinstance(f, ast.Name) else getattr(f, "attr", "")) in factories
+        return False
+
+    unregistered = []
+    for path in sorted((*root.glob("fabric_model/**/*.py"), *root.glob("ui/*.py"))):
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text(encoding="utf-8")
+        if rel == "fabric_model/caching.py" or not binding.search(text):
+            continue
+        tree = ast.parse(text)
+        names = {
+            t.id
+            for node in tree.body
+            if isinstance(node, ast.Assign | ast.AnnAssign) and container(node.value)
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            if isinstance(t, ast.Name)
+        }
+        filled = set()
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for n in ast.walk(fn):
+                if (
+                    isinstance(n, ast.Subscript)
+                    and isinstance(n.ctx, ast.Store)
+                    and isinstance(n.value, ast.Name)
+                ):
+                    filled.add(n.value.id)
+                elif (
+                    isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Attribute)
+                    and isinstance(n.func.value, ast.Name)
+                    and n.func.attr in mutators
+                ):
+                    filled.add(n.func.value.id)
+        for name in sorted(names & filled):
+            registered = re.search(rf'register\(\s*"[\w.]*\b{re.escape(name)}"', text)
+            if not registered and f"{rel}:{name}" not in _NOT_RESULT_CACHES:
+                unregistered.append(f"{rel}:{name}")
+    assert not unregistered, f"hand-written caches not in fabric_model.caching: {unregistered}"

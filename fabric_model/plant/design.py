@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from fabric_model.caching import lru_cached
+from fabric_model.caching import Lru, Reads, lru_cached
 from fabric_model.catalog import Catalog, Gpu, Nic, Server, Switch, Vendor, load_catalog
 from fabric_model.errors import (
     FabricModelError,
@@ -356,21 +356,24 @@ def _choose_switch(
             f"fabric.switch = auto chose {only.key}, the only switch of {vendor.key} that "
             f"qualifies ({'; '.join(why)})"
         )
-    # the sections a compute-fabric bill reads (not the model, plan or what-ifs)
-    key = (
-        scenario.cluster,
-        scenario.fabric,
-        scenario.costs,
-        scenario.facility,
-        scenario.storage,
-        scenario.management,
-        scenario.hybrid,
-        scenario.ocs,
-        ocs_plan_key(scenario),
-    )
-    if cat is load_catalog() and key in _CHOICE_CACHE:
-        chosen, note = _CHOICE_CACHE[key]
-        return cat.switch(chosen), note
+    if cat is not load_catalog():  # the cache holds the shipped catalog's choices only
+        return _cheapest(scenario, cat, vendor, default, candidates)
+
+    def choose() -> tuple[str, str]:
+        best, note = _cheapest(scenario, cat, vendor, default, candidates)
+        return best.key, note
+
+    chosen, note = _CHOICE_CACHE.get(CHOICE_READS.key(scenario), choose)
+    return cat.switch(chosen), note
+
+
+def _cheapest(
+    scenario: Scenario, cat: Catalog, vendor: Vendor, default: Switch, candidates: list[Switch]
+) -> tuple[Switch, str]:
+    """Build and price each candidate: the one with the fewest tiers, then lowest capex.
+
+    Returns the choice and its note (the default and '' when no candidate builds).
+    """
     scored = []
     for rank, sw in enumerate(candidates):
         variant = dataclasses.replace(
@@ -400,17 +403,25 @@ def _choose_switch(
     )
     if best.announced:
         note += f"; {best.name} is announced, not shipping"
-    if cat is load_catalog():
-        if len(_CHOICE_CACHE) > 4096:
-            _CHOICE_CACHE.clear()
-        _CHOICE_CACHE[key] = (best.key, note)
     return best, note
 
 
-#: The design's sections -> the automatic switch choice and its note, for the shipped
-#: catalog (building and pricing every candidate is the expensive part of resolving the
-#: hardware; a plan search or a what-if varies other sections and hits it).
-_CHOICE_CACHE: dict[tuple[Any, ...], tuple[str, str]] = {}
+#: What the automatic switch choice reads: the sections a compute-fabric bill reads (not the
+#: model, plan or what-ifs), each whole, and an OCS fabric's plan degrees when its circuits
+#: follow the job (:func:`~fabric_model.scenario.ocs.ocs_plan_key`).
+CHOICE_READS = Reads(
+    "switch choice",
+    ("cluster", "fabric", "costs", "facility", "storage", "management", "hybrid", "ocs"),
+    derived=ocs_plan_key,
+)
+#: The automatic switch choice and its note per :data:`CHOICE_READS`, for the shipped catalog
+#: (building and pricing every candidate is the expensive part of resolving the hardware; a
+#: plan search or a what-if varies other sections and hits it).
+_CHOICE_CACHE = Lru(
+    4096,
+    "plant.design._CHOICE_CACHE",
+    key=f"CHOICE_READS {CHOICE_READS.names} (the shipped catalog only)",
+)
 
 
 def _plane_ok(cat: Catalog, vendor: Vendor, switch: Switch, link_gbps: int, planes: int) -> str:

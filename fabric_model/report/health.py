@@ -14,42 +14,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from fabric_model.errors import FabricModelError
-from fabric_model.resources import asset, load_yaml
 from fabric_model.scenario import Scenario, apply_overrides
+from fabric_model.scenario.failure_modes import FAILURE_MODES_PATH, FailureMode, failure_modes
 from fabric_model.training import StepResult, training_step
 
 __all__ = ["FAILURE_MODES_PATH", "FailureMode", "Health", "ModeCost", "failure_modes", "health"]
-
-FAILURE_MODES_PATH = asset("failure_modes.yaml")
-
-
-@dataclass(frozen=True)
-class FailureMode:
-    """One failure mode: its overrides, mechanism and source (``assets/failure_modes.yaml``)."""
-
-    id: str
-    label: str
-    overrides: tuple[tuple[str, Any], ...]
-    mechanism: str
-    source: str
-
-
-def failure_modes() -> tuple[FailureMode, ...]:
-    """Return the failure modes of ``assets/failure_modes.yaml``, in file order."""
-    data = load_yaml(FAILURE_MODES_PATH)
-    return tuple(
-        FailureMode(
-            id=str(m["id"]),
-            label=str(m["label"]),
-            overrides=tuple((str(k), v) for k, v in m["overrides"].items()),
-            mechanism=" ".join(str(m["mechanism"]).split()),
-            source=" ".join(str(m["source"]).split()),
-        )
-        for m in data["modes"]
-    )
 
 
 @dataclass(frozen=True)

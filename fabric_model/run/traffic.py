@@ -27,7 +27,7 @@ does.
 pipeline send, the data-parallel buckets behind the backward pass), so on a link its
 dimensions add up to one connection's worth at most: dimension ``d``'s connections carry the
 share ``w_d = comm_d / sum(comm)`` of the job's network time, ``comm_d`` its communication
-seconds per step in the training model (:attr:`fabric_model.training.step.StepResult.comm_s`)
+seconds per step in the training model (:attr:`fabric_model.training.result.StepResult.comm_s`)
 over the dimensions that leave an NVLink domain on this placement. In the max-min solve a
 connection at rate ``r`` loads each link it crosses by ``w_d x r``. Each connection's rate is
 capped at its NIC's share: the capacity of its source's up link and destination's down link

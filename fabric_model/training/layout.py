@@ -75,7 +75,7 @@ class Layout:
         (``parallel_state.py`` asserts equal data-parallel sizes of the attention and the
         experts otherwise), so the expert groups sit where the runs put them, on the
         NVLink domains their consecutive ranks fill; the attention's own layout keeps
-        Llama 3's order (:attr:`~fabric_model.training.step.Plan.layout`).
+        Llama 3's order (:attr:`~fabric_model.training.plan.Plan.layout`).
 
         >>> g = Layout.expert_grid(etp=1, ep=8, pp=4, stage_gpus=16)  # Mixtral TP2 DP8, ETP1
         >>> g.members("ep").tolist(), g.size("edp")

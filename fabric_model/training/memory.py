@@ -97,7 +97,7 @@ from fabric_model.training.constants import training_constant
 from fabric_model.training.schedules import in_flight_micro_batches, parameter_copies
 
 if TYPE_CHECKING:
-    from fabric_model.training.step import Plan
+    from fabric_model.training.plan import Plan
 
 __all__ = [
     "ACTIVATION_UNCERTAINTY",

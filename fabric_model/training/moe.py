@@ -29,6 +29,9 @@ Per MoE layer and micro-batch on one GPU, forward and backward (:func:`moe_layer
   (launch and dependency gap): the router and permutation take
   ``max(their bytes' time, kernels x floor)``, which matters where the tensors are small
   (Mixtral's 8-expert scores).
+- **Dispatch copies** (:func:`dispatch_copies`): the copies of a token's hidden state the
+  expert all-to-all sends, one per routed expert, or with DeepEP's node-limited dispatch one
+  per destination node and an NVLink fan-out inside it (:func:`fanout_copies`).
 - **Capacity** (``training.moe_capacity_factor = c``): dropless (``c = 0``) computes every
   token and the GPU hosting the hottest experts sets the layer (:func:`hottest_load`, the
   ``model.routing_skew`` load); with a capacity, tokens beyond ``c`` times the balanced
@@ -44,6 +47,7 @@ permutation only add (``tests/test_moe_compute.py``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -58,14 +62,16 @@ from fabric_model.training.gemm import (
 )
 
 if TYPE_CHECKING:
-    from fabric_model.training.step import Plan
+    from fabric_model.training.plan import Plan
 
 __all__ = [
     "KERNEL_FLOOR_S",
     "MOE_SMALL_KERNELS",
     "ROUTER_SCORE_PASSES",
     "MoeLayerTime",
+    "dispatch_copies",
     "dispatch_padding",
+    "fanout_copies",
     "hottest_load",
     "moe_layer_time",
 ]
@@ -189,3 +195,55 @@ def moe_layer_time(s: Scenario, plan: Plan, gpu: Gpu) -> MoeLayerTime:
         forward_s=overhead * forward_share,
         dense_equivalent_s=dense_s,
     )
+
+
+def _distinct(slots: int, per_slot: float, k: int) -> float:
+    """Return the expected distinct slots among ``k`` of ``slots x per_slot`` items (no repeats)."""
+    pool = round(per_slot * slots)
+    if k > pool:
+        return float(slots)
+    return slots * (1.0 - math.comb(round(per_slot * (slots - 1)), k) / math.comb(pool, k))
+
+
+def dispatch_copies(s: Scenario, ep: int) -> float:
+    """Return the copies of a token's hidden state the MoE dispatch sends (and combine returns).
+
+    ``per_expert``: one per routed expert (``top_k``). ``per_node`` (DeepEP): over the
+    scale-out network one copy per destination node, the expected number of distinct nodes
+    among the token's ``top_k`` experts when the ``n_experts`` are spread evenly over the
+    ``G`` NVLink domains the expert-parallel group spans and routing is limited to
+    ``M = model.max_nodes_per_token`` of them (all ``G`` when 0):
+    ``M (1 - C(n (M - 1), k) / C(n M, k))`` with ``n`` experts per node. Inside a node the
+    copy fans out over NVLink to every destination GPU (:func:`fanout_copies`): a group
+    inside one NVLink domain sends those (review N7: DeepEP dedups the RDMA leg only).
+
+    >>> from fabric_model.scenario import Scenario, apply_overrides
+    >>> s = apply_overrides(Scenario(), {"model.name": "deepseek-v3",
+    ...                                  "training.ep_dispatch": "per_node"})
+    >>> round(dispatch_copies(s, 64), 2)  # 8 nodes, at most 4 per token
+    3.63
+    >>> round(dispatch_copies(s, 8), 2)  # one node: 8 (1 - C(224, 8) / C(256, 8)) GPUs
+    5.29
+    """
+    m = s.model
+    if s.training.ep_dispatch != "per_node":
+        return float(m.top_k)
+    nodes = max(1, math.ceil(ep / s.cluster.nvlink_domain))
+    if nodes == 1:
+        return fanout_copies(s, ep)
+    limit = min(nodes, m.max_nodes_per_token or nodes)
+    return _distinct(limit, m.n_experts / nodes, m.top_k)
+
+
+def fanout_copies(s: Scenario, ep: int) -> float:
+    """Return the distinct GPUs a token's ``top_k`` experts sit on (the NVLink fan-out).
+
+    The experts spread evenly over the ``ep`` GPUs; with node-limited routing the token's
+    experts are drawn from ``M`` nodes' GPUs: ``M g (1 - C(e (M g - 1), k) / C(e M g, k))``
+    with ``g`` GPUs per node and ``e`` experts per GPU.
+    """
+    m = s.model
+    nodes = max(1, math.ceil(ep / s.cluster.nvlink_domain))
+    per_node = ep / nodes
+    limit = min(nodes, m.max_nodes_per_token or nodes)
+    return _distinct(round(per_node * limit), m.n_experts / ep, m.top_k)

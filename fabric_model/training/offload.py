@@ -17,7 +17,7 @@ forward pass and back for the backward pass (Megatron-Core CPU offloading). The 
 
 Each transfer pays the path's start-up latency once per offloaded layer and direction,
 and ``bytes / GBps``; the step exposes what the pass's compute does not cover
-(:func:`~fabric_model.training.step.offload_time_s`). Memory pooling is thus a what-if with
+(:func:`offload_time_s`). Memory pooling is thus a what-if with
 numbers: the HBM it frees (the offloaded GiB the memory line reports) and the transfer
 time it costs.
 """
@@ -29,9 +29,20 @@ from dataclasses import dataclass
 
 from fabric_model.catalog import Server
 from fabric_model.scenario import Scenario
+from fabric_model.training.compute import ComputeTimes
 from fabric_model.training.constants import training_constant
+from fabric_model.training.memory import GIB, MemoryBreakdown
+from fabric_model.training.plan import Plan
 
-__all__ = ["CXL_DEVICE_GB", "CXL_DEVICE_GBPS", "CXL_LATENCY_S", "OffloadPath", "offload_path"]
+__all__ = [
+    "CXL_DEVICE_GB",
+    "CXL_DEVICE_GBPS",
+    "CXL_LATENCY_S",
+    "OffloadPath",
+    "host_memory_problem",
+    "offload_path",
+    "offload_time_s",
+]
 
 CXL_DEVICE_GB = training_constant("cxl_device_gb")
 CXL_DEVICE_GBPS = training_constant("cxl_device_GBps")
@@ -106,3 +117,43 @@ def offload_path(s: Scenario, server: Server) -> tuple[OffloadPath | None, str]:
         ),
         "",
     )
+
+
+def host_memory_problem(s: Scenario, mem: MemoryBreakdown, server: Server) -> str:
+    """Why the offload target cannot hold the offloaded activations ('' when it can)."""
+    path, problem = offload_path(s, server)
+    if path is None:
+        return problem
+    need_gb = mem.offloaded_gib * GIB / 1e9 * s.cluster.gpus_per_node
+    if need_gb > path.capacity_gb:
+        return (
+            f"{s.cluster.gpus_per_node} GPUs x {mem.offloaded_gib:,.1f} GiB of offloaded "
+            f"activations = {need_gb:,.0f} GB, more than the {path.capacity_gb:,.0f} GB "
+            f"of {path.target} memory of {server.name}; offload fewer layers"
+            + (" or raise training.cxl_memory_gb" if path.target == "cxl" else "")
+        )
+    return ""
+
+
+def offload_time_s(
+    s: Scenario, plan: Plan, mem: MemoryBreakdown, server: Server, ct: ComputeTimes
+) -> float:
+    """Seconds per step the activation offload adds: the transfer not hidden by compute.
+
+    Per micro-batch the offloaded layers' activations go to the offload target during the
+    forward pass and come back during the backward pass, each way over the target's path
+    (:func:`offload_path`: PCIe or NVLink-C2C to host
+    memory, or on to a CXL pool; its bandwidth per GPU and its start-up latency per layer)
+    on its own copy stream, overlapping the compute of the rest of that pass (Transformer
+    Engine's CPU-offload context overlaps the copy of one layer with the next layer's
+    compute). What the pass's compute does not cover is exposed: ``max(0, transfer - pass
+    time)`` forward and backward.
+    """
+    path, _ = offload_path(s, server)
+    if path is None or mem.offloaded_gib <= 0:
+        return 0.0
+    # offload runs without pipelining, so one micro-batch's layers are offloaded at a time
+    layers = min(s.training.offload_layers, plan.layers_per_stage)
+    transfer = path.transfer_s(mem.offloaded_gib * GIB, layers)
+    exposed = max(0.0, transfer - ct.forward_s) + max(0.0, transfer - ct.backward_s)
+    return exposed * plan.micro_batches

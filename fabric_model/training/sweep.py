@@ -41,6 +41,8 @@ from fabric_model.errors import FabricModelError, ScenarioError
 from fabric_model.plant.cost import bill_of_materials
 from fabric_model.scenario import Scenario, apply_overrides, field_spec
 from fabric_model.scenario.shapes import shape_counts
+from fabric_model.training.comm import BF16, BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_DP
+from fabric_model.training.compute import HBM_EFFICIENCY, compute_times, optimizer_step_s
 from fabric_model.training.fabric import FABRIC_READS, DimensionFabric, group_shape
 from fabric_model.training.gemm import linear_utilisation, precision_speedups
 from fabric_model.training.layout import Layout
@@ -49,21 +51,11 @@ from fabric_model.training.memory import (
     memory_per_gpu,
     model_state_bytes,
 )
-from fabric_model.training.moe import dispatch_padding, moe_layer_time
+from fabric_model.training.moe import dispatch_copies, dispatch_padding, moe_layer_time
+from fabric_model.training.plan import Plan, resolve_plan
+from fabric_model.training.result import StepResult
 from fabric_model.training.schedules import bubble_s, resolve_schedule, schedule_problems
-from fabric_model.training.step import (
-    BF16,
-    BUCKET_MIN_PARAMS,
-    BUCKET_PARAMS_PER_DP,
-    HBM_EFFICIENCY,
-    Plan,
-    StepResult,
-    compute_times,
-    dispatch_copies,
-    optimizer_step_s,
-    resolve_plan,
-    training_step,
-)
+from fabric_model.training.step import training_step
 
 __all__ = [
     "BOUND_TERMS",
@@ -328,7 +320,7 @@ class PlanSearch:
     n_screened : int
         Plans taken in bound order and checked against the plan rules and memory.
     n_rejected : int
-        Screened plans that break a rule of :func:`~fabric_model.training.step.resolve_plan`
+        Screened plans that break a rule of :func:`~fabric_model.training.plan.resolve_plan`
         or do not fit in memory (:func:`~fabric_model.training.memory.memory_per_gpu`).
     n_evaluated : int
         Plans modelled in full on the fabric (:func:`training_step`).

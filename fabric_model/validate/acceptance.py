@@ -316,7 +316,7 @@ def _catches(scenario: Scenario, rows: list[AcceptanceRow]) -> tuple[FailureCatc
                 if round(g.busbw_GBps, 2) < r.min_busbw_GBps:
                     caught.append((r, g.busbw_GBps))
         caught.sort(key=lambda rb: rb[1] / max(rb[0].min_busbw_GBps, 1e-12))
-        out.append(FailureCatch(mode.key, mode.label, mode.check, tuple(caught), worst))
+        out.append(FailureCatch(mode.id, mode.label, mode.check, tuple(caught), worst))
     return tuple(out)
 
 

@@ -310,7 +310,7 @@ def _failure_curves(
             continue
         try:
             ctx = FabricContext.from_scenario(s)
-            out[mode.key] = (mode, times_from_models(algo_models(ctx, op, "auto"), sizes, "auto"))
+            out[mode.id] = (mode, times_from_models(algo_models(ctx, op, "auto"), sizes, "auto"))
         except FabricModelError:
             continue
     return out
