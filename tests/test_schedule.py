@@ -234,7 +234,7 @@ def test_tree_and_block_never_place_worse_than_first_fit(flat: Cluster, data) ->
 
 
 def test_dask_engine_matches_local(flat: Cluster) -> None:
-    from fabric_model.run.cluster_sim import schedule_seeds
+    from fabric_model.run.schedule_seeds import schedule_seeds
 
     local = [schedule(BASE, generate=10, days=0.5, seed=s) for s in (0, 1)]
     dask = schedule_seeds(BASE, None, [0, 1], generate=10, days=0.5)

@@ -100,8 +100,9 @@ def _schedule_text(d: dict[str, Any]) -> str:
     add_arguments=_schedule_args,
 )
 def _schedule(args: argparse.Namespace) -> int:
-    from fabric_model.run.cluster_sim import schedule, schedule_seeds, write_jobs_csv
+    from fabric_model.run.cluster_sim import schedule
     from fabric_model.run.jobs import load_jobs
+    from fabric_model.run.schedule_seeds import schedule_seeds, write_jobs_csv
 
     scenario = scenario_from_args(args)
     jobs = load_jobs(args.jobs) if args.jobs else None

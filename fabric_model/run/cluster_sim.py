@@ -60,7 +60,6 @@ An event-driven simulation (submit, start, finish, failure, repair) of one clust
 from __future__ import annotations
 
 import bisect
-import csv
 import hashlib
 import heapq
 import math
@@ -69,12 +68,17 @@ from typing import Any
 
 import numpy as np
 
-from fabric_model.caching import lru_cached
 from fabric_model.collectives.context import FabricContext
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.cost import BillOfMaterials, bill_of_materials
 from fabric_model.run.interference import FabricRates, Part, Rates
-from fabric_model.run.jobs import Job, TraceError, generate_jobs, parse_plan
+from fabric_model.run.job_steps import (
+    checkpoint_bytes_of,
+    job_step,
+    step_with_factor,
+    step_with_factors,
+)
+from fabric_model.run.jobs import Job, TraceError, generate_jobs
 from fabric_model.run.placement import (
     ClusterLayout,
     block_sizes,
@@ -86,15 +90,14 @@ from fabric_model.run.placement import (
 from fabric_model.run.reliability import (
     COMPONENT_CLASSES,
     DAYS_PER_YEAR,
-    checkpoint_bytes,
     run_cost_usd,
     young_daly_interval_s,
 )
 from fabric_model.run.slice_fabrics import SliceFabrics
 from fabric_model.run.slices import SLICE_RULES, slice_blocks_needed
 from fabric_model.run.traffic import TrafficShape
-from fabric_model.scenario import Scenario, apply_overrides
-from fabric_model.training.step import StepResult, training_step
+from fabric_model.scenario import Scenario
+from fabric_model.training.step import StepResult
 
 __all__ = [
     "BACKFILL_DEPTH",
@@ -102,11 +105,11 @@ __all__ = [
     "Cluster",
     "ScheduleResult",
     "generated_jobs",
+    "job_step",
     "run_schedule",
     "schedule",
     "step_with_factor",
     "step_with_factors",
-    "write_jobs_csv",
 ]
 
 BACKFILL_DEPTH = 100
@@ -133,86 +136,6 @@ SUMMARY_KEYS = (
     "block_sizes",
 )
 _SUBMIT, _FINISH, _FAIL, _REPAIR, _REPAIR_PART, _SPARE_BACK = 0, 1, 2, 3, 4, 5
-
-
-# ------------------------------------------------------------------------------ job model
-
-
-@lru_cached("run.cluster_sim._job_scenario", 1024, key="the whole scenario and every argument")
-def _job_scenario(
-    scenario: Scenario, model: str, gpus: int, degrees: tuple[tuple[str, int], ...]
-) -> Scenario:
-    # a job's plan is its own: the design's interleaving, expert tensor split and pipeline
-    # layout belong to the design's model (meta-24k-roce's VP4 would not fit a 70B job)
-    over: dict[str, Any] = {
-        "cluster.n_gpus": gpus,
-        "model.name": model,
-        "parallel.dp": "auto",
-        "parallel.vpp": 1,
-        "parallel.etp": "auto",
-        "parallel.pipeline_layout": "auto",
-    }
-    for k in ("tp", "pp", "cp", "ep"):
-        over[f"parallel.{k}"] = dict(degrees).get(k, 1)
-    return apply_overrides(scenario, over)
-
-
-@lru_cached("run.cluster_sim._checkpoint_bytes", 256, key="the whole scenario and the model")
-def _checkpoint_bytes(scenario: Scenario, model: str) -> float:
-    return checkpoint_bytes(_job_scenario(scenario, model, 2, ()))
-
-
-@lru_cached("run.cluster_sim.job_step", 1024, key="the whole scenario and every argument")
-def job_step(scenario: Scenario, model: str, gpus: int, plan: str) -> StepResult:
-    """Return the training step of a job alone on a contiguous placement (its own fabric).
-
-    ``plan = auto``: tensor parallelism over the node (at most 8), then the fewest pipeline
-    stages (1, 2, 4, ...) whose memory fits. Raises :class:`ValueError` with the reason when
-    no plan fits.
-    """
-    gpn = scenario.cluster.gpus_per_node
-    degrees = parse_plan(plan)
-    if degrees:
-        trials = [tuple(sorted(degrees.items()))]
-    else:
-        tp = min(gpn, gpus, 8)
-        trials = [(("pp", pp), ("tp", tp)) for pp in (1, 2, 4, 8, 16, 32) if gpus % (tp * pp) == 0]
-    reason = f"no tp x pp divides {gpus} GPUs"
-    for deg in trials:
-        try:
-            s = _job_scenario(scenario, model, gpus, deg)
-        except FabricModelError as exc:
-            reason = str(exc)
-            continue
-        r = training_step(s)
-        if r.feasible:
-            return r
-        reason = r.reason
-    raise ValueError(reason)
-
-
-def step_with_factors(
-    step: StepResult, factors: dict[str, float], unhidden: frozenset[str] = frozenset()
-) -> float:
-    """Step time when dimension ``d``'s communication takes ``factors[d]`` x as long.
-
-    The compute that hid part of a dimension's communication hides as much of the slower one:
-    ``step + sum_d (max(0, comm_d x f_d - hidden_d) - exposed_d)``, ``hidden_d = comm_d -
-    exposed_d``; a dimension not in ``factors`` keeps its time; one in ``unhidden`` hides
-    nothing (an OCS reconfigured per phase reduces only after the backward).
-    """
-    extra = 0.0
-    for d, f in factors.items():
-        comm = step.comm_s.get(d, 0.0)
-        exposed = step.exposed_s.get(d, 0.0)
-        hidden = 0.0 if d in unhidden else comm - exposed
-        extra += max(0.0, comm * f - hidden) - exposed
-    return step.step_time_s + extra
-
-
-def step_with_factor(step: StepResult, factor: float) -> float:
-    """:func:`step_with_factors` with one factor for every dimension but tensor parallelism."""
-    return step_with_factors(step, {d: factor for d in step.comm_s if d != "tp"})
 
 
 # ------------------------------------------------------------------------------ cluster
@@ -498,7 +421,7 @@ class _Sim:
                     f"{' x '.join(map(str, grid.dims))} of {grid.n_blocks} blocks "
                     f"(ocs.circuits = {grid.circuits})",
                 )
-        ckpt = _checkpoint_bytes(s, job.model)
+        ckpt = checkpoint_bytes_of(s, job.model)
         write_s = ckpt / (job.gpus * s.reliability.checkpoint_write_GBps_per_gpu * 1e9)
         shape = TrafficShape.from_step(perf) if perf is not None else None
         return _Run(job, i, work_h, perf, write_s, shape)
@@ -1191,101 +1114,3 @@ def schedule(
     else:
         out["policies"] = {policy: main.summary}
     return out
-
-
-def write_jobs_csv(result: dict[str, Any], path: str) -> None:
-    """Write the per-job rows of a ``schedule`` result as CSV (nodes joined by spaces)."""
-    cols = [
-        "id",
-        "gpus",
-        "submit_h",
-        "start_h",
-        "end_h",
-        "status",
-        "slowdown",
-        "placement_slowdown",
-        "interference_slowdown",
-        "interruptions",
-        "preemptions",
-        "nodes",
-    ]
-    try:
-        with open(path, "w", newline="", encoding="utf-8") as fh:
-            w = csv.writer(fh)
-            w.writerow(cols)
-            for j in result["jobs"]:
-                w.writerow(
-                    [
-                        " ".join(map(str, j["nodes"]))
-                        if c == "nodes"
-                        else ("" if j[c] is None else j[c])
-                        for c in cols
-                    ]
-                )
-    except OSError as exc:
-        raise FabricModelError(f"--out {path}: {exc.strerror or exc}") from None
-
-
-def _seed_task(
-    args: tuple[Scenario, list[Job] | None, int | None, str | None, bool, float, int, bool],
-) -> dict[str, Any]:
-    scenario, jobs, generate, policy, compare, days, seed, preempt = args
-    return schedule(
-        scenario,
-        jobs,
-        generate=generate,
-        policy=policy,
-        compare=compare,
-        days=days,
-        seed=seed,
-        preempt=preempt,
-    )
-
-
-def schedule_seeds(
-    scenario: Scenario,
-    jobs: list[Job] | None,
-    seeds: list[int],
-    *,
-    generate: int | None = None,
-    policy: str | None = None,
-    compare: bool = False,
-    days: float = 30.0,
-    workers: int = 2,
-    preempt: bool = False,
-) -> list[dict[str, Any]]:
-    """Run :func:`schedule` for several seeds on an embedded dask ``LocalCluster``.
-
-    Each seed is one task (its own job draws, when generated, and failure draws); the results
-    are those of the local engine, in the seeds' order. ``workers`` processes (default 2: the
-    CI's cores), one thread each, as :mod:`fabric_model.run.explore` runs its designs.
-    """
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError as exc:  # pragma: no cover - a dependency of the package
-        raise FabricModelError(
-            f"--engine dask needs dask.distributed ({exc}); pip install 'dask[distributed]'"
-        ) from None
-    import logging
-
-    try:
-        cluster = LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            silence_logs=logging.ERROR,
-        )
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise FabricModelError(f"--engine dask: cannot start the cluster: {exc}") from None
-    try:
-        client = Client(cluster)
-        try:
-            tasks = [(scenario, jobs, generate, policy, compare, days, s, preempt) for s in seeds]
-            futures = client.map(_seed_task, tasks, pure=False)
-            results: list[dict[str, Any]] = client.gather(futures)
-        finally:
-            client.close()
-    finally:
-        cluster.close()
-    return results
