@@ -19,10 +19,10 @@ import streamlit as st
 
 from fabric_model.errors import FabricModelError, shown_value
 from fabric_model.presets import list_presets, load_preset
-from fabric_model.scenario import SHAPE_KEYS, Scenario, apply_overrides, dump_scenario
+from fabric_model.scenario import Scenario, apply_overrides, dump_scenario
 from ui import facade
 from ui.compare_figures import ScenarioMetrics, unique_labels
-from ui.state import page_params, shown_name, url_value, write_page_params
+from ui.state import page_params, scenario_diff, shown_name, write_page_params
 from ui.theme import TOPOLOGY_LABELS, VENDOR_SHORT_LABELS
 
 __all__ = [
@@ -95,22 +95,6 @@ def default_label(scenario: Scenario) -> str:
 
 def _clean_label(label: str) -> str:
     return " ".join(label.replace(_SEP, "-").split())[:_MAX_LABEL_CHARS]
-
-
-def scenario_diff(scenario: Scenario, preset: str) -> dict[str, str]:
-    """Return the keys of ``scenario`` that differ from ``preset``, as URL text.
-
-    As the sidebar writes them: a named model implies its shape, so its shape keys are left
-    out.
-    """
-    diff = scenario.diff(load_preset(preset))
-    if scenario.model.name != "custom":
-        diff = {
-            k: v
-            for k, v in diff.items()
-            if not (k.startswith("model.") and k.split(".", 1)[1] in (*SHAPE_KEYS, "params_b"))
-        }
-    return {k: url_value(v) for k, v in diff.items()}
 
 
 def encode_pin(pin: Pin) -> str:

@@ -23,12 +23,15 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from fabric_model.errors import FabricModelError
 from fabric_model.scenario import Scenario
+from ui.report import report_context
 
 __all__ = [
     "DECK_ORDER",
     "Slide",
     "build_pptx",
+    "build_slides",
     "deck_slides",
     "pptx_file_name",
     "projector_figure",
@@ -257,8 +260,6 @@ def build_pptx(
     from pptx.util import Inches, Pt
 
     if context is None:
-        from ui.report import report_context
-
         context = report_context(scenario)
     if render_png is None:
         from ui.exports import figure_png
@@ -353,3 +354,24 @@ def _add_table(
             for para in cell.text_frame.paragraphs:
                 para.font.size = size
                 para.alignment = PP_ALIGN.RIGHT if numeric else PP_ALIGN.LEFT
+
+
+def build_slides(scenario: Scenario) -> bytes:
+    """Return the report's sections as a PPTX deck (:func:`ui.deck.build_pptx`).
+
+    Raises
+    ------
+    FabricModelError
+        If the charts' images cannot be rendered (no Chromium for the server-side export),
+        or python-pptx is not installed; the message says what to install.
+    """
+    from ui.exports import StaticExportError
+
+    try:
+        return build_pptx(scenario)
+    except ImportError as exc:  # python-pptx is imported when the deck is built
+        raise FabricModelError(f"--format pptx needs python-pptx ({exc})") from None
+    except StaticExportError as exc:
+        raise FabricModelError(
+            f"--format pptx: the charts need a Chromium for their images ({exc})"
+        ) from None

@@ -68,7 +68,6 @@ __all__ = [
     "BUSBW_SIZES",
     "SECTIONS",
     "build_report",
-    "build_slides",
     "render_report",
     "report_context",
     "scaling_sizes",
@@ -909,25 +908,3 @@ def build_report(scenario: Scenario, *, generated_at: datetime | None = None) ->
     does not raise for an infeasible plan or a design that cannot be built.
     """
     return render_report(report_context(scenario, generated_at=generated_at))
-
-
-def build_slides(scenario: Scenario) -> bytes:
-    """Return the report's sections as a PPTX deck (:func:`ui.deck.build_pptx`).
-
-    Raises
-    ------
-    FabricModelError
-        If the charts' images cannot be rendered (no Chromium for the server-side export),
-        or python-pptx is not installed; the message says what to install.
-    """
-    from ui.deck import build_pptx
-    from ui.exports import StaticExportError
-
-    try:
-        return build_pptx(scenario)
-    except ImportError as exc:  # python-pptx is imported when the deck is built
-        raise FabricModelError(f"--format pptx needs python-pptx ({exc})") from None
-    except StaticExportError as exc:
-        raise FabricModelError(
-            f"--format pptx: the charts need a Chromium for their images ({exc})"
-        ) from None

@@ -321,13 +321,27 @@ def page_params(prefix: str) -> dict[str, str]:
     return params
 
 
+def scenario_diff(scenario: Scenario, preset: str) -> dict[str, str]:
+    """Return the keys of ``scenario`` that differ from ``preset``, as URL text.
+
+    As the sidebar writes them: a named model implies its shape, so its shape keys are left
+    out.
+    """
+    diff = scenario.diff(load_preset(preset))
+    if scenario.model.name != "custom":
+        diff = {
+            k: v
+            for k, v in diff.items()
+            if not (k.startswith("model.") and k.split(".", 1)[1] in (*SHAPE_KEYS, "params_b"))
+        }
+    return {k: url_value(v) for k, v in diff.items()}
+
+
 def cli_command(verb: str, preset: str, scenario: Scenario, *args: str) -> str:
     """Return the command line that runs ``verb`` on ``scenario``: the preset and what differs.
 
     As the URL carries it (a named model implies its shape keys), so the line stays short.
     """
-    from ui.compare import scenario_diff  # ui.compare reads this module's URL helpers
-
     sets = [i for k, v in scenario_diff(scenario, preset).items() for i in ("--set", f"{k}={v}")]
     return "python -m fabric_model " + shlex.join([verb, *args, "--preset", preset, *sets])
 

@@ -49,7 +49,8 @@ def _report(args: argparse.Namespace) -> int:
     # Imported here, not at the top: the report draws with plotly (ui.report), and importing
     # fabric_model or this CLI must never load plotly or streamlit (tests/test_report.py).
     try:
-        from ui.report import build_report, build_slides
+        from ui.deck import build_slides
+        from ui.report import build_report
     except ImportError as exc:
         raise FabricModelError(
             "report needs the dashboard's ui package and plotly"
