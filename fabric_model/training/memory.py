@@ -69,8 +69,11 @@
   keeps fp32 shards of the weights (:data:`FSDP_MASTER_BYTES`) and gradients (unsharded
   with pipelining: the reduce-scatter waits for the last micro-batch), the bf16 weights
   unsharded only without resharding after the forward pass (ZeRO-2), its loss holds
-  the logits upcast to fp32 (:data:`TITAN_LOGITS_BYTES`), and its selective checkpointing is
-  op-level (:func:`_op_sac_bytes_per_token`).
+  the logits upcast to fp32 (:data:`TITAN_LOGITS_BYTES`; under tensor parallelism DTensor's
+  loss-parallel decompositions, :data:`TITAN_LOSS_PARALLEL_BYTES`), its tensor-parallel
+  linears keep their all-gathered inputs whole (:func:`gathered_input_bytes`), full
+  checkpointing reruns the whole block, and its selective checkpointing is op-level
+  (:func:`_op_sac_bytes_per_token`).
 - **Transients**: the last rank's logits and cross-entropy softmax of one micro-batch
   (:data:`LOGITS_BYTES`), the rematerialised layer of full recomputation, ZeRO-3's gathered
   layers.
