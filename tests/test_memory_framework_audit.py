@@ -1,6 +1,8 @@
 """What Megatron-Core, Transformer Engine and torchtitan allocate that the memory model counts
 by hand: QK norm inputs, the router's state, the precision-aware optimizer's 16-bit master
-remainder, and torchao's FP8 weight casts under activation checkpointing (issue 25)."""
+remainder, torchao's FP8 weight casts under activation checkpointing, and what torchtitan's
+tensor parallelism keeps (the all-gathered linear inputs, the rematerialised block, the
+loss-parallel cross entropy) (issue 25)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from fabric_model.scenario.shapes import shape_counts
 from fabric_model.training.memory import (
     GIB,
     ROUTER_BYTES_PER_EXPERT,
+    TITAN_LOGITS_BYTES,
+    TITAN_LOSS_PARALLEL_BYTES,
     activation_bytes_per_layer,
     fp8_casts_rebuilt,
     memory_per_gpu,
@@ -131,3 +135,94 @@ def test_torchao_fp8_casts_are_rebuilt_under_checkpointing() -> None:
     assert sel.stages[0].transient_gib >= gemm / 32 / GIB
     megatron = apply_overrides(s_sel, {"training.framework": "megatron", "parallel.zero_stage": 1})
     assert not fp8_casts_rebuilt(megatron, _plan(megatron))
+
+
+#: A small Llama-shaped dense model under torchtitan's FSDP2 + TP (pp = 1: no loss on rank 0
+#: unless pp = 1; pp = 2 separates the rematerialised block from the loss).
+TITAN_TP = {
+    "cluster.n_gpus": 8,
+    "model.name": "custom",
+    "model.kind": "dense",
+    "model.layers": 4,
+    "model.hidden": 1024,
+    "model.ffn_hidden": 4096,
+    "model.heads": 8,
+    "model.kv_heads": 4,
+    "model.vocab": 32768,
+    "model.seq_len": 2048,
+    "model.tied_embeddings": False,
+    "parallel.tp": 4,
+    "parallel.pp": 1,
+    "parallel.cp": 1,
+    "parallel.zero_stage": 2,
+    "training.framework": "torchtitan",
+    "training.micro_batch": 2,
+    "training.global_batch_tokens": 32 * 2048,
+    "training.recompute": "full",
+    "training.flash_attention": True,
+    "training.precision": "bf16",
+}
+H, F, D, TOKENS = 1024, 4096, 128, 2 * 2048
+
+
+def _titan(extra: dict | None = None) -> tuple[Scenario, object]:
+    s = apply_overrides(Scenario(), {**TITAN_TP, **(extra or {})})
+    return s, _plan(s)
+
+
+def test_torchtitan_tp_keeps_the_gathered_qkv_and_fc1_inputs_whole() -> None:
+    """torchtitan's PrepareModuleInput all-gathers the norm output (Shard(1) -> Replicate)
+    before wq/wk/wv and w1/w3, and autograd saves that whole sequence; Megatron's sequence
+    parallelism saves the shard and gathers again in the backward pass. Per GPU and layer
+    the two inputs differ by 2 x tokens x h x 2 bytes x (1 - 1 / tp); under Float8 the
+    gathered input is the FP8 cast (torchao PrepareFloat8ModuleInput): 1 byte."""
+    s, plan = _titan({"training.recompute": "none"})
+    megatron = apply_overrides(s, {"training.framework": "megatron", "parallel.zero_stage": 1})
+    titan_b = activation_bytes_per_layer(s, plan, False)
+    mega_b = activation_bytes_per_layer(megatron, _plan(megatron), False)
+    assert titan_b - mega_b == pytest.approx(2 * TOKENS * H * 2 * (1 - 1 / 4), rel=1e-12)
+    # by hand: norm inputs 2 x 2h / tp, gathered inputs 2 x 2h, Q K V (8 + 2 x 4) heads x 128,
+    # the attention output 8 x 128, FC1 output 2f and FC2 input f, all BF16 and over tp
+    per_token = 2 * 2 * H / 4 + 2 * 2 * H + 2 * ((8 + 8) * D + 8 * D + 2 * F + F) / 4
+    assert titan_b == pytest.approx(TOKENS * per_token, rel=1e-12)
+    fp8, plan8 = _titan({"training.recompute": "none", "training.precision": "fp8"})
+    assert titan_b - activation_bytes_per_layer(fp8, plan8, False) == pytest.approx(
+        2 * TOKENS * H * 1, rel=1e-12
+    )
+    # one GPU: nothing is gathered, the frameworks agree
+    one, plan1 = _titan({"training.recompute": "none", "parallel.tp": 1})
+    mega1 = apply_overrides(one, {"training.framework": "megatron", "parallel.zero_stage": 1})
+    assert activation_bytes_per_layer(one, plan1, False) == activation_bytes_per_layer(
+        mega1, _plan(mega1), False
+    )
+
+
+def test_torchtitan_full_ac_rematerialises_the_whole_block() -> None:
+    """ptd_checkpoint_wrapper reruns the whole block in the backward pass, so the transient of
+    full AC on a rank without the loss is what the block saves without checkpointing (not
+    the op-level selective policy's subset)."""
+    s, plan = _titan({"parallel.pp": 2})
+    hbm = load_catalog().gpu("h100").hbm_gib
+    mem = memory_per_gpu(s, plan, shape_counts(s.model), hbm)
+    rank0 = next(st for st in mem.stages if st.rank == 0)
+    none = activation_bytes_per_layer(s, plan, False, "none")
+    assert rank0.transient_gib * GIB == pytest.approx(none, rel=1e-12)
+    assert none > activation_bytes_per_layer(s, plan, False, "selective")
+
+
+def test_loss_parallel_cross_entropy_and_the_output_layers_inputs() -> None:
+    """Under TP torchtitan's loss runs DTensor's loss_parallel decompositions: the backward
+    pass holds four FP32 tensors per local logit (16 bytes) where the fused kernel's count
+    is 14; beside it the output layer keeps its all-gathered BF16 input whole and the final
+    norm its sharded input: 2 x tokens x h x (1 + 1 / tp) bytes."""
+    assert (TITAN_LOSS_PARALLEL_BYTES, TITAN_LOGITS_BYTES) == (16, 14)
+    hbm = load_catalog().gpu("h100").hbm_gib
+    s, plan = _titan()
+    mem = memory_per_gpu(s, plan, shape_counts(s.model), hbm)
+    loss = TOKENS * 32768 / 4 * 16 + 2 * TOKENS * H * (1 + 1 / 4)
+    assert mem.transient_gib * GIB == pytest.approx(loss, rel=1e-12)
+    one, plan1 = _titan({"parallel.tp": 1})
+    mem1 = memory_per_gpu(one, plan1, shape_counts(one.model), hbm)
+    assert mem1.transient_gib * GIB == pytest.approx(
+        TOKENS * 32768 * 14 + 2 * TOKENS * H * 2, rel=1e-12
+    )

@@ -69,8 +69,11 @@
   keeps fp32 shards of the weights (:data:`FSDP_MASTER_BYTES`) and gradients (unsharded
   with pipelining: the reduce-scatter waits for the last micro-batch), the bf16 weights
   unsharded only without resharding after the forward pass (ZeRO-2), its loss holds
-  the logits upcast to fp32 (:data:`TITAN_LOGITS_BYTES`), and its selective checkpointing is
-  op-level (:func:`_op_sac_bytes_per_token`).
+  the logits upcast to fp32 (:data:`TITAN_LOGITS_BYTES`; under tensor parallelism DTensor's
+  loss-parallel decompositions, :data:`TITAN_LOSS_PARALLEL_BYTES`), its tensor-parallel
+  linears keep their all-gathered inputs whole (:func:`gathered_input_bytes`), full
+  checkpointing reruns the whole block, and its selective checkpointing is op-level
+  (:func:`_op_sac_bytes_per_token`).
 - **Transients**: the last rank's logits and cross-entropy softmax of one micro-batch
   (:data:`LOGITS_BYTES`), the rematerialised layer of full recomputation, ZeRO-3's gathered
   layers.
@@ -132,6 +135,8 @@ LOGITS_BYTES = training_constant("logits_bytes_per_element")
 #: Bytes the top-k router keeps per token and expert (FP32 scores, 1-byte routing map).
 ROUTER_BYTES_PER_EXPERT = training_constant("router_bytes_per_expert")
 TITAN_LOGITS_BYTES = training_constant("torchtitan_logits_bytes_per_element")
+#: torchtitan's loss under tensor parallelism (DTensor's loss_parallel decompositions).
+TITAN_LOSS_PARALLEL_BYTES = training_constant("torchtitan_loss_parallel_bytes_per_element")
 FSDP_MASTER_BYTES = training_constant("fsdp_master_bytes_per_param")
 CUDA_CONTEXT_GIB = training_constant("cuda_context_gib")
 NCCL_GIB_PER_GROUP = training_constant("nccl_gib_per_group")
@@ -347,6 +352,26 @@ def linear_input_bytes(s: Scenario, tp: int = 1) -> float:
     return BF16 if hopper and tp > 1 else 1.0
 
 
+def gathered_input_bytes(s: Scenario, tp: int) -> float:
+    """Bytes per token a column-parallel linear keeps of its input, before tensor parallelism.
+
+    Megatron-Core with sequence parallelism saves the sequence-sharded input and all-gathers
+    it again in the backward pass (``tensor_parallel/layers.py``,
+    ``LinearWithGradAccumulationAndAsyncCommunication``: ``ctx.save_for_backward(input,
+    weight)`` before the gather, which the backward repeats for the weight gradient):
+    ``h / tp`` per GPU, the count the callers divide by ``tp``. torchtitan's tensor-parallel
+    plan (``parallelize_llama.py`` ``apply_tp``) all-gathers the norm's output in
+    ``PrepareModuleInput`` (``Shard(1)`` to ``Replicate()``) before ``wq``/``wk``/``wv``
+    and ``w1``/``w3`` (``ColwiseParallel``), and autograd saves that whole sequence for the
+    weight gradient: ``tp`` times the sharded count, in FP8 under Float8 (torchao's
+    ``PrepareFloat8ModuleInput`` casts before the all-gather, so the gathered, saved input
+    is the FP8 one). Per element of the hidden size.
+    """
+    if s.training.framework == "torchtitan" and tp > 1:
+        return (FP8 if s.training.precision == "fp8" else BF16) * tp
+    return linear_input_bytes(s, tp)
+
+
 def _layer_bytes_per_token(
     s: Scenario, moe_layer: bool, mode: str, tp: int = 1, etp: int | None = None
 ) -> float:
@@ -372,7 +397,7 @@ def _layer_bytes_per_token(
         return _op_sac_bytes_per_token(s, moe_layer, tp)
     cheap = mode == "selective" and s.training.recompute_modules == "cheap"
     lin = linear_input_bytes(s, tp)
-    norm_out = 0.0 if cheap else lin * h
+    norm_out = 0.0 if cheap else gathered_input_bytes(s, tp) * h  # the QKV and FC1 inputs
     qkv, out, latents = _attention_widths(s)
     if cheap and m.kv_lora_rank:
         qkv, latents = 0.0, latents - (m.q_lora_rank + m.kv_lora_rank)
@@ -718,9 +743,24 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
     expert_per_layer = counts.expert_params / L
     runtime_fixed = CUDA_CONTEXT_GIB + NCCL_GIB_PER_GROUP * _process_groups(plan)
     tokens = m.seq_len / plan.cp * plan.micro_batch
-    remat = moe_share * activation_bytes_per_layer(s, plan, True, "selective") + (
+    # the rematerialised layer of full recomputation keeps what the layer saves without
+    # checkpointing: torchtitan reruns the whole block (ptd_checkpoint_wrapper); Megatron's
+    # count is its selective one (FlashAttention keeps no score tensors either way)
+    remat_mode = "none" if titan else "selective"
+    remat = moe_share * activation_bytes_per_layer(s, plan, True, remat_mode) + (
         1 - moe_share
-    ) * activation_bytes_per_layer(s, plan, False, "selective")
+    ) * activation_bytes_per_layer(s, plan, False, remat_mode)
+    loss_bytes = (
+        (TITAN_LOSS_PARALLEL_BYTES if plan.tp > 1 else TITAN_LOGITS_BYTES)
+        if titan
+        else LOGITS_BYTES
+    )
+    # beside the loss: the final norm's input and the output layer's saved BF16 input, which
+    # torchtitan's ColwiseParallel(input_layouts=Shard(1)) all-gathers whole (the output
+    # layer is not converted to Float8) and Megatron's sequence parallelism keeps sharded
+    output_input_share = 1.0 if titan else 1.0 / plan.tp
+    head_inputs = BF16 * tokens * m.hidden * (output_input_share + 1.0 / plan.tp)
+    loss_peak = tokens * m.vocab / plan.tp * loss_bytes + head_inputs
     stages: list[StageMemory] = []
     heaviest: tuple[StageMemory, float, float, float] | None = None
     # DualPipe: rank i runs stage i one way and stage pp - 1 - i the other (DeepSeek-V3
@@ -780,8 +820,7 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
         # one layer rematerialised (full recomputation), with its FP8 weight casts
         transient = (remat if plan.recompute == "full" else 0.0) + layer_casts
         if rank == plan.pp - 1 or (copies == 2 and rank == 0):  # the loss of one micro-batch
-            loss = TITAN_LOGITS_BYTES if titan else LOGITS_BYTES
-            transient = max(transient, tokens * m.vocab / plan.tp * loss)
+            transient = max(transient, loss_peak)
         if plan.zero_stage >= 3:  # two layers' weights gathered (computing, prefetched)
             transient += 2 * w_b * (p_dense + p_expert) / max(1, layers)
         # the peak is the backward pass's or the optimizer step's (no activations then)
