@@ -171,18 +171,18 @@ def _victim_keep(
     for r in busy:
         if r.pause_share > 0 and r.pause_links.size:
             at = np.searchsorted(used, r.pause_links)
-            mine = np.zeros(used.size)
-            mine[at] = math.log1p(-r.pause_share)
-            log_keep += mine
-            own.append(mine)
+            lost = np.zeros(used.size)
+            lost[at] = math.log1p(-r.pause_share)
+            log_keep += lost
+            own.append(lost)
         else:
             own.append(None)
     out = np.empty(compact.size)
     for k in range(len(busy)):
         ids = compact[offs[k] : offs[k + 1]]
-        mine = own[k]
+        its = own[k]
         out[offs[k] : offs[k + 1]] = np.exp(
-            log_keep[ids] if mine is None else log_keep[ids] - mine[ids]
+            log_keep[ids] if its is None else log_keep[ids] - its[ids]
         )
     return out
 
