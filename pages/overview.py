@@ -10,7 +10,7 @@ from ui import facade
 from ui.overview import allreduce_curve_chart, step_share_chart, vendor_frame
 from ui.page_common import current_scenario, show_model_error
 from ui.tables import display_frame
-from ui.theme import topology_label, vendor_label
+from ui.theme import sentence_start, topology_label, vendor_label
 from ui.widgets import chart, csv_download
 
 scenario = current_scenario()
@@ -93,7 +93,7 @@ if step.feasible and step.plan is not None:
             + "; the What-if page's health section names the failure modes that cost most."
         )
     for warning in step.warnings:  # e.g. memory within the estimate's error of the HBM
-        st.warning(warning[0].upper() + warning[1:])
+        st.warning(sentence_start(warning))
     if step.memory is not None:
         st.caption(
             "Memory per GPU by pipeline rank: "

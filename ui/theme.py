@@ -155,3 +155,19 @@ def tiers_label(tiers: int, switches_by_tier: dict[str, int]) -> str:
     if switches_by_tier.get("ocs"):
         return f"{tiers} + OCS" if tiers else "OCS only"
     return str(tiers) if tiers else "switchless"
+
+
+def sentence_start(message: str) -> str:
+    """Return ``message`` with a capital first letter, unless it opens with a scenario key.
+
+    A key is spelt as the scenario spells it, so a user can search for it:
+
+    >>> sentence_start("memory is within the estimate's error")
+    "Memory is within the estimate's error"
+    >>> sentence_start("training.global_batch_tokens = 3 is not a multiple")
+    'training.global_batch_tokens = 3 is not a multiple'
+    """
+    first = message.split(" ", 1)[0]
+    if not message or "." in first.rstrip(".:,;"):
+        return message
+    return message[0].upper() + message[1:]
