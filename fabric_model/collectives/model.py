@@ -288,6 +288,21 @@ class AlgoModel:
         out = self.incast.at_many(x)
         return [1.0 if s <= 0 else float(v) for s, v in zip(sizes, out, strict=True)]
 
+    def pause_s(self, size_bytes: float) -> float:
+        """Return how long one call of ``size_bytes`` holds PFC pause at its congested port, s.
+
+        The incast phase moves ``X = incast_port_bytes x S`` into the port and takes
+        ``s(X) x X / port`` (:meth:`Incast.at`); the port holds pause the share
+        :meth:`Incast.pause_at` of it (the DCQCN fluid model's; 0 for the closed forms, whose
+        control keeps the queue below Xoff, and without an incast).
+        """
+        if self.incast is None or size_bytes <= 0:
+            return 0.0
+        inc = self.incast
+        x = size_bytes * self.incast_port_bytes
+        share = inc.pause_at(x)
+        return share * inc.at(x) * x / inc.port_Bps if share > 0 else 0.0
+
     def delivered_busbw_Bps(self, size_bytes: float, slowdown: float | None = None) -> float:
         """``busbw_Bps`` with the transport's incast slowdown on the network side, bytes/s.
 

@@ -423,7 +423,12 @@ class _Sim:
                 )
         ckpt = checkpoint_bytes_of(s, job.model)
         write_s = ckpt / (job.gpus * s.reliability.checkpoint_write_GBps_per_gpu * 1e9)
-        shape = TrafficShape.from_step(perf) if perf is not None else None
+        m = s.model  # the hot-expert skew places the ports an expert all-to-all pauses
+        shape = (
+            TrafficShape.from_step(perf, m.routing_skew, m.hot_fraction)
+            if perf is not None
+            else None
+        )
         return _Run(job, i, work_h, perf, write_s, shape)
 
     # -------------------------------------------------------------------- events

@@ -42,6 +42,7 @@ paths (the caller interrupts the jobs instead). :meth:`repair` brings it back.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -86,6 +87,9 @@ class RoutedJob:
     conn_split: np.ndarray  # per routed connection: its NIC share
     local_Bps: np.ndarray  # per dimension: the slowest one-switch connection (inf if none)
     max_weight: float
+    #: link-space ids feeding the ports that hold PFC pause (sorted, unique; see solve_routed)
+    pause_links: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    pause_share: float = 0.0  # share of the time they are paused
 
     @property
     def n_conns(self) -> int:
@@ -110,13 +114,25 @@ def solve_routed(routed: list[RoutedJob], space_Bps: np.ndarray) -> tuple[list[R
         )
         indices = np.concatenate([r.indices for r in busy])
         used, compact = np.unique(indices, return_inverse=True)
+        weights = np.concatenate([r.weights for r in busy])
+        demand = np.concatenate([r.demand for r in busy])
+        max_weight = max(r.max_weight for r in busy)
+        if len(busy) > 1 and any(r.pause_share > 0 for r in busy):
+            keep = _victim_keep(busy, used, compact, offs)
+            weights = weights / keep
+            max_weight /= float(keep.min())
+            per_flow = np.diff(indptr)
+            flow_of_entry = np.repeat(np.arange(per_flow.size), per_flow)
+            demand = demand * np.exp(
+                np.bincount(flow_of_entry, weights=np.log(keep), minlength=per_flow.size)
+            )
         flows = FlowSet.built(
             indptr,
             compact.astype(np.int32),
-            np.concatenate([r.weights for r in busy]),
+            weights,
             int(used.size),
-            max_weight=max(r.max_weight for r in busy),
-            flow_demand_Bps=np.concatenate([r.demand for r in busy]),
+            max_weight=max_weight,
+            flow_demand_Bps=demand,
         )
         sol = solve_maxmin(flows, space_Bps[used])
         solves = 1
@@ -134,6 +150,41 @@ def solve_routed(routed: list[RoutedJob], space_Bps: np.ndarray) -> tuple[list[R
             np.minimum.at(per_dim, r.conn_dim, next(it) / r.conn_split)
         out.append(dict(zip(r.dims, per_dim.tolist(), strict=True)))
     return out, solves
+
+
+def _victim_keep(
+    busy: list[RoutedJob], used: np.ndarray, compact: np.ndarray, offs: np.ndarray
+) -> np.ndarray:
+    """Per entry of the jobs' joint flow set, the share of the time other jobs leave its link.
+
+    A link paused a share ``p`` of the time moves nothing for any flow on it then (IEEE
+    802.1Qbb: PAUSE stops the whole priority, victims included). A job's own pauses are
+    already in its step (the incast model's time), so job ``j`` sees only the others': with
+    culprits ``i`` pausing a link independently, it keeps ``k_j = prod_{i != j} (1 - p_i)``
+    of the time. :func:`solve_routed` then weighs each of ``j``'s entries on the link
+    ``1 / k_j`` (the victim sees ``k_j`` of its capacity) and caps each of ``j``'s flows at
+    its demand times the product of ``k_j`` over the links it crosses (it moves only while
+    none is paused; a NIC cannot send faster afterwards to catch up).
+    """
+    log_keep = np.zeros(used.size)  # sum over culprits of log(1 - p_i), per used link
+    own: list[np.ndarray | None] = []
+    for r in busy:
+        if r.pause_share > 0 and r.pause_links.size:
+            at = np.searchsorted(used, r.pause_links)
+            lost = np.zeros(used.size)
+            lost[at] = math.log1p(-r.pause_share)
+            log_keep += lost
+            own.append(lost)
+        else:
+            own.append(None)
+    out = np.empty(compact.size)
+    for k in range(len(busy)):
+        ids = compact[offs[k] : offs[k + 1]]
+        its = own[k]
+        out[offs[k] : offs[k + 1]] = np.exp(
+            log_keep[ids] if its is None else log_keep[ids] - its[ids]
+        )
+    return out
 
 
 @dataclass(eq=False)
@@ -225,6 +276,8 @@ class FabricRates:
                     where[pat.dst // per] * per + pat.dst % per,
                     pat.dim,
                     pat.split,
+                    pat.hot,
+                    pat.pause_share,
                 )
             else:
                 pat = job_pattern(
@@ -432,6 +485,12 @@ class FabricRates:
         share = pat.share[conn_dim[flow_conn]]
         w = weights[keep] * share[flow_of_entry[keep]]
         demand = (conn_cap[cross] * split)[flow_conn] * fraction
+        pause_links = np.zeros(0, np.int64)
+        if pat.pause_share > 0 and pat.hot.size:
+            # PFC pauses the links feeding a hot receiver's leaf port: each hot connection's
+            # last switch-to-switch hop (a router lists a flow's links source to destination)
+            last = np.flatnonzero(pat.hot[cross][flow_conn] & (kept_per_flow > 0))
+            pause_links = np.unique(ind[new_indptr[last + 1] - 1])
         return RoutedJob(
             pat.dims,
             np.unique(ind),
@@ -445,6 +504,8 @@ class FabricRates:
             split,
             local,
             max_weight,
+            pause_links,
+            pat.pause_share if pause_links.size else 0.0,
         )
 
     def _rehash_dead(

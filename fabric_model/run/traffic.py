@@ -40,10 +40,11 @@ of one switch runs at its cap.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from fabric_model.collectives.algorithms import receive_weights
 from fabric_model.training.layout import Layout
 from fabric_model.training.step import StepResult
 
@@ -67,11 +68,21 @@ class TrafficShape:
     comm_s : tuple of (dimension, seconds)
         Each dimension's communication seconds per step (positive only), as the training
         model times it on the job's own contiguous fabric.
+    pause_share : float
+        Share of the job's step its expert all-to-all's hot receivers' ports hold PFC pause
+        (:attr:`~fabric_model.training.result.StepResult.pfc_pause_s` over the step time; 0
+        without an incast on a PFC transport).
+    hot : tuple of int
+        Positions, in each expert-parallel group, of the hot receivers (the GPUs hosting hot
+        experts, :func:`~fabric_model.collectives.algorithms.receive_weights`): the ports
+        that pause.
     """
 
     layout: Layout
     expert_layout: Layout
     comm_s: tuple[tuple[str, float], ...]
+    pause_share: float = 0.0
+    hot: tuple[int, ...] = ()
 
     @property
     def n_gpus(self) -> int:
@@ -79,12 +90,23 @@ class TrafficShape:
         return self.layout.n_gpus
 
     @classmethod
-    def from_step(cls, step: StepResult) -> TrafficShape:
-        """Return the shape of a feasible training step (its plan's layouts and ``comm_s``)."""
+    def from_step(
+        cls, step: StepResult, routing_skew: float = 1.0, hot_fraction: float = 0.0
+    ) -> TrafficShape:
+        """Return the shape of a feasible training step (its plan's layouts and ``comm_s``).
+
+        ``routing_skew`` and ``hot_fraction``: the step's ``model.*`` hot-expert skew, which
+        places the pausing ports (:attr:`hot`) when its expert all-to-all paused some.
+        """
         if step.plan is None:
             raise ValueError("an infeasible step has no traffic")
         comm = tuple((d, float(s)) for d, s in sorted(step.comm_s.items()) if d in KINDS and s > 0)
-        return cls(step.plan.layout, step.plan.expert_layout, comm)
+        pause = step.pfc_pause_s.get("ep", 0.0) / step.step_time_s
+        if pause <= 0 or "ep" not in dict(comm):
+            return cls(step.plan.layout, step.plan.expert_layout, comm)
+        w = receive_weights(step.plan.expert_layout.size("ep"), routing_skew, hot_fraction)
+        hot = tuple(int(i) for i in np.flatnonzero(w >= w.max() * (1 - 1e-9)))
+        return cls(step.plan.layout, step.plan.expert_layout, comm, float(pause), hot)
 
     @classmethod
     def data_parallel(cls, gpus: int, tp: int = 1) -> TrafficShape:
@@ -102,7 +124,9 @@ class JobPattern:
 
     ``src``, ``dst``: NIC endpoints (``gpu x nics + nic``); ``dim``: each connection's index
     into ``dims``; ``split``: its share of its NICs (the rate cap over the NIC's capacity);
-    ``share``: each dimension's weight ``w_d`` (they add up to 1).
+    ``share``: each dimension's weight ``w_d`` (they add up to 1); ``hot``: whether the
+    connection ends at a port that holds PFC pause (:attr:`TrafficShape.hot`; empty: none),
+    ``pause_share`` the share of the time it does (:attr:`TrafficShape.pause_share`).
     """
 
     dims: tuple[str, ...]
@@ -111,6 +135,8 @@ class JobPattern:
     dst: np.ndarray
     dim: np.ndarray
     split: np.ndarray
+    hot: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    pause_share: float = 0.0
 
     @property
     def n_connections(self) -> int:
@@ -185,7 +211,7 @@ def job_pattern(
     rank = np.arange(shape.n_gpus, dtype=np.int64)
     gpu_of = nodes[rank // gpn] * gpn + rank % gpn
     comm = dict(shape.comm_s)
-    dims, pairs = [], []
+    dims, pairs, hot_l = [], [], []
     for d, kind in KINDS.items():
         if comm.get(d, 0.0) <= 0:
             continue
@@ -204,11 +230,17 @@ def job_pattern(
         if pair.shape[1]:
             dims.append(d)
             pairs.append(pair)
+            at_hot = np.zeros(pair.shape[1], dtype=bool)
+            if d == "ep" and shape.hot:  # the destination's position in its group is hot
+                pos = np.full(int(gpus.max()) + 1, -1, dtype=np.int64)
+                pos[gpus] = np.arange(gpus.shape[1])[None, :]
+                at_hot = np.isin(pos[pair[1]], shape.hot)
+            hot_l.append(at_hot)
     if not dims:
         empty_i = np.zeros(0, dtype=np.int64)
         return JobPattern((), np.zeros(0), empty_i, empty_i, empty_i, np.zeros(0))
     nic = np.arange(nics, dtype=np.int64)
-    src_l, dst_l, dim_l, split_l = [], [], [], []
+    src_l, dst_l, dim_l, split_l, hot_c = [], [], [], [], []
     dom_e = servers_per_domain * gpn * nics
     for i, pair in enumerate(pairs):
         s = (pair[0][:, None] * nics + nic).ravel()
@@ -217,6 +249,7 @@ def job_pattern(
             s = s // dom_e * dom_e + t % dom_e
         keep = s != t
         s, t = s[keep], t[keep]
+        hot_c.append(np.repeat(hot_l[i], nics)[keep])
         _, out_inv, out_n = np.unique(s, return_inverse=True, return_counts=True)
         _, in_inv, in_n = np.unique(t, return_inverse=True, return_counts=True)
         split_l.append(1.0 / np.maximum(out_n[out_inv], in_n[in_inv]))
@@ -231,4 +264,6 @@ def job_pattern(
         np.concatenate(dst_l),
         np.concatenate(dim_l),
         np.concatenate(split_l),
+        np.concatenate(hot_c),
+        shape.pause_share if shape.hot else 0.0,
     )

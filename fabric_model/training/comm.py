@@ -77,13 +77,15 @@ class DimComm:
     ``total_s`` all its collectives one after the other, ``exposed_s`` what compute does not
     hide, ``detail`` the calls (count, algorithm, size, bus bandwidth, bottleneck);
     ``scale_out`` whether its slowest group crosses NVLink domains (pipeline sends: whether
-    the slowest boundary leaves NVLink).
+    the slowest boundary leaves NVLink); ``pause_s`` how long its collectives' congested
+    ports hold PFC pause per step (an incast on a PFC transport; 0 elsewhere).
     """
 
     total_s: float
     exposed_s: float
     detail: str
     scale_out: bool
+    pause_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,11 @@ class Communication:
     def exposed_s(self) -> dict[str, float]:
         """Seconds per step each dimension exposes."""
         return {d: c.exposed_s for d, c in self.terms.items()}
+
+    @property
+    def pause_s(self) -> dict[str, float]:
+        """Seconds per step each dimension's congested ports hold PFC pause (positive only)."""
+        return {d: c.pause_s for d, c in self.terms.items() if c.pause_s > 0}
 
     @property
     def detail(self) -> dict[str, str]:
@@ -338,7 +345,8 @@ def _expert(inputs: StepInputs, ct: ComputeTimes, fabs: StepFabrics) -> DimComm 
     total = n_a2a * per_call
     exposed = total * (1.0 - tr.ep_overlap)
     detail = _describe(a2a, n_a2a, a2a_bytes) + fanout + _straddling(efab, "ep")
-    return DimComm(total, exposed, detail, _crosses_domains(fabs, "ep", plan))
+    pause = n_a2a * a2a.pause_s  # the hot receivers' ports (collectives.transport)
+    return DimComm(total, exposed, detail, _crosses_domains(fabs, "ep", plan), pause)
 
 
 def _pipeline(inputs: StepInputs, ct: ComputeTimes, fabs: StepFabrics) -> DimComm | None:

@@ -125,6 +125,9 @@ class CommTime:
         Bus bandwidth of the call.
     bottleneck : str
         ``nvlink`` or the link class that limits the network side.
+    pause_s : float
+        How long the call's congested port holds PFC pause
+        (:meth:`~fabric_model.collectives.model.AlgoModel.pause_s`; 0 without one).
     """
 
     time_s: float
@@ -132,6 +135,7 @@ class CommTime:
     proto: str
     busbw_GBps: float
     bottleneck: str
+    pause_s: float = 0.0
 
 
 class DimensionFabric:
@@ -184,7 +188,15 @@ class DimensionFabric:
         t_us = row.time_us
         if self.ecmp_seed is not None:
             t_us = row.time_us_seeds[self.ecmp_seed % len(row.time_us_seeds)]
-        return CommTime(t_us * 1e-6, row.algo, row.proto, row.busbw_GBps, row.bottleneck)
+        chosen = next(m for m in models if m.algo == row.algo)
+        return CommTime(
+            t_us * 1e-6,
+            row.algo,
+            row.proto,
+            row.busbw_GBps,
+            row.bottleneck,
+            chosen.pause_s(size_bytes),
+        )
 
     def p2p(self, size_bytes: float) -> CommTime:
         """Time of one pipeline send (stage ``i`` to ``i + 1``, all stages and groups at once).

@@ -59,6 +59,11 @@ class StepResult:
     offload_s: float = 0.0
     #: The optimizer step (memory-bound, exposed; with ``training.dp_overlap = auto``).
     optimizer_s: float = 0.0
+    #: Seconds per step each dimension's congested ports hold PFC pause (an incast on a PFC
+    #: transport, :meth:`~fabric_model.collectives.model.AlgoModel.pause_s`): the time the
+    #: links feeding them stop every flow of the priority, other jobs' too (the shared
+    #: cluster charges it to them, :mod:`fabric_model.run.interference`). Positive only.
+    pfc_pause_s: dict[str, float] = field(default_factory=dict)
     #: Time a flapping NIC link stalls the rest of the step (``what_if.
     #: flapping_link``): every rank waits while the link retrains and the QPs
     #: time out, ``(step - exposed network) x f / (1 - f)`` for a stall share ``f`` (the
@@ -267,6 +272,7 @@ def assemble(
         comm_s=comm.comm_s,
         exposed_s=comm.exposed_s,
         comm_detail=comm.detail,
+        pfc_pause_s=comm.pause_s,
         mfu=mfu,
         tokens_per_s=tokens / step,
         tokens_per_step=tokens,
