@@ -226,3 +226,91 @@ def test_loss_parallel_cross_entropy_and_the_output_layers_inputs() -> None:
     assert mem1.transient_gib * GIB == pytest.approx(
         TOKENS * 32768 * 14 + 2 * TOKENS * H * 2, rel=1e-12
     )
+
+
+# ----------------------------------------------------------------- NCCL's buffers (issue 25)
+#: One connection's LL + LL128 + Simple buffers (NCCL src/init.cc DEFAULT_*BUFFSIZE):
+#: 8 x 512 x 8 x 16 + 120 x 640 x 8 x 8 + 4 MiB.
+CONNECTION = 524_288 + 4_915_200 + 4_194_304
+MIB = 2**20
+
+
+def _llama8b(extra: dict) -> tuple[Scenario, object]:
+    s = apply_overrides(
+        Scenario(),
+        {
+            "cluster.n_gpus": 8,
+            "model.name": "llama3-8b",
+            "model.seq_len": 8192,
+            "training.micro_batch": 1,
+            "training.recompute": "none",
+            "training.global_batch_tokens": 512 * 8192,
+            "parallel.pp": 1,
+            "parallel.cp": 1,
+            "parallel.ep": 1,
+            **extra,
+        },
+    )
+    return s, _plan(s)
+
+
+def test_a_connection_holds_the_three_protocols_buffers() -> None:
+    from fabric_model.training.nccl_memory import CONNECTION_BYTES
+
+    assert CONNECTION_BYTES == CONNECTION == 9_633_792
+
+
+def test_eager_nccl_connects_ring_and_tree_on_every_megatron_group() -> None:
+    """NCCL 2.21, TP8 on 8 A800 (no NVLS): world, TP and the model-parallel group, each
+    16 channels x (ring + tree) x one connection: 3 x 294 MiB."""
+    from fabric_model.training.nccl_memory import communicators, nccl_bytes_per_gpu
+
+    s, plan = _llama8b({"cluster.gpu": "a100", "parallel.tp": 8, "nccl.version": "2.21"})
+    assert [c.name for c in communicators(s, plan)] == ["world", "tp", "model-parallel"]
+    assert nccl_bytes_per_gpu(s, plan) == 3 * 16 * 2 * CONNECTION
+
+
+def test_nvls_buffers_where_nccl_runs_nvls() -> None:
+    """TP2 DP4 on 8 H100, NCCL 2.21: world (8 GPUs) ring + tree and NVLS 16 channels x 2 x
+    (1 MiB + 2 MiB sync) x 8 heads; TP2 and the model-parallel group a ring only (a two-rank
+    chain reuses it; NVLS needs 3+ GPUs); both DP groups ring + tree and NVLS over 4 heads."""
+    from fabric_model.training.nccl_memory import nccl_bytes_per_gpu
+
+    s, plan = _llama8b({"parallel.tp": 2, "nccl.version": "2.21"})
+    ring_tree = 16 * 2 * CONNECTION
+    world = ring_tree + 16 * 2 * 3 * MIB * 8
+    dp = ring_tree + 16 * 2 * 3 * MIB * 4
+    assert nccl_bytes_per_gpu(s, plan) == world + 2 * 16 * CONNECTION + 2 * dp
+    # NCCL_NVLS_ENABLE=0: the rings and trees only
+    off = apply_overrides(s, {"fabric.nvls": False})
+    assert nccl_bytes_per_gpu(off, plan) == 3 * ring_tree + 2 * 16 * CONNECTION
+    # 2.32 connects at first use: the ring, and NVLS without the sync area (1 MiB a
+    # channel and head); from 2.28 a two-GPU group runs NVLS too
+    lazy = apply_overrides(s, {"nccl.version": "2.32"})
+    ring = 16 * CONNECTION
+    expected = (
+        (ring + 16 * 2 * MIB * 8) + 2 * (ring + 16 * 2 * MIB * 2) + 2 * (ring + 16 * 2 * MIB * 4)
+    )
+    assert nccl_bytes_per_gpu(lazy, plan) == expected
+
+
+def test_nccl_buffers_are_in_nvidia_smi_not_in_pytorch_reserved() -> None:
+    s, plan = _llama8b({"parallel.tp": 2, "nccl.version": "2.21"})
+    gpu = load_catalog().gpu(s.cluster.gpu)
+    eager = memory_per_gpu(s, plan, shape_counts(s.model), gpu.hbm_gib)
+    lazy = memory_per_gpu(
+        apply_overrides(s, {"nccl.version": "2.32"}), plan, shape_counts(s.model), gpu.hbm_gib
+    )
+    assert eager.reserved_gib == lazy.reserved_gib and eager.allocated_gib == lazy.allocated_gib
+    assert eager.total_gib > lazy.total_gib
+
+
+def test_pipeline_sends_use_two_channels_to_a_peer_across_the_network() -> None:
+    """Llama 3 8B PP2 TP8 on 16 H100: the two stages sit in different NVLink domains, so
+    the pipeline communicator connects 2 channels to its one peer (paths.cc)."""
+    from fabric_model.training.nccl_memory import communicator_bytes, communicators
+
+    s, plan = _llama8b({"cluster.n_gpus": 16, "parallel.tp": 8, "parallel.pp": 2})
+    (pp,) = [c for c in communicators(s, plan) if c.name == "pp"]
+    assert (pp.kind, pp.peers, pp.domains) == ("p2p", 1, 2)
+    assert communicator_bytes(s, pp) == 2 * CONNECTION

@@ -11,13 +11,22 @@ ring runs with. The NCCL-topology algorithms (:mod:`.algorithms`) and the switch
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from fabric_model.collectives.context import FabricContext
 from fabric_model.collectives.model import AlgoModel, PatternResult, bus_factor
 
-__all__ = ["assemble", "latencies", "nvlink_ring_Bps", "protocol_terms", "ring_channels"]
+__all__ = [
+    "assemble",
+    "latencies",
+    "nvlink_ring_Bps",
+    "protocol_terms",
+    "ring_channel_count",
+    "ring_channels",
+]
 
 
 def latencies(
@@ -122,10 +131,30 @@ def assemble(
 
 def ring_channels(ctx: FabricContext) -> int:
     """Channels a ring runs with: two per NIC that leaves the domain, or all on one node."""
-    c = ctx.constants
-    if ctx.n_domains > 1:  # NCCL_MAX_NCHANNELS below two per NIC: fewer channels on one NIC
-        return int(min(c["max_channels"], ctx.nics_used_per_domain * c["channels_per_nic"]))
-    return int(max(1, c["max_channels"] // c["channels_per_nic"]))
+    return ring_channel_count(ctx.constants, ctx.n_domains, ctx.nics_used_per_domain)
+
+
+def ring_channel_count(
+    constants: Mapping[str, Any], n_domains: int, nics: int, max_channels: int | None = None
+) -> int:
+    """Channels a ring of ``n_domains`` NVLink domains runs with, ``nics`` NICs per domain.
+
+    Two per NIC that leaves the domain (at most ``max_channels``, NCCL_MAX_NCHANNELS), or
+    ``max_channels / channels_per_nic`` inside one domain; ``max_channels`` defaults to
+    NCCL's cap (``nccl.max_channels`` lowers it).
+
+    >>> from fabric_model.collectives.context import nccl_constants
+    >>> c = nccl_constants()
+    >>> ring_channel_count(c, 1, 8), ring_channel_count(c, 2, 4), ring_channel_count(c, 2, 1, 8)
+    (16, 8, 2)
+    """
+    cap = int(constants["max_channels"])
+    if max_channels is not None:
+        cap = min(cap, int(max_channels))
+    per_nic = int(constants["channels_per_nic"])
+    if n_domains > 1:  # NCCL_MAX_NCHANNELS below two per NIC: fewer channels on one NIC
+        return int(min(cap, min(nics, max(1, cap // per_nic)) * per_nic))
+    return int(max(1, cap // per_nic))
 
 
 def protocol_terms(ctx: FabricContext, family: str) -> tuple[dict[str, float], dict[str, float]]:

@@ -77,9 +77,11 @@
 - **Transients**: the last rank's logits and cross-entropy softmax of one micro-batch
   (:data:`LOGITS_BYTES`), the rematerialised layer of full recomputation, ZeRO-3's gathered
   layers.
-- **Runtime**: the CUDA context (:data:`CUDA_CONTEXT_GIB`), NCCL's buffers per communicator
-  (:data:`NCCL_GIB_PER_GROUP`), and the caching allocator's fragmentation
-  (:data:`FRAGMENTATION` of everything allocated).
+- **Runtime**: the CUDA context (:data:`CUDA_CONTEXT_GIB`), NCCL's buffers of every
+  communicator that carries traffic, by NCCL's own sizes, channels and connection rules
+  (:func:`~fabric_model.training.nccl_memory.nccl_bytes_per_gpu`), and the caching
+  allocator's fragmentation (:data:`FRAGMENTATION` of everything allocated). nvidia-smi sees
+  the runtime; PyTorch's max allocated and reserved do not.
 
 The capacity is the device memory CUDA reports (the catalog's ``hbm_gib``). The estimate is
 held to :data:`ACTIVATION_UNCERTAINTY` on activations and transients (the memory golden set)
@@ -97,6 +99,7 @@ from typing import TYPE_CHECKING
 from fabric_model.scenario import Scenario
 from fabric_model.scenario.shapes import ShapeCounts
 from fabric_model.training.constants import training_constant
+from fabric_model.training.nccl_memory import nccl_bytes_per_gpu
 from fabric_model.training.schedules import in_flight_micro_batches, parameter_copies
 
 if TYPE_CHECKING:
@@ -139,7 +142,6 @@ TITAN_LOGITS_BYTES = training_constant("torchtitan_logits_bytes_per_element")
 TITAN_LOSS_PARALLEL_BYTES = training_constant("torchtitan_loss_parallel_bytes_per_element")
 FSDP_MASTER_BYTES = training_constant("fsdp_master_bytes_per_param")
 CUDA_CONTEXT_GIB = training_constant("cuda_context_gib")
-NCCL_GIB_PER_GROUP = training_constant("nccl_gib_per_group")
 FRAGMENTATION = training_constant("allocator_fragmentation")
 ACTIVATION_UNCERTAINTY = training_constant("activation_uncertainty")
 GIB = 2**30
@@ -618,11 +620,6 @@ def _ranks(pp: int) -> list[int]:
     return sorted({0, min(1, pp - 1), pp // 2, max(0, pp - 2), pp - 1})
 
 
-def _process_groups(plan: Plan) -> int:
-    own_etp = plan.expert_tp > 1 and plan.expert_tp != plan.tp  # its own communicator
-    return sum(1 for g in (plan.tp, plan.pp, plan.dp, plan.cp, plan.ep) if g > 1) + own_etp
-
-
 def fp8_weight_bytes(s: Scenario) -> float:
     """Bytes per GEMM weight of its FP8 form (the cache, or the weight itself).
 
@@ -741,7 +738,7 @@ def memory_per_gpu(s: Scenario, plan: Plan, counts: ShapeCounts, hbm_gib: float)
     ) * activation_bytes_per_layer(s, plan, False)
     dense_per_layer = counts.non_expert_layer_params / L
     expert_per_layer = counts.expert_params / L
-    runtime_fixed = CUDA_CONTEXT_GIB + NCCL_GIB_PER_GROUP * _process_groups(plan)
+    runtime_fixed = CUDA_CONTEXT_GIB + nccl_bytes_per_gpu(s, plan) / GIB
     tokens = m.seq_len / plan.cp * plan.micro_batch
     # the rematerialised layer of full recomputation keeps what the layer saves without
     # checkpointing: torchtitan reruns the whole block (ptd_checkpoint_wrapper); Megatron's
