@@ -277,7 +277,7 @@ SCATTERED_PARTIAL = [
         "parallel.pp=16",
         "--set",
         "what_if.placement=scattered",
-        # ZeRO-2 keeps the case feasible now that NCCL's buffers count (92 -> 93.6 GiB of
+        # ZeRO-2 keeps the case feasible now that NCCL's buffers count (93.6 +- 13.2 GiB of
         # 79.2 at ZeRO-1): the case is about the scattered layout, not the memory
         "--set",
         "parallel.zero_stage=2",
