@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from fabric_model.run.placement import ClusterLayout
 from fabric_model.scenario import Scenario, apply_overrides
 from fabric_model.scenario.workload import RANK_ORDERS, rank_order
+from fabric_model.topology.ocs import OcsRequest, _job_pairs
 from fabric_model.training.fabric import DimensionFabric
 from fabric_model.training.layout import DIMENSIONS, Layout
 from fabric_model.training.plan import Plan, resolve_plan
@@ -151,3 +152,18 @@ def test_pipeline_outermost_keeps_the_dp_ring_within_fewer_leaves(tapered: Scena
     }
     assert t[PP_LAST].bottleneck == "nic-leaf" and t[DP_LAST].bottleneck == "leaf-up bundle"
     assert t[PP_LAST].time_s < t[DP_LAST].time_s
+
+
+@pytest.mark.parametrize(
+    ("order", "dp_ring", "pp_pair", "absent"),
+    [(PP_LAST, (0, 3), (0, 4), (0, 2)), (DP_LAST, (0, 6), (0, 1), (0, 4))],
+)
+def test_ocs_job_circuits_follow_the_order(
+    order: str, dp_ring: tuple[int, int], pp_pair: tuple[int, int], absent: tuple[int, int]
+) -> None:
+    # TP8 PP2 DP4 on 8 blocks of 8 GPUs: pipeline outermost, stage 0's ring is blocks 0-1-2-3
+    # (closing 3 -> 0) and block 0 sends to block 4; data parallelism outermost, the ring is
+    # 0-2-4-6 (closing 6 -> 0) and block 0 sends to block 1
+    a, b, note = _job_pairs(OcsRequest(n_gpus=64, job_tp=8, job_pp=2, job_order=order), 8, 8)
+    pairs = set(zip(a.tolist(), b.tolist(), strict=True))
+    assert not note and dp_ring in pairs and pp_pair in pairs and absent not in pairs
