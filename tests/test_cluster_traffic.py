@@ -99,9 +99,15 @@ def test_dimensions_that_leave_the_domain_and_their_weights() -> None:
     assert pp.dims == ("dp", "pp")  # TP8 stays inside each node
     assert pp.share.tolist() == pytest.approx([1 / 1.5, 0.5 / 1.5])
     sends = pp.dim == pp.dims.index("pp")
-    # stage s of each pipeline (nodes s and 4 + s) sends to stage s + 1, every GPU
+    # pipeline outermost (Megatron-Core's default order): stage s of each pipeline (nodes 2s
+    # and 2s + 1) sends to stage s + 1, two nodes on, every GPU
     assert sends.sum() == 2 * 3 * 8
-    assert set((pp.dst[sends] // 8 - pp.src[sends] // 8).tolist()) == {1}
+    assert set((pp.dst[sends] // 8 - pp.src[sends] // 8).tolist()) == {2}
+    # data parallelism outermost (Llama 3's order): stage s on nodes s and 4 + s, one node on
+    dp_last = Layout(tp=8, cp=1, ep=1, pp=4, edp=2, order="tp-cp-ep-pp-dp")
+    near = job_pattern(TrafficShape(dp_last, dp_last, PP.comm_s), nodes, 8, 1, 1)
+    sends = near.dim == near.dims.index("pp")
+    assert set((near.dst[sends] // 8 - near.src[sends] // 8).tolist()) == {1}
     moe = job_pattern(MOE, nodes, 8, 1, 1)
     a2a = moe.dim == moe.dims.index("ep")
     # each GPU to the same GPU of the 3 other nodes of its EP group, a third of its NIC each
@@ -167,8 +173,10 @@ def test_solving_only_shared_links_equals_the_full_solve(tapered: Cluster) -> No
         for d in got[j]:
             assert got[j][d] == pytest.approx(want[j][d], rel=1e-9), (j, d)
     # leaf group 0's uplinks (a quarter of its NICs) carry the pairs' rings and the pipeline
-    # job's data-parallel ring: both slower than alone
-    assert got["pp"]["dp"] < rates.alone("pp", *jobs["pp"])["dp"]
+    # job's sends from stage 1 to stage 2 (pipeline outermost: its data-parallel pairs are
+    # neighbouring nodes of one leaf): both slower than alone
+    alone = rates.alone("pp", *jobs["pp"])
+    assert got["pp"]["pp"] < alone["pp"] and got["pp"]["dp"] == alone["dp"]
     assert got["p0"]["dp"] < rates.alone("p0", *jobs["p0"])["dp"]
 
 

@@ -306,12 +306,18 @@ def test_degraded_link_and_skew_slow_the_step() -> None:
 # --------------------------------------------------------------------- layout
 
 
-def test_layout_groups_follow_megatron_order() -> None:
-    lay = Layout(tp=8, cp=2, ep=2, pp=4, edp=3)
+@pytest.mark.parametrize(
+    ("order", "pp_members"),
+    [("tp-cp-ep-dp-pp", [0, 96, 192, 288]), ("tp-cp-ep-pp-dp", [0, 32, 64, 96])],
+)
+def test_layout_groups_follow_megatron_order(order: str, pp_members: list[int]) -> None:
+    # Megatron-Core's default (pipeline outermost: stages 8 x 2 x 2 x 3 = 96 ranks apart)
+    # and --use-tp-pp-dp-mapping / Llama 3's (data parallelism outermost: 8 x 2 x 2 apart)
+    lay = Layout(tp=8, cp=2, ep=2, pp=4, edp=3, order=order)
     assert lay.n_gpus == 384
     assert list(lay.members("tp")) == list(range(8))
     assert list(lay.members("cp")) == [0, 8]
-    assert list(lay.members("pp")) == [0, 32, 64, 96]
+    assert list(lay.members("pp")) == pp_members
     assert lay.size("dp") == 2 * 2 * 3 and lay.size("edp") == 2 * 3
     for dim in ("tp", "cp", "ep", "pp", "dp", "edp"):
         everyone = (lay.members(dim)[None, :] + lay.offsets(dim)[:, None]).ravel()

@@ -29,6 +29,7 @@ from fabric_model.plant.hybrid import check_hybrid, partition_scenario
 from fabric_model.plant.lines import ocs_channel
 from fabric_model.scenario import Scenario
 from fabric_model.scenario.ocs import ocs_plan_key
+from fabric_model.scenario.workload import rank_order
 from fabric_model.topology import (
     PLANE_FAMILIES,
     Topology,
@@ -646,6 +647,7 @@ def ocs_request(scenario: Scenario, hardware: Hardware, base: TopologyRequest) -
         job_cp=pl.cp,
         job_ep=pl.ep,
         job_pp=pl.pp,
+        job_order=rank_order(pl, scenario.training),
         ocs_rack_units=sw.rack_units,
     )
 

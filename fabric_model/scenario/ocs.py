@@ -15,6 +15,7 @@ from typing import Any
 from fabric_model.catalog import load_catalog
 from fabric_model.errors import ScenarioError
 from fabric_model.scenario.fields import FieldSpec, _f
+from fabric_model.scenario.workload import rank_order
 
 __all__ = [
     "OCS_BLOCKS",
@@ -175,14 +176,14 @@ def ocs_plan_key(s: Any) -> tuple[Any, ...]:
     """Return what an OCS fabric reads of the plan: its degrees when its circuits follow the job.
 
     ``ocs.circuits = job`` lays circuits along the job's DP rings and PP chains, which the
-    plan's TP, CP, EP and PP degrees place (Megatron's rank order); every other fabric reads
-    nothing of the plan (``()``). Part of the built fabric's cache key
-    (``fabric_model.training.fabric.FABRIC_READS``).
+    plan's TP, CP, EP and PP degrees and its rank order (``parallel.order``, resolved with
+    ``training.framework``) place; every other fabric reads nothing of the plan (``()``).
+    Part of the built fabric's cache key (``fabric_model.training.fabric.FABRIC_READS``).
     """
     if s.fabric.topology != "ocs" or s.ocs.circuits != "job":
         return ()
     p = s.parallel
-    return (p.tp, p.cp, p.ep, p.pp)
+    return (p.tp, p.cp, p.ep, p.pp, rank_order(p, s.training))
 
 
 def reconfig_ms(s: Any) -> float:

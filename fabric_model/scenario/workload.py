@@ -12,13 +12,16 @@ from fabric_model.scenario.fields import FieldSpec, _f
 from fabric_model.scenario.hardware import GPU_COUNT_MAX
 
 __all__ = [
+    "FRAMEWORK_RANK_ORDER",
     "MODELS_PATH",
     "MODEL_NAMES",
     "MODEL_SHAPES",
+    "RANK_ORDERS",
     "SHAPE_KEYS",
     "ModelSpec",
     "ParallelismPlan",
     "TrainingSpec",
+    "rank_order",
 ]
 
 
@@ -160,9 +163,24 @@ class ModelSpec:
     )
 
 
+#: Each framework's rank order (``parallel.order = auto``), innermost first, in
+#: Megatron-Core's spelling. Megatron-LM: ``initialize_model_parallel(order="tp-cp-ep-dp-pp")``
+#: (megatron/core/parallel_state.py, tag core_v0.15.0) and megatron/training/initialize.py
+#: passes it unless ``--use-tp-pp-dp-mapping`` (then ``tp-cp-ep-pp-dp``); torchtitan's device
+#: mesh ``["pp", "dp_replicate", "dp_shard", "cp", "tp"]``, outermost first (v0.1.0
+#: torchtitan/distributed/parallel_dims.py; with EP, v0.2.0, ``dp_shard_in_ep`` innermost of
+#: the data-parallel ranks, just outside ``cp``): the same order, pipeline outermost.
+FRAMEWORK_RANK_ORDER: dict[str, str] = {
+    "megatron": "tp-cp-ep-dp-pp",
+    "torchtitan": "tp-cp-ep-dp-pp",
+}
+#: The rank orders ``parallel.order`` names (``auto`` = :data:`FRAMEWORK_RANK_ORDER`).
+RANK_ORDERS: tuple[str, ...] = ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp")
+
+
 @dataclass(frozen=True)
 class ParallelismPlan:
-    """How the model is parallelised (Megatron order: TP, CP, EP, PP inside, DP outside)."""
+    """How the model is parallelised, and in which order its ranks are numbered."""
 
     tp: int = _f(8, FieldSpec("int", "tensor-parallel degree", "", min=1, max=1024))
     pp: int = _f(4, FieldSpec("int", "pipeline-parallel stages", "", min=1, max=1024))
@@ -201,6 +219,22 @@ class ParallelismPlan:
         1,
         FieldSpec(
             "choice", "ZeRO stage of the data-parallel optimizer (3 = FSDP)", choices=(0, 1, 2, 3)
+        ),
+    )
+    order: str = _f(
+        "auto",
+        FieldSpec(
+            "choice",
+            "rank order of the parallel dimensions, innermost first: which communicators get "
+            "consecutive GPUs (one NVLink domain, one leaf) and which cross the spine. "
+            "tp-cp-ep-dp-pp = pipeline outermost, each stage's data-parallel ring on "
+            "neighbouring nodes (Megatron-Core's default, order='tp-cp-ep-dp-pp' in "
+            "parallel_state.py, core_v0.15.0; torchtitan's device mesh pp, dp, cp, tp); "
+            "tp-cp-ep-pp-dp = data parallelism outermost, the pipeline's sends on neighbouring "
+            "nodes (Megatron-LM --use-tp-pp-dp-mapping; Llama 3's [TP, CP, PP, DP], arXiv "
+            "2407.21783 section 3.3.2). auto = the framework's default (training.framework: "
+            "megatron and torchtitan both tp-cp-ep-dp-pp)",
+            choices=("auto", *RANK_ORDERS),
         ),
     )
     pipeline_layout: str = _f(
@@ -548,3 +582,16 @@ def _shape_name(model: ModelSpec) -> str:
         if shape == mine:
             return name
     return "custom"
+
+
+def rank_order(parallel: ParallelismPlan, training: TrainingSpec) -> str:
+    """Return the rank order a plan runs in: ``parallel.order``, or its framework's default.
+
+    >>> rank_order(ParallelismPlan(), TrainingSpec())
+    'tp-cp-ep-dp-pp'
+    >>> rank_order(ParallelismPlan(order="tp-cp-ep-pp-dp"), TrainingSpec())
+    'tp-cp-ep-pp-dp'
+    """
+    if parallel.order != "auto":
+        return parallel.order
+    return FRAMEWORK_RANK_ORDER[training.framework]

@@ -146,8 +146,9 @@ class OcsRequest(TopologyRequest):
         ``ocs.circuits`` and ``ocs.reconfigure``.
     spare_blocks, failed_blocks
         ``ocs.spare_blocks`` and ``ocs.failed_blocks``.
-    job_tp, job_cp, job_ep, job_pp
-        The plan's degrees, for ``circuits = job`` (Megatron's rank order).
+    job_tp, job_cp, job_ep, job_pp, job_order
+        The plan's degrees and rank order (``parallel.order`` resolved), for ``circuits =
+        job``.
     ring_circuits
         Circuits the job pattern gives each DP-ring and PP-chain block pair, count (NCCL's
         NICs per domain boundary, :data:`RING_CIRCUITS`).
@@ -169,6 +170,7 @@ class OcsRequest(TopologyRequest):
     job_cp: int = 1
     job_ep: int = 1
     job_pp: int = 1
+    job_order: str = "tp-cp-ep-dp-pp"
     ring_circuits: int = RING_CIRCUITS
     ocs_rack_units: int = 8
 
@@ -540,7 +542,7 @@ def _job(
 
 
 def _job_pairs(r: OcsRequest, block_gpus: int, n_blocks: int) -> tuple[np.ndarray, np.ndarray, str]:
-    """Block pairs of the job's DP rings and PP chains (Megatron's rank order), and a note."""
+    """Block pairs of the job's DP rings and PP chains (in its rank order), and a note."""
     n = r.n_gpus
     tp, cp, ep, pp = r.job_tp, r.job_cp, r.job_ep, r.job_pp
     if n % (tp * cp * pp) or (n // (tp * cp * pp)) % ep:
@@ -551,13 +553,15 @@ def _job_pairs(r: OcsRequest, block_gpus: int, n_blocks: int) -> tuple[np.ndarra
         )
         return ring, np.roll(ring, -1), note
     edp = n // (tp * cp * pp) // ep
-    # rank = tp_r + tp (cp_r + cp (ep_r + ep (pp_r + pp edp_r)))
+    # rank = tp_r + tp (cp_r + cp (ep_r + ep x)), x = edp_r + edp pp_r (pipeline
+    # outermost) or pp_r + pp edp_r (data parallelism outermost): training/layout.py
     t = np.arange(tp)[:, None, None, None, None]
     c = np.arange(cp)[None, :, None, None, None]
     e = np.arange(ep)[None, None, :, None, None]
     p = np.arange(pp)[None, None, None, :, None]
     d = np.arange(edp)[None, None, None, None, :]
-    rank = t + tp * (c + cp * (e + ep * (p + pp * d)))
+    outer = d + edp * p if r.job_order.endswith("pp") else p + pp * d
+    rank = t + tp * (c + cp * (e + ep * outer))
     block = rank // block_gpus
     # DP ring: cp fastest, then ep, then edp; per (tp, pp)
     dp = np.moveaxis(block, 3, 1).reshape(tp * pp, cp, ep, edp)

@@ -85,9 +85,10 @@ def fabric_key(s: Scenario) -> tuple[Hashable, ...]:
 def group_shape(layout: Layout, dim: str) -> tuple[tuple[int, bool], ...]:
     """Return what fixes ``dim``'s communicators in ``layout``: runs of (degree, in the group).
 
-    The coordinates of a rank, innermost first (:data:`~fabric_model.training.layout.
-    DIMENSIONS`), with degree-1 coordinates dropped and neighbours on the same side (inside
-    the group or not) merged into one coordinate of their product: a merged run enumerates
+    The coordinates of a rank, innermost first in the layout's rank order
+    (:attr:`~fabric_model.training.layout.Layout.coords`), with degree-1 coordinates
+    dropped and neighbours on the same side (inside the group or not) merged into one
+    coordinate of their product: a merged run enumerates
     the same ranks in the same order, so two layouts of one shape have the same group
     members and offsets, and so the same communicator (``TP8 PP4`` and ``TP8 PP2 CP2``
     share their TP groups on 1,024 GPUs).
@@ -99,7 +100,7 @@ def group_shape(layout: Layout, dim: str) -> tuple[tuple[int, bool], ...]:
     """
     inside = DIMENSIONS[dim]
     runs: list[list[Any]] = []
-    for coord in ("tp", "cp", "ep", "pp", "edp"):
+    for coord in layout.coords:
         degree = getattr(layout, coord)
         if degree == 1:
             continue

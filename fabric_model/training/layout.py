@@ -1,19 +1,28 @@
 """Where each parallel dimension's ranks sit, and its collectives on the real fabric.
 
-Ranks are laid out as Megatron-LM orders its process groups, innermost first: tensor
-parallel (``tp``), context parallel (``cp``), expert parallel (``ep``), pipeline
-(``pp``), then the rest of data parallelism (``edp = dp / ep``)::
+Ranks are numbered in one of two orders (``parallel.order``), innermost first: tensor
+parallel (``tp``), context parallel (``cp``), expert parallel (``ep``), then the pipeline
+(``pp``) and the rest of data parallelism (``edp = dp / ep``) in either order::
 
-    rank = tp_r + tp (cp_r + cp (ep_r + ep (pp_r + pp edp_r)))
+    tp-cp-ep-dp-pp:  rank = tp_r + tp (cp_r + cp (ep_r + ep (edp_r + edp pp_r)))
+    tp-cp-ep-pp-dp:  rank = tp_r + tp (cp_r + cp (ep_r + ep (pp_r + pp edp_r)))
 
-so TP fills the NVLink domain first, and data parallelism (``ep_r`` and ``edp_r``; the
-gradients of non-expert weights are also reduced across ``cp``) spans the scale-out fabric.
+The first, pipeline outermost, is Megatron-Core's default (``initialize_model_parallel(...,
+order="tp-cp-ep-dp-pp")``, ``megatron/core/parallel_state.py``, core_v0.15.0) and
+torchtitan's device mesh (``["pp", "dp_replicate", "dp_shard", "cp", "tp"]`` outermost
+first, ``torchtitan/distributed/parallel_dims.py``): a stage's data-parallel ring runs over
+neighbouring nodes and the pipeline's sends cross the fabric. The second, data parallelism
+outermost, is Megatron-LM's ``--use-tp-pp-dp-mapping`` (``megatron/training/initialize.py``)
+and Llama 3's ``[TP, CP, PP, DP]`` (arXiv 2407.21783, section 3.3.2: data parallelism
+outermost because it tolerates latency): the pipeline's sends stay near and the
+data-parallel rings span the fabric. Either way TP fills the NVLink domain first, and the
+gradients of non-expert weights are reduced across ``cp``, ``ep`` and ``edp``.
 
 The routed experts may run on a grid of their own (:meth:`Layout.expert_grid`): Megatron-
-Core's MoE parallel folding (``parallel_state.py``, the expert ``RankGenerator``; Liu et
-al., arXiv 2504.14960) regroups the ``tp x cp x dp`` GPUs of each pipeline stage as expert
-tensor parallel (``etp``, innermost), expert parallel (``ep``) and expert data parallel
-(``edp = tp cp dp / (etp ep)``).
+Core's MoE parallel folding (``parallel_state.py``, the expert ``RankGenerator``, built with
+the same order; Liu et al., arXiv 2504.14960) regroups the ``tp x cp x dp`` GPUs of each
+pipeline stage as expert tensor parallel (``etp``, innermost), expert parallel (``ep``) and
+expert data parallel (``edp = tp cp dp / (etp ep)``).
 
 A :class:`GroupContext` is a :class:`~fabric_model.collectives.FabricContext` for one such
 communicator: its ranks are group 0's GPUs, its "domain" is the group's members that share
@@ -36,10 +45,13 @@ from fabric_model._fastpaths import shortcuts
 from fabric_model.collectives.context import FabricContext, PatternResult
 from fabric_model.scenario import Scenario
 
-__all__ = ["DIMENSIONS", "MAX_REPLICATED_CONNECTIONS", "GroupContext", "Layout"]
+__all__ = ["COORDS", "DIMENSIONS", "MAX_REPLICATED_CONNECTIONS", "GroupContext", "Layout"]
 
-#: Coordinates, innermost first.
-_COORDS = ("tp", "cp", "ep", "pp", "edp")
+#: The coordinates of a rank, innermost first, in each rank order (``parallel.order``).
+COORDS: dict[str, tuple[str, ...]] = {
+    "tp-cp-ep-dp-pp": ("tp", "cp", "ep", "edp", "pp"),
+    "tp-cp-ep-pp-dp": ("tp", "cp", "ep", "pp", "edp"),
+}
 #: Communicators: the coordinates that vary inside one group.
 DIMENSIONS: dict[str, tuple[str, ...]] = {
     "tp": ("tp",),
@@ -56,32 +68,54 @@ MAX_REPLICATED_CONNECTIONS = 300_000
 
 @dataclass(frozen=True)
 class Layout:
-    """Degrees of each coordinate; ``tp x cp x ep x pp x edp`` GPUs."""
+    """Degrees of each coordinate (``tp x cp x ep x pp x edp`` GPUs) and their rank order.
+
+    >>> lay = Layout(tp=2, cp=1, ep=1, pp=2, edp=4)  # 16 GPUs, pipeline outermost
+    >>> lay.members("dp").tolist(), lay.members("pp").tolist()
+    ([0, 2, 4, 6], [0, 8])
+    >>> lay = Layout(tp=2, cp=1, ep=1, pp=2, edp=4, order="tp-cp-ep-pp-dp")
+    >>> lay.members("dp").tolist(), lay.members("pp").tolist()
+    ([0, 4, 8, 12], [0, 2])
+    """
 
     tp: int
     cp: int
     ep: int
     pp: int
     edp: int
+    #: ``parallel.order`` resolved (:data:`COORDS`); Megatron-Core's default unless given
+    order: str = "tp-cp-ep-dp-pp"
+
+    def __post_init__(self) -> None:
+        if self.order not in COORDS:
+            raise ValueError(f"rank order {self.order!r} is not one of {', '.join(COORDS)}")
 
     @classmethod
-    def expert_grid(cls, etp: int, ep: int, pp: int, stage_gpus: int) -> Layout:
+    def expert_grid(
+        cls, etp: int, ep: int, pp: int, stage_gpus: int, order: str = "tp-cp-ep-dp-pp"
+    ) -> Layout:
         """Return the expert grid ``etp x ep x edp`` of pipeline stages of ``stage_gpus``.
 
-        As Megatron-Core lays it out: expert TP on consecutive ranks, EP on the next
-        (``etp x ep`` consecutive ranks), then the pipeline and the expert data-parallel
-        groups (``edp = stage_gpus / (etp ep)``). Folding needs Megatron-Core's default
-        rank order, pipeline last, in which a stage's GPUs are consecutive
-        (``parallel_state.py`` asserts equal data-parallel sizes of the attention and the
-        experts otherwise), so the expert groups sit where the runs put them, on the
-        NVLink domains their consecutive ranks fill; the attention's own layout keeps
-        Llama 3's order (:attr:`~fabric_model.training.plan.Plan.layout`).
+        As Megatron-Core lays it out: its expert ``RankGenerator`` takes the attention's
+        ``order`` with ``tp = etp``, ``cp = 1``, ``dp = edp`` (``edp = stage_gpus / (etp
+        ep)``), so expert TP sits on consecutive ranks, EP on the next (``etp x ep``
+        consecutive ranks), then the expert data-parallel groups and the pipeline in
+        ``order``. Pipeline outermost, a stage's GPUs are consecutive and the expert grid
+        covers the attention's; data parallelism outermost, it does only when ``etp x ep =
+        tp x cp`` (``parallel_state.py`` asserts equal data-parallel sizes of the attention
+        and the experts then: :func:`~fabric_model.training.plan.resolve_plan` refuses the
+        rest).
 
         >>> g = Layout.expert_grid(etp=1, ep=8, pp=4, stage_gpus=16)  # Mixtral TP2 DP8, ETP1
         >>> g.members("ep").tolist(), g.size("edp")
         ([0, 1, 2, 3, 4, 5, 6, 7], 2)
         """
-        return cls(tp=etp, cp=1, ep=ep, pp=pp, edp=max(1, stage_gpus // (etp * ep)))
+        return cls(tp=etp, cp=1, ep=ep, pp=pp, edp=max(1, stage_gpus // (etp * ep)), order=order)
+
+    @property
+    def coords(self) -> tuple[str, ...]:
+        """The coordinates of a rank, innermost first (:data:`COORDS` of :attr:`order`)."""
+        return COORDS[self.order]
 
     @property
     def n_gpus(self) -> int:
@@ -90,7 +124,7 @@ class Layout:
 
     def _stride(self, coord: str) -> int:
         s = 1
-        for c in _COORDS:
+        for c in self.coords:
             if c == coord:
                 return s
             s *= getattr(self, c)
@@ -110,7 +144,7 @@ class Layout:
 
     def offsets(self, dim: str) -> np.ndarray:
         """First rank of every group of ``dim`` (group ``g`` = members + offsets[g])."""
-        rest = tuple(c for c in _COORDS if c not in DIMENSIONS[dim])
+        rest = tuple(c for c in self.coords if c not in DIMENSIONS[dim])
         return np.sort(self._span(rest))
 
     def size(self, dim: str) -> int:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from fabric_model.catalog import Gpu, Server
 from fabric_model.scenario import Scenario
 from fabric_model.scenario.shapes import ShapeCounts
+from fabric_model.scenario.workload import rank_order
 from fabric_model.training.layout import Layout
 from fabric_model.training.memory import (
     MemoryBreakdown,
@@ -23,7 +24,7 @@ from fabric_model.training.memory import (
 )
 from fabric_model.training.schedules import resolve_schedule, schedule_problems
 
-__all__ = ["Plan", "Problem", "StepInputs", "resolve_plan"]
+__all__ = ["Plan", "Problem", "StepInputs", "order_problems", "resolve_plan"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,9 @@ class Plan:
     schedule: str = "1f1b"
     #: Expert tensor-parallel degree (``parallel.etp``); 0 = ``tp``.
     etp: int = 0
+    #: Rank order (``parallel.order`` resolved: :func:`~fabric_model.scenario.workload.
+    #: rank_order`), innermost first.
+    order: str = "tp-cp-ep-dp-pp"
 
     @property
     def sequences_per_step(self) -> int:
@@ -88,8 +92,8 @@ class Plan:
     def layout(self) -> Layout:
         """The rank layout (``dp = ep x edp``; with folding, EP sits in :attr:`expert_layout`)."""
         if self.folded:
-            return Layout(tp=self.tp, cp=self.cp, ep=1, pp=self.pp, edp=self.dp)
-        return Layout(tp=self.tp, cp=self.cp, ep=self.ep, pp=self.pp, edp=self.dp // self.ep)
+            return Layout(self.tp, self.cp, 1, self.pp, self.dp, self.order)
+        return Layout(self.tp, self.cp, self.ep, self.pp, self.dp // self.ep, self.order)
 
     @property
     def expert_layout(self) -> Layout:
@@ -102,7 +106,9 @@ class Plan:
         """
         if not self.folded:
             return self.layout
-        return Layout.expert_grid(self.expert_tp, self.ep, self.pp, self.tp * self.cp * self.dp)
+        return Layout.expert_grid(
+            self.expert_tp, self.ep, self.pp, self.tp * self.cp * self.dp, self.order
+        )
 
     def label(self) -> str:
         """Short text such as ``TP8 PP16 DP128`` (degrees above 1, DP always)."""
@@ -286,8 +292,35 @@ def resolve_plan(scenario: Scenario) -> tuple[Plan | None, list[Problem]]:
         recompute=tr.recompute,
         schedule=schedule,
         etp=etp,
+        order=rank_order(par, tr),
     )
+    problems += order_problems(plan)
     return plan, problems
+
+
+def order_problems(plan: Plan) -> list[Problem]:
+    """List what the rank order cannot lay out: a folded expert grid off its stages' GPUs.
+
+    Data parallelism outermost (``tp-cp-ep-pp-dp``), a pipeline stage's GPUs are not
+    consecutive, and the expert grid (:meth:`~fabric_model.training.layout.Layout.
+    expert_grid`, the same order) covers the attention's stage only when its
+    ``etp x ep`` block is the attention's ``tp x cp`` block: Megatron-Core asserts "When
+    not using pp-last rank ordering, the data parallel size of the attention and moe layers
+    must be the same" (``parallel_state.py``, core_v0.15.0).
+    """
+    if plan.order.endswith("pp") or plan.pp == 1 or not plan.folded:
+        return []
+    if plan.expert_tp * plan.ep == plan.tp * plan.cp:
+        return []
+    return [
+        Problem(
+            "parallel.order",
+            f"{plan.order} (data parallelism outermost) needs etp x ep = tp x cp for the "
+            f"experts of a pipeline stage to sit on its GPUs ({plan.expert_tp} x {plan.ep} "
+            f"!= {plan.tp} x {plan.cp}, as Megatron-Core asserts); set parallel.order = "
+            "tp-cp-ep-dp-pp or auto",
+        )
+    ]
 
 
 def _expert_tp(s: Scenario, dp: int) -> tuple[int, list[Problem]]:

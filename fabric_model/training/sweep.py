@@ -41,6 +41,7 @@ from fabric_model.errors import FabricModelError, ScenarioError
 from fabric_model.plant.cost import bill_of_materials
 from fabric_model.scenario import Scenario, apply_overrides, field_spec
 from fabric_model.scenario.shapes import shape_counts
+from fabric_model.scenario.workload import rank_order
 from fabric_model.training.comm import BF16, BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_DP
 from fabric_model.training.compute import HBM_EFFICIENCY, compute_times, optimizer_step_s
 from fabric_model.training.fabric import FABRIC_READS, DimensionFabric, group_shape
@@ -52,7 +53,7 @@ from fabric_model.training.memory import (
     model_state_bytes,
 )
 from fabric_model.training.moe import dispatch_copies, dispatch_padding, moe_layer_time
-from fabric_model.training.plan import Plan, resolve_plan
+from fabric_model.training.plan import Plan, order_problems, resolve_plan
 from fabric_model.training.result import StepResult
 from fabric_model.training.schedules import bubble_s, resolve_schedule, schedule_problems
 from fabric_model.training.step import training_step
@@ -441,6 +442,7 @@ def _layouts(s: Scenario) -> list[tuple[int, int, int, int, int]]:
     ]
     pp_max = min(m.layers, _key_max("parallel.pp"))
     eps = expert_degrees(s, every_divisor=True)
+    order = rank_order(s.parallel, s.training)
     out: list[tuple[int, int, int, int, int]] = []
     for tp in tps:
         etps = _expert_tps(s, tp)
@@ -456,6 +458,10 @@ def _layouts(s: Scenario) -> list[tuple[int, int, int, int, int]]:
                     for et in etps
                     for ep in eps
                     if _expert_ok(s, tp, cp, dp, ep, et)
+                    # the rank order lays the expert grid on the stages' GPUs
+                    and not order_problems(
+                        Plan(tp, pp, dp, ep, cp, 1, 0, 1, 1, 1, "none", etp=et, order=order)
+                    )
                 )
     return out
 
@@ -652,10 +658,11 @@ def _space(s: Scenario) -> _Space:
     etp = c["etp"]
     seq, h = m.seq_len, m.hidden
     dp = n // (tp * cp * pp)
+    order = rank_order(s.parallel, tr)
 
     def plan_of(t: int, k: int, e: int, p: int, et: int) -> Plan:
         """Return a plan of these degrees (its rank layouts, as the step forms them)."""
-        return Plan(t, p, n // (t * k * p), e, k, 1, 0, 1, 1, 1, "none", etp=et)
+        return Plan(t, p, n // (t * k * p), e, k, 1, 0, 1, 1, 1, "none", etp=et, order=order)
 
     seen_shares: dict[tuple[Any, ...], int] = {}
 
@@ -830,13 +837,16 @@ def _space(s: Scenario) -> _Space:
         * _moved_s(a2a, ep, ep_in, tot_Bps, nic_Bps, True),
         0.0,
     )
-    # a send each way per micro-batch and virtual stage, plus fill and drain; stages
-    # tp x cp x ep ranks apart sit in different domains once that reaches the domain
+    # a send each way per micro-batch and virtual stage, plus fill and drain; neighbouring
+    # stages sit in different domains once their distance in ranks reaches the domain:
+    # tp x cp x dp ranks apart with the pipeline outermost, tp x cp x ep (folded: tp x cp)
+    # with data parallelism outermost (parallel.order)
     p2p_lat_s = (
         nccl["base_latency_us"]["ring"]["Simple"]
         + min(nccl["hw_latency_us"][link]["ring"]["Simple"] for link in ("nvlink", "net"))
     ) * 1e-6
-    p2p_Bps = np.where(np.where(folded, tp * cp, tp * cp * ep) >= dom, nic_Bps, tot_Bps)
+    stage_apart = tp * cp * dp if order.endswith("pp") else np.where(folded, tp * cp, tp * cp * ep)
+    p2p_Bps = np.where(stage_apart >= dom, nic_Bps, tot_Bps)
     pp_s = np.where(pp > 1, 2 * (vpp * n_mb + pp - 1) * (p2p_lat_s + act / tp / p2p_Bps), 0.0)
     # data parallel, over Megatron-core buckets: the fewest parameters any pipeline rank
     # holds (the memory model reports the heaviest rank, whose layers may be balanced down
