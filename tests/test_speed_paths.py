@@ -908,3 +908,21 @@ def test_physical_endpoints_kernel_equals_the_numpy_expression(
     finally:
         training_layout.PHYSICAL_KERNEL_MIN_ENTRIES = threshold
     assert fast.dtype == np.int64 and np.array_equal(fast, ref)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.sampled_from([1.0, 2.0, 3.0, math.inf]), min_size=1, max_size=60),
+    st.data(),
+)
+def test_first_popped_in_python_pops_as_the_kernel(levels: list[float], data: Any) -> None:
+    """The pure-Python heap (small fabrics, no compiler) breaks ties as the solver's heap."""
+    from fabric_model.collectives._heap_order import first_popped
+
+    fill = np.asarray(levels)
+    finite = np.flatnonzero(fill < math.inf)
+    marks = data.draw(st.lists(st.booleans(), min_size=fill.size, max_size=fill.size))
+    candidate = np.asarray(marks) & (fill < math.inf)
+    if finite.size:  # the caller's candidates: links at the smallest level
+        candidate &= fill == fill[finite].min()
+    assert first_round.first_popped_py(fill, candidate) == int(first_popped(fill, candidate))

@@ -42,9 +42,11 @@ from fabric_model.flows._tolerance import REL_TOL
 from fabric_model.routing.base import ColumnRouted
 
 __all__ = [
+    "PY_HEAP_MAX_LINKS",
     "DeferredMean",
     "FirstRound",
     "class_flows",
+    "first_popped_py",
     "first_round",
     "slowest",
     "slowest_routed",
@@ -112,11 +114,60 @@ class FirstRound:
         cands = self.bottleneck_candidates()
         if cands.size == 1:
             return int(cands[0])
-        from fabric_model.collectives._heap_order import first_popped
-
         mark = np.zeros(self.n_links, dtype=bool)
         mark[cands] = True
-        return int(first_popped(self.fill_Bps, mark))
+        fill = self.fill_Bps
+        if self.used_links.size <= PY_HEAP_MAX_LINKS:  # no compiler for a small fabric
+            return first_popped_py(fill, mark)
+        from fabric_model.collectives._heap_order import first_popped
+
+        return int(first_popped(fill, mark))
+
+
+#: Up to this many links in the heap :func:`first_popped_py` answers (a few ms in Python), so a
+#: small design's step (the default's pipeline sends) starts without loading numba.
+PY_HEAP_MAX_LINKS = 20_000
+
+
+def first_popped_py(fill_level: np.ndarray, candidate: np.ndarray) -> int:
+    """Return the first ``candidate`` link the solver's heap pops in round one (-1: none).
+
+    The pure-Python twin of :func:`fabric_model.collectives._heap_order.first_popped`: the
+    same heap (links in link order, heapified, popped) with the same sift-down as the solver
+    (:func:`fabric_model.flows._kernels._sift_down`), so ties come out in the same order.
+    """
+    links = np.flatnonzero(fill_level < np.inf)
+    key = fill_level[links].tolist()
+    heap = list(range(len(key)))  # positions into ``links`` / ``key``
+    n = len(heap)
+
+    def sift_down(i: int) -> None:
+        item = heap[i]
+        k = key[item]
+        while True:
+            child = 2 * i + 1
+            if child >= n:
+                break
+            right = child + 1
+            if right < n and key[heap[right]] < key[heap[child]]:
+                child = right
+            if key[heap[child]] >= k:
+                break
+            heap[i] = heap[child]
+            i = child
+        heap[i] = item
+
+    for i in range(n // 2 - 1, -1, -1):
+        sift_down(i)
+    while n > 0:
+        link = int(links[heap[0]])
+        if candidate[link]:
+            return link
+        n -= 1
+        if n > 0:
+            heap[0] = heap[n]
+            sift_down(0)
+    return -1
 
 
 @dataclass(frozen=True)
