@@ -365,9 +365,10 @@ def _diagnose(
     if settings and min(settings) < abs(math.log(ratio)):
         return (), ""
     mode = failures[best][0]
+    keys = ", ".join(f"{k} = {v}" for k, v in mode.overrides.items())
     line = (
-        f"the bandwidth-bound sizes follow the model with {mode.label} (measured / model "
-        f"{ratio:.2f}, against {healthy:.2f} for the healthy design): {mode.check}"
+        f"the bandwidth-bound sizes follow the model with {mode.label} ({keys}; measured / "
+        f"model {ratio:.2f}, against {healthy:.2f} for the healthy design): {mode.check}"
     )
     also = sorted(
         (k for k in fits if k != best and abs(fits[k] - 1) <= tol),
