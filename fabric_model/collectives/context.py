@@ -52,6 +52,7 @@ __all__ = [
     "link_tier",
     "nccl_constants",
     "nvlink_efficiency",
+    "routing_policy",
 ]
 
 CONSTANTS_PATH = asset("nccl_constants.yaml")
@@ -245,6 +246,16 @@ def _scenario_constants(scenario: Scenario, hw: Hardware) -> dict[str, Any]:
     return {**constants, **over} if over else constants
 
 
+def _routed_scenario(scenario: Scenario) -> Scenario:
+    """Return the scenario whose fabric is routed: a hybrid's job partition(s) (``hybrid.job``)."""
+    return job_scenario(scenario) if scenario.fabric.topology == "hybrid" else scenario
+
+
+def routing_policy(scenario: Scenario, catalog: Catalog | None = None) -> str:
+    """Return the routing policy :meth:`FabricContext.from_scenario` routes with, unbuilt."""
+    return resolve_hardware(_routed_scenario(scenario), catalog or load_catalog()).routing
+
+
 @dataclass(frozen=True, eq=False)
 class FabricContext:
     """A scenario's fabric, ready to solve patterns on."""
@@ -260,8 +271,7 @@ class FabricContext:
     def from_scenario(cls, scenario: Scenario, catalog: Catalog | None = None) -> FabricContext:
         """Build the topology and capacities (with the what-if degradation) for a scenario."""
         cat = catalog or load_catalog()
-        if scenario.fabric.topology == "hybrid":  # hybrid.job: one partition, or both
-            scenario = job_scenario(scenario)
+        scenario = _routed_scenario(scenario)
         hw = resolve_hardware(scenario, cat)
         topo = build_topology_from_request(scenario.fabric.topology, topology_request(scenario, hw))
         allowed = POLICIES.get(topo.family)

@@ -57,6 +57,9 @@ ALLTOALL_READS = Reads("all-to-all skew", ("model.routing_skew", "model.hot_frac
 
 #: Whole-cluster fabrics (a 131,072-GPU topology holds tens of MB: keep few).
 _BASES = Lru(6, "training.fabric._BASES", key=f"FABRIC_READS {FABRIC_READS.names}")
+#: The whole cluster's misconfiguration notes (strings: keep many, so a cached step of a
+#: sweep that cycled :data:`_BASES` does not rebuild its fabric to say them again).
+_NOTES = Lru(1024, "training.fabric._NOTES", key=f"FABRIC_READS {FABRIC_READS.names}")
 #: Group contexts and their solved algorithm models, per (fabric, layout, dimension, op).
 _MODELS = Lru(
     2048,
@@ -164,6 +167,16 @@ class DimensionFabric:
     def base(self) -> FabricContext:
         """The whole cluster's fabric (built once per :data:`FABRIC_READS`)."""
         return _BASES.get(self._fabric, lambda: FabricContext.from_scenario(self.scenario))
+
+    @property
+    def misconfiguration_notes(self) -> tuple[str, ...]:
+        """The whole cluster's misconfiguration notes (:meth:`FabricContext.notes`), bare."""
+        return _NOTES.get(
+            self._fabric,
+            lambda: tuple(
+                n.removeprefix("misconfiguration: ") for n in self.base.notes() if "misconfig" in n
+            ),
+        )
 
     def group(self, dim: str) -> GroupContext:
         """Return the communicator context of ``dim`` (cached with its solved patterns)."""

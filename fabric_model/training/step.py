@@ -67,7 +67,7 @@ from typing import Any
 
 from fabric_model.caching import Lru, Reads
 from fabric_model.catalog import Catalog, Gpu, Server, load_catalog
-from fabric_model.collectives.context import ECMP_SEEDS
+from fabric_model.collectives.context import ECMP_SEEDS, routing_policy
 from fabric_model.collectives.model import AlgorithmUnavailableError
 from fabric_model.errors import FabricModelError
 from fabric_model.plant.design import job_scenario
@@ -401,7 +401,7 @@ def _exposed_per_seed(
     Static ECMP hashing is the one policy the solver draws several hashes for
     (:data:`~fabric_model.collectives.context.ECMP_SEEDS`); the step is timed again at each.
     """
-    if not s.tails.ecmp_redraw or comm.fabrics.dims.base.policy != "ecmp":
+    if not s.tails.ecmp_redraw or routing_policy(s, cat) != "ecmp":
         return {}
 
     def make() -> dict[str, tuple[float, ...]]:
