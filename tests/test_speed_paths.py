@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from fabric_model._fastpaths import NAMES, FastPaths, consulted, fast_paths, reference_paths
 from fabric_model.caching import clear_caches as clear_every_cache
+from fabric_model.collectives import _reference as collectives_reference
 from fabric_model.collectives import collective, context, first_round
 from fabric_model.collectives.context import FabricContext
 from fabric_model.flows import FlowSet, solve_maxmin
@@ -925,4 +926,6 @@ def test_first_popped_in_python_pops_as_the_kernel(levels: list[float], data: An
     candidate = np.asarray(marks) & (fill < math.inf)
     if finite.size:  # the caller's candidates: links at the smallest level
         candidate &= fill == fill[finite].min()
-    assert first_round.first_popped_py(fill, candidate) == int(first_popped(fill, candidate))
+    assert collectives_reference.first_popped_py(fill, candidate) == int(
+        first_popped(fill, candidate)
+    )

@@ -3,7 +3,9 @@
 :func:`dcqcn_incast` is the DCQCN incast of ``_kernels.dcqcn_incast`` written flow by flow:
 every sender keeps its own reaction-point state, where the kernel keeps one for all of them
 (the senders of an incast start together and see the same marks, so their states stay
-equal; the test holds the two equal).
+equal; the test holds the two equal). :func:`first_popped_py` is ``_heap_order.first_popped``
+in Python: the first-round heap of the solver, which a small fabric's bottleneck label asks
+without loading the compiler.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["dcqcn_incast"]
+__all__ = ["dcqcn_incast", "first_popped_py"]
 
 
 @dataclass
@@ -192,3 +194,44 @@ def dcqcn_incast(
         for s in senders:
             s.tick(dt_s, 0.0 if paused else s.rate * dt_s, p, start_Bps)
     return -1.0, paused_s
+
+
+def first_popped_py(fill_level: np.ndarray, candidate: np.ndarray) -> int:
+    """Return the first ``candidate`` link the solver's heap pops in round one (-1: none).
+
+    The pure-Python twin of :func:`fabric_model.collectives._heap_order.first_popped`: the
+    same heap (links in link order, heapified, popped) with the same sift-down as the solver
+    (:func:`fabric_model.flows._kernels._sift_down`), so ties come out in the same order.
+    """
+    links = np.flatnonzero(fill_level < np.inf)
+    key = fill_level[links].tolist()
+    heap = list(range(len(key)))  # positions into ``links`` / ``key``
+    n = len(heap)
+
+    def sift_down(i: int) -> None:
+        item = heap[i]
+        k = key[item]
+        while True:
+            child = 2 * i + 1
+            if child >= n:
+                break
+            right = child + 1
+            if right < n and key[heap[right]] < key[heap[child]]:
+                child = right
+            if key[heap[child]] >= k:
+                break
+            heap[i] = heap[child]
+            i = child
+        heap[i] = item
+
+    for i in range(n // 2 - 1, -1, -1):
+        sift_down(i)
+    while n > 0:
+        link = int(links[heap[0]])
+        if candidate[link]:
+            return link
+        n -= 1
+        if n > 0:
+            heap[0] = heap[n]
+            sift_down(0)
+    return -1

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from fabric_model._fastpaths import shortcuts
+from fabric_model.collectives._reference import first_popped_py
 from fabric_model.collectives.model import PatternResult
 from fabric_model.flows import FlowSet
 from fabric_model.flows._tolerance import REL_TOL
@@ -46,7 +47,6 @@ __all__ = [
     "DeferredMean",
     "FirstRound",
     "class_flows",
-    "first_popped_py",
     "first_round",
     "slowest",
     "slowest_routed",
@@ -127,47 +127,6 @@ class FirstRound:
 #: Up to this many links in the heap :func:`first_popped_py` answers (a few ms in Python), so a
 #: small design's step (the default's pipeline sends) starts without loading numba.
 PY_HEAP_MAX_LINKS = 20_000
-
-
-def first_popped_py(fill_level: np.ndarray, candidate: np.ndarray) -> int:
-    """Return the first ``candidate`` link the solver's heap pops in round one (-1: none).
-
-    The pure-Python twin of :func:`fabric_model.collectives._heap_order.first_popped`: the
-    same heap (links in link order, heapified, popped) with the same sift-down as the solver
-    (:func:`fabric_model.flows._kernels._sift_down`), so ties come out in the same order.
-    """
-    links = np.flatnonzero(fill_level < np.inf)
-    key = fill_level[links].tolist()
-    heap = list(range(len(key)))  # positions into ``links`` / ``key``
-    n = len(heap)
-
-    def sift_down(i: int) -> None:
-        item = heap[i]
-        k = key[item]
-        while True:
-            child = 2 * i + 1
-            if child >= n:
-                break
-            right = child + 1
-            if right < n and key[heap[right]] < key[heap[child]]:
-                child = right
-            if key[heap[child]] >= k:
-                break
-            heap[i] = heap[child]
-            i = child
-        heap[i] = item
-
-    for i in range(n // 2 - 1, -1, -1):
-        sift_down(i)
-    while n > 0:
-        link = int(links[heap[0]])
-        if candidate[link]:
-            return link
-        n -= 1
-        if n > 0:
-            heap[0] = heap[n]
-            sift_down(0)
-    return -1
 
 
 @dataclass(frozen=True)
