@@ -37,6 +37,7 @@ __all__ = [
     "FABRIC_READS",
     "CommTime",
     "DimensionFabric",
+    "FabricFacts",
     "clear_caches",
     "fabric_key",
     "group_shape",
@@ -57,9 +58,27 @@ ALLTOALL_READS = Reads("all-to-all skew", ("model.routing_skew", "model.hot_frac
 
 #: Whole-cluster fabrics (a 131,072-GPU topology holds tens of MB: keep few).
 _BASES = Lru(6, "training.fabric._BASES", key=f"FABRIC_READS {FABRIC_READS.names}")
-#: The whole cluster's misconfiguration notes (strings: keep many, so a cached step of a
-#: sweep that cycled :data:`_BASES` does not rebuild its fabric to say them again).
-_NOTES = Lru(1024, "training.fabric._NOTES", key=f"FABRIC_READS {FABRIC_READS.names}")
+#: What a step reads of the whole cluster's fabric beyond its communicators (small: keep
+#: many, so a cached step of a sweep that cycled :data:`_BASES` does not rebuild its fabric).
+_FACTS = Lru(1024, "training.fabric._FACTS", key=f"FABRIC_READS {FABRIC_READS.names}")
+
+
+@dataclass(frozen=True)
+class FabricFacts:
+    """The whole cluster's misconfiguration notes (bare) and its flapping-link stall share."""
+
+    misconfiguration_notes: tuple[str, ...]
+    stall_fraction: float
+
+    @classmethod
+    def of(cls, base: FabricContext) -> FabricFacts:
+        """Read them from the built fabric (:meth:`FabricContext.notes`, ``stall_fraction``)."""
+        notes = tuple(
+            n.removeprefix("misconfiguration: ") for n in base.notes() if "misconfig" in n
+        )
+        return cls(notes, base.stall_fraction)
+
+
 #: Group contexts and their solved algorithm models, per (fabric, layout, dimension, op).
 _MODELS = Lru(
     2048,
@@ -169,14 +188,9 @@ class DimensionFabric:
         return _BASES.get(self._fabric, lambda: FabricContext.from_scenario(self.scenario))
 
     @property
-    def misconfiguration_notes(self) -> tuple[str, ...]:
-        """The whole cluster's misconfiguration notes (:meth:`FabricContext.notes`), bare."""
-        return _NOTES.get(
-            self._fabric,
-            lambda: tuple(
-                n.removeprefix("misconfiguration: ") for n in self.base.notes() if "misconfig" in n
-            ),
-        )
+    def facts(self) -> FabricFacts:
+        """The whole cluster's notes and stall share (cached apart from :attr:`base`)."""
+        return _FACTS.get(self._fabric, lambda: FabricFacts.of(self.base))
 
     def group(self, dim: str) -> GroupContext:
         """Return the communicator context of ``dim`` (cached with its solved patterns)."""

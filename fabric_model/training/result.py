@@ -230,10 +230,7 @@ def step_totals(ct: ComputeTimes, comm: Communication, host: HostTerms) -> StepT
     busy = ct.compute_s + ct.imbalance_s + ct.bubble_s
     step = busy + host.offload_s + host.optimizer_s + exposed_total
     scale_out = comm.scale_out_dims
-    dims = comm.fabrics.dims
-    # the whole cluster's fabric only when a link flaps: a sweep's cached step builds none
-    flaps = dims.scenario.what_if.flapping_link > 0
-    f = dims.base.stall_fraction if scale_out and flaps else 0.0
+    f = comm.fabrics.dims.facts.stall_fraction if scale_out else 0.0
     stall = (step - sum(exposed[d] for d in scale_out)) * f / (1.0 - f)
     return StepTotals(step + stall, stall, exposed_total)
 
@@ -254,7 +251,7 @@ def assemble(
     """
     s, plan, gpu = inputs.scenario, inputs.plan, inputs.gpu
     n, seq, step = s.cluster.n_gpus, s.model.seq_len, totals.step_s
-    notes = list(comm.fabrics.dims.misconfiguration_notes)
+    notes = list(comm.fabrics.dims.facts.misconfiguration_notes)
     tokens = float(plan.sequences_per_step * seq)  # the batch computed (warned when rounded)
     flops = inputs.counts.model_flops_per_token(seq) * tokens
     mfu = flops / (n * gpu.bf16_dense_tflops * 1e12 * step)
