@@ -138,10 +138,13 @@ def _on_widget_change(key: str) -> None:
         _on_gpu_change()
     if key == "model.name":  # a picked model brings its whole shape: drop edited shape keys
         st.session_state[_EXTRA] = {
-            k: v
-            for k, v in st.session_state.get(_EXTRA, {}).items()
-            if not (k.startswith("model.") and k.split(".", 1)[1] in (*SHAPE_KEYS, "params_b"))
+            k: v for k, v in st.session_state.get(_EXTRA, {}).items() if not _is_shape_key(k)
         }
+
+
+def _is_shape_key(key: str) -> bool:
+    """Whether ``key`` is one of a model's shape keys, which a named model implies."""
+    return key.startswith("model.") and key.split(".", 1)[1] in (*SHAPE_KEYS, "params_b")
 
 
 def _on_preset_change() -> None:
@@ -279,16 +282,7 @@ def _read_url_once() -> None:
 
 
 def _write_url(preset: str, scenario: Scenario) -> None:
-    wanted = {"preset": preset}
-    diff = scenario.diff(load_preset(preset))
-    if scenario.model.name != "custom":  # the name implies its shape
-        diff = {
-            k: v
-            for k, v in diff.items()
-            if k.split(".", 1)[1] not in (*SHAPE_KEYS, "params_b") or not k.startswith("model.")
-        }
-    for key, value in diff.items():
-        wanted[key] = url_value(value)
+    wanted = {"preset": preset, **scenario_diff(scenario, preset)}
     current = {k: st.query_params.get_all(k)[-1] for k in st.query_params.keys()}
     # a page's own parameters stay; that page rewrites them after the sidebar ran
     wanted.update({k: v for k, v in current.items() if k.startswith(PAGE_PARAM_PREFIXES)})
@@ -329,11 +323,7 @@ def scenario_diff(scenario: Scenario, preset: str) -> dict[str, str]:
     """
     diff = scenario.diff(load_preset(preset))
     if scenario.model.name != "custom":
-        diff = {
-            k: v
-            for k, v in diff.items()
-            if not (k.startswith("model.") and k.split(".", 1)[1] in (*SHAPE_KEYS, "params_b"))
-        }
+        diff = {k: v for k, v in diff.items() if not _is_shape_key(k)}
     return {k: url_value(v) for k, v in diff.items()}
 
 
