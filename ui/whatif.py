@@ -277,6 +277,17 @@ def _reset() -> None:
     st.session_state[_OVERRIDES] = {}
 
 
+def _radio(col: Any, label: str, key: str, meaning: str, baseline: Scenario, common: Any) -> None:
+    """Draw a horizontal radio over ``key``'s choices, its help from :func:`_help`."""
+    col.radio(
+        label,
+        list(field_spec(key).choices),
+        **common(key),
+        horizontal=True,
+        help=_help(key, meaning, baseline),
+    )
+
+
 def _help(key: str, meaning: str, baseline: Scenario) -> str:
     spec = field_spec(key)
     unit = f" ({spec.unit})" if spec.unit and spec.unit != ":1" else ""
@@ -328,18 +339,15 @@ def controls(baseline: Scenario) -> None:
             baseline,
         ),
     )
-    row1[2].radio(
+    _radio(
+        row1[2],
         "Job placement",
-        list(field_spec("what_if.placement").choices),
-        **common("what_if.placement"),
-        horizontal=True,
-        help=_help(
-            "what_if.placement",
-            "contiguous: the job fills consecutive leaves; "
-            "scattered: its servers are spread over the cluster in random order, so "
-            "rings cross the spines",
-            baseline,
-        ),
+        "what_if.placement",
+        "contiguous: the job fills consecutive leaves; "
+        "scattered: its servers are spread over the cluster in random order, so "
+        "rings cross the spines",
+        baseline,
+        common,
     )
     row2 = st.columns([1.3, 1.2, 1.0], gap="medium")
     spec = field_spec("fabric.oversubscription")
@@ -406,29 +414,23 @@ def _misconfiguration_controls(baseline: Scenario, common: Any) -> None:
     """
     st.markdown("**Misconfigurations**")
     row4 = st.columns(4, gap="medium")
-    row4[0].radio(
+    _radio(
+        row4[0],
         "GPUDirect RDMA",
-        list(field_spec("what_if.gdr").choices),
-        **common("what_if.gdr"),
-        horizontal=True,
-        help=_help(
-            "what_if.gdr",
-            "off: NCCL stages every byte through host memory (NCCL_NET_GDR_LEVEL, "
-            "nvidia-peermem not loaded): PCIe twice and host DRAM four times",
-            baseline,
-        ),
+        "what_if.gdr",
+        "off: NCCL stages every byte through host memory (NCCL_NET_GDR_LEVEL, "
+        "nvidia-peermem not loaded): PCIe twice and host DRAM four times",
+        baseline,
+        common,
     )
-    row4[1].radio(
+    _radio(
+        row4[1],
         "PFC (RoCE)",
-        list(field_spec("what_if.pfc").choices),
-        **common("what_if.pfc"),
-        horizontal=True,
-        help=_help(
-            "what_if.pfc",
-            "off: a RoCE port receiving faster than its rate drops, and go-back-N resends; "
-            "InfiniBand and lossy fabrics refuse it (the table says why)",
-            baseline,
-        ),
+        "what_if.pfc",
+        "off: a RoCE port receiving faster than its rate drops, and go-back-N resends; "
+        "InfiniBand and lossy fabrics refuse it (the table says why)",
+        baseline,
+        common,
     )
     row4[2].select_slider(
         "RDMA MTU (bytes)",
@@ -440,29 +442,23 @@ def _misconfiguration_controls(baseline: Scenario, common: Any) -> None:
             baseline,
         ),
     )
-    row4[3].radio(
+    _radio(
+        row4[3],
         "NIC per GPU",
-        list(field_spec("what_if.nic_affinity").choices),
-        **common("what_if.nic_affinity"),
-        horizontal=True,
-        help=_help(
-            "what_if.nic_affinity",
-            "cross-socket: each GPU drives a NIC behind the other CPU (a wrong "
-            "NCCL_IB_HCA), so its traffic crosses the inter-socket link",
-            baseline,
-        ),
+        "what_if.nic_affinity",
+        "cross-socket: each GPU drives a NIC behind the other CPU (a wrong "
+        "NCCL_IB_HCA), so its traffic crosses the inter-socket link",
+        baseline,
+        common,
     )
     row5 = st.columns(4, gap="medium")
-    row5[0].radio(
+    _radio(
+        row5[0],
         "PCIe ACS",
-        list(field_spec("what_if.acs").choices),
-        **common("what_if.acs"),
-        horizontal=True,
-        help=_help(
-            "what_if.acs",
-            "on: GPU-NIC peer-to-peer is redirected to the root complex and back",
-            baseline,
-        ),
+        "what_if.acs",
+        "on: GPU-NIC peer-to-peer is redirected to the root complex and back",
+        baseline,
+        common,
     )
     spec = field_spec("what_if.flapping_link")
     row5[1].number_input(
